@@ -1,0 +1,89 @@
+// Command rollup is the single binary of rollup: the service (serve), the embedded
+// MongoDB-compatible server (mongod) and the operations commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// errUsage marks a command-line mistake; main exits with status 2 for it.
+var errUsage = errors.New("usage")
+
+// command is one subcommand of the rollup binary.
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what every subcommand gets from main: its output streams.
+type env struct {
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"mongod": {summary: "serve the embedded MongoDB-compatible server on its own", run: runMongod},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	stop()
+	os.Exit(exitCode(os.Stderr, err))
+}
+
+// exitCode decides the process exit status in one place: 0 ok, 2 usage, 1 anything else.
+func exitCode(stderr io.Writer, err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "rollup:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "rollup:", err)
+		return 1
+	}
+}
+
+func run(ctx context.Context, e *env, args []string) error {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(e.stdout, cmds)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: a subcommand is required", errUsage)
+		}
+		return nil
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		printUsage(e.stderr, cmds)
+		return fmt.Errorf("%w: unknown subcommand %q", errUsage, args[0])
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func printUsage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: rollup <subcommand> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "subcommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'rollup <subcommand> --help' for its flags.")
+}

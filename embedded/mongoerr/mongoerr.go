@@ -1,0 +1,160 @@
+package mongoerr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Codes used by the embedded server. Names and numbers follow MongoDB's error_codes.yml.
+const (
+	InternalError            int32 = 1
+	BadValue                 int32 = 2
+	NoSuchKey                int32 = 4
+	FailedToParse            int32 = 9
+	TypeMismatch             int32 = 14
+	InvalidLength            int32 = 16
+	IllegalOperation         int32 = 20
+	NamespaceNotFound        int32 = 26
+	IndexNotFound            int32 = 27
+	CursorNotFound           int32 = 43
+	NamespaceExists          int32 = 48
+	DollarPrefixedFieldName  int32 = 52
+	InvalidIDField           int32 = 53
+	CommandNotFound          int32 = 59
+	ImmutableField           int32 = 66
+	InvalidOptions           int32 = 72
+	InvalidNamespace         int32 = 73
+	IndexOptionsConflict     int32 = 85
+	IndexKeySpecsConflict    int32 = 86
+	NetworkTimeout           int32 = 89
+	WriteConcernFailed       int32 = 64
+	ConflictingUpdateOps     int32 = 40
+	NotWritablePrimary       int32 = 10107
+	InterruptedDueToStepDown int32 = 11602
+	Location40352            int32 = 40352
+	NotImplemented           int32 = 238
+	ChangeStreamHistoryLost  int32 = 286
+	ChangeStreamFatalError   int32 = 280
+	DuplicateKey             int32 = 11000
+	InvalidPipelineOperator  int32 = 168
+	IndexAlreadyExists       int32 = 68
+	CannotCreateIndex        int32 = 67
+	OperationFailed          int32 = 96
+	MaxTimeMSExpired         int32 = 50
+	Unauthorized             int32 = 13
+	BSONObjectTooLarge       int32 = 10334
+	InvalidResumeToken       int32 = 260
+	ProtocolError            int32 = 17
+	APIStrictError           int32 = 323
+)
+
+var names = map[int32]string{
+	InternalError:            "InternalError",
+	BadValue:                 "BadValue",
+	NoSuchKey:                "NoSuchKey",
+	FailedToParse:            "FailedToParse",
+	TypeMismatch:             "TypeMismatch",
+	InvalidLength:            "InvalidLength",
+	IllegalOperation:         "IllegalOperation",
+	NamespaceNotFound:        "NamespaceNotFound",
+	IndexNotFound:            "IndexNotFound",
+	CursorNotFound:           "CursorNotFound",
+	NamespaceExists:          "NamespaceExists",
+	DollarPrefixedFieldName:  "DollarPrefixedFieldName",
+	InvalidIDField:           "InvalidIdField",
+	CommandNotFound:          "CommandNotFound",
+	ImmutableField:           "ImmutableField",
+	InvalidOptions:           "InvalidOptions",
+	InvalidNamespace:         "InvalidNamespace",
+	IndexOptionsConflict:     "IndexOptionsConflict",
+	IndexKeySpecsConflict:    "IndexKeySpecsConflict",
+	NetworkTimeout:           "NetworkTimeout",
+	WriteConcernFailed:       "WriteConcernFailed",
+	ConflictingUpdateOps:     "ConflictingUpdateOperators",
+	NotWritablePrimary:       "NotWritablePrimary",
+	InterruptedDueToStepDown: "InterruptedDueToStepDown",
+	NotImplemented:           "NotImplemented",
+	ChangeStreamHistoryLost:  "ChangeStreamHistoryLost",
+	ChangeStreamFatalError:   "ChangeStreamFatalError",
+	DuplicateKey:             "DuplicateKey",
+	InvalidPipelineOperator:  "InvalidPipelineOperator",
+	IndexAlreadyExists:       "IndexAlreadyExists",
+	CannotCreateIndex:        "CannotCreateIndex",
+	OperationFailed:          "OperationFailed",
+	MaxTimeMSExpired:         "MaxTimeMSExpired",
+	Unauthorized:             "Unauthorized",
+	BSONObjectTooLarge:       "BSONObjectTooLarge",
+	InvalidResumeToken:       "InvalidResumeToken",
+	ProtocolError:            "ProtocolError",
+	APIStrictError:           "APIStrictError",
+}
+
+// Name returns MongoDB's code name for code, or "" when the server does not know it.
+func Name(code int32) string { return names[code] }
+
+// Error is a server error as it appears in a command reply or a writeErrors entry.
+type Error struct {
+	Code int32
+	Msg  string
+	// Labels are top-level errorLabels, e.g. RetryableWriteError, NonResumableChangeStreamError.
+	Labels []string
+	// Extra holds additional reply fields in order (keyPattern/keyValue for E11000).
+	Extra []Field
+}
+
+// Field is one extra field of an error reply.
+type Field struct {
+	Key   string
+	Value any
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if n := Name(e.Code); n != "" {
+		return fmt.Sprintf("(%s) %s", n, e.Msg)
+	}
+	return fmt.Sprintf("(code %d) %s", e.Code, e.Msg)
+}
+
+// CodeName returns the code's MongoDB name, or "Location<code>" as mongod does for unnamed codes.
+func (e *Error) CodeName() string {
+	if n := Name(e.Code); n != "" {
+		return n
+	}
+	return fmt.Sprintf("Location%d", e.Code)
+}
+
+// New returns an error with code and a formatted message.
+func New(code int32, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// NotImplementedf reports a command, stage or operator outside the embedded server's subset.
+// The message always names what is missing.
+func NotImplementedf(format string, args ...any) *Error {
+	return &Error{Code: NotImplemented, Msg: "embedded server does not implement " + fmt.Sprintf(format, args...)}
+}
+
+// BadValuef is a shorthand for New(BadValue, ...).
+func BadValuef(format string, args ...any) *Error { return New(BadValue, format, args...) }
+
+// FailedToParsef is a shorthand for New(FailedToParse, ...).
+func FailedToParsef(format string, args ...any) *Error { return New(FailedToParse, format, args...) }
+
+// TypeMismatchf is a shorthand for New(TypeMismatch, ...).
+func TypeMismatchf(format string, args ...any) *Error { return New(TypeMismatch, format, args...) }
+
+// As returns the *Error inside err, or an InternalError wrapping err's text.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: InternalError, Msg: err.Error()}
+}
+
+// Is reports whether err carries the given code.
+func Is(err error, code int32) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
