@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -47,10 +48,10 @@ func exitCode(stderr io.Writer, err error) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "rollup:", err)
+		_, _ = fmt.Fprintln(stderr, "rollup:", err)
 		return 2
 	default:
-		fmt.Fprintln(stderr, "rollup:", err)
+		_, _ = fmt.Fprintln(stderr, "rollup:", err)
 		return 1
 	}
 }
@@ -78,12 +79,11 @@ func printUsage(w io.Writer, cmds map[string]command) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(w, "usage: rollup <subcommand> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "subcommands:")
+	var b strings.Builder
+	b.WriteString("usage: rollup <subcommand> [flags]\n\nsubcommands:\n")
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(&b, "  %-10s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'rollup <subcommand> --help' for its flags.")
+	b.WriteString("\nRun 'rollup <subcommand> --help' for its flags.\n")
+	_, _ = io.WriteString(w, b.String())
 }

@@ -1,0 +1,229 @@
+package bsonval
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func TestCompareTable(t *testing.T) {
+	oid1 := bson.ObjectID{1}
+	oid2 := bson.ObjectID{2}
+	tests := []struct {
+		name string
+		a, b any
+		want int
+	}{
+		{"int32 vs double equal", int32(1), 1.0, 0},
+		{"int64 vs int32 equal", int64(7), int32(7), 0},
+		{"int vs double less", int32(1), 1.5, -1},
+		{"big int64 vs its rounded double", int64(1<<53 + 1), float64(1 << 53), 1},
+		{"max int64 vs 2^63 double", int64(math.MaxInt64), 9223372036854775808.0, -1},
+		{"NaN below numbers", math.NaN(), math.Inf(-1), -1},
+		{"NaN equals NaN", math.NaN(), math.NaN(), 0},
+		{"neg zero equals zero", math.Copysign(0, -1), int32(0), 0},
+		{"null below numbers", nil, int32(-5), -1},
+		{"undefined equals null", bson.Undefined{}, nil, 0},
+		{"minkey below null", bson.MinKey{}, nil, -1},
+		{"maxkey above all", bson.MaxKey{}, bson.Regex{Pattern: "a"}, 1},
+		{"number below string", int64(1e18), "", -1},
+		{"strings bytewise", "B", "a", -1},
+		{"symbol equals string", bson.Symbol("x"), "x", 0},
+		{"string below object", "z", bson.D{}, -1},
+		{"object below array", bson.D{{Key: "a", Value: 1}}, bson.A{}, -1},
+		{"doc field type first", bson.D{{Key: "b", Value: int32(1)}}, bson.D{{Key: "a", Value: "x"}}, -1},
+		{"doc field name second", bson.D{{Key: "a", Value: int32(1)}}, bson.D{{Key: "b", Value: int32(1)}}, -1},
+		{"doc prefix shorter", bson.D{{Key: "a", Value: int32(1)}}, bson.D{{Key: "a", Value: int32(1)}, {Key: "b", Value: nil}}, -1},
+		{"array elementwise", bson.A{int32(1), int32(2)}, bson.A{int32(1), int32(3)}, -1},
+		{"binary by length", bson.Binary{Data: []byte{9}}, bson.Binary{Data: []byte{1, 1}}, -1},
+		{"objectid bytes", oid1, oid2, -1},
+		{"false below true", false, true, -1},
+		{"bool below date", true, bson.DateTime(0), -1},
+		{"date signed", bson.DateTime(-1), bson.DateTime(0), -1},
+		{"timestamp unsigned", bson.Timestamp{T: 1, I: 5}, bson.Timestamp{T: 2, I: 0}, -1},
+		{"go int literal", 3, int64(3), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Compare(tt.a, tt.b); got != tt.want {
+				t.Fatalf("Compare(%v, %v) = %d, want %d", tt.a, tt.b, got, tt.want)
+			}
+			if got := Compare(tt.b, tt.a); got != -tt.want {
+				t.Fatalf("Compare(%v, %v) = %d, want %d (antisymmetry)", tt.b, tt.a, got, -tt.want)
+			}
+			kc := sign(bytes.Compare(KeyOf(tt.a), KeyOf(tt.b)))
+			if kc != tt.want {
+				t.Fatalf("key order %d, want %d", kc, tt.want)
+			}
+		})
+	}
+}
+
+func sign(c int) int {
+	switch {
+	case c < 0:
+		return -1
+	case c > 0:
+		return 1
+	}
+	return 0
+}
+
+// randValue draws values that stress the encodings: numbers near type boundaries, strings with
+// NUL bytes and shared prefixes, nested documents and arrays.
+func randValue(r *rand.Rand, depth int) any {
+	k := r.IntN(16)
+	if depth > 2 && (k == 9 || k == 10) {
+		k = 0
+	}
+	switch k {
+	case 0:
+		return int32(r.IntN(7) - 3)
+	case 1:
+		return int64(r.IntN(7) - 3)
+	case 2:
+		return float64(r.IntN(13)-6) / 2
+	case 3:
+		base := int64(1) << 53
+		if r.IntN(2) == 0 {
+			base = math.MaxInt64 - 600
+		}
+		return base + int64(r.IntN(5)-2)
+	case 4:
+		vals := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 9007199254740992, 9223372036854775808.0, math.Copysign(0, -1)}
+		return vals[r.IntN(len(vals))]
+	case 5:
+		alpha := []string{"", "a", "ab", "a\x00", "a\x00b", "b", "\x00", "\xff"}
+		return alpha[r.IntN(len(alpha))]
+	case 6:
+		return nil
+	case 7:
+		return r.IntN(2) == 0
+	case 8:
+		return bson.DateTime(r.Int64N(5) - 2)
+	case 9:
+		n := r.IntN(3)
+		d := bson.D{}
+		for i := 0; i < n; i++ {
+			d = append(d, bson.E{Key: []string{"a", "b", ""}[r.IntN(3)], Value: randValue(r, depth+1)})
+		}
+		return d
+	case 10:
+		n := r.IntN(3)
+		a := bson.A{}
+		for i := 0; i < n; i++ {
+			a = append(a, randValue(r, depth+1))
+		}
+		return a
+	case 11:
+		return bson.ObjectID{byte(r.IntN(3))}
+	case 12:
+		return bson.Timestamp{T: uint32(r.IntN(3)), I: uint32(r.IntN(3))}
+	case 13:
+		return bson.Binary{Subtype: byte(r.IntN(2)), Data: []byte{byte(r.IntN(2))}[:r.IntN(2)]}
+	case 14:
+		return []any{bson.MinKey{}, bson.MaxKey{}}[r.IntN(2)]
+	default:
+		return bson.Regex{Pattern: []string{"a", "b"}[r.IntN(2)], Options: []string{"", "i"}[r.IntN(2)]}
+	}
+}
+
+// TestKeyOrderMatchesCompare is the randomized cross-check: the byte encoding used by indexes
+// must order (and equate) values exactly as Compare does.
+func TestKeyOrderMatchesCompare(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 200000; i++ {
+		a, b := randValue(r, 0), randValue(r, 0)
+		want := Compare(a, b)
+		got := sign(bytes.Compare(KeyOf(a), KeyOf(b)))
+		if got != want {
+			t.Fatalf("values %#v and %#v: Compare=%d key order=%d", a, b, want, got)
+		}
+		// Compound keys: concatenations must order like tuples.
+		c := randValue(r, 0)
+		ka := AppendKey(KeyOf(a), c)
+		kb := AppendKey(KeyOf(b), c)
+		if want != 0 && sign(bytes.Compare(ka, kb)) != want {
+			t.Fatalf("compound (%#v,%#v) vs (%#v,%#v): tuple order broken", a, c, b, c)
+		}
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 20000; i++ {
+		d := bson.D{{Key: "_id", Value: randValue(r, 0)}, {Key: "v", Value: randValue(r, 0)}, {Key: "w", Value: randValue(r, 0)}}
+		raw, err := Encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv, err := bson.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(raw, drv) {
+			t.Fatalf("Encode(%#v) differs from bson.Marshal", d)
+		}
+		back, err := Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if Compare(back, d) != 0 {
+			t.Fatalf("round trip changed %#v into %#v", d, back)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	d := bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: bson.A{int32(1), bson.D{{Key: "c", Value: "x"}}}}}}}
+	tests := []struct {
+		path string
+		want any
+		ok   bool
+	}{
+		{"a.b.1.c", "x", true},
+		{"a.b.0", int32(1), true},
+		{"a.b.2", nil, false},
+		{"a.x", nil, false},
+		{"a.b.0.c", nil, false},
+	}
+	for _, tt := range tests {
+		got, ok := Lookup(d, tt.path)
+		if ok != tt.ok || (ok && Compare(got, tt.want) != 0) {
+			t.Errorf("Lookup(%q) = %v, %v; want %v, %v", tt.path, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	seed, _ := Encode(bson.D{{Key: "a", Value: bson.A{int32(1), "x", bson.D{{Key: "b", Value: nil}}}}})
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := Decode(data)
+		if err != nil {
+			return
+		}
+		out, err := Encode(d)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		back, err := Decode(out)
+		if err != nil || Compare(back, d) != 0 {
+			t.Fatalf("re-decode mismatch: %v", err)
+		}
+		_ = KeyOf(d)
+	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	raw, _ := Encode(bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "id", Value: "server-0001-proc-07"}, {Key: "type", Value: "process"}, {Key: "timestamp", Value: int64(1700000000)}, {Key: "online", Value: int32(42)}, {Key: "version", Value: int64(3)}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
