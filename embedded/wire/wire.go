@@ -1,0 +1,148 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gameops/rollup/embedded/mongoerr"
+)
+
+// Op codes of the messages this package knows.
+const (
+	OpReply      int32 = 1
+	OpQuery      int32 = 2004
+	OpCompressed int32 = 2012
+	OpMsg        int32 = 2013
+)
+
+// OP_MSG flag bits.
+const (
+	FlagChecksumPresent uint32 = 1 << 0
+	FlagMoreToCome      uint32 = 1 << 1
+	FlagExhaustAllowed  uint32 = 1 << 16
+)
+
+// Sizes and limits, with mongod's values.
+const (
+	// HeaderSize is the size of the standard message header.
+	HeaderSize = 16
+	// DefaultMaxMessageSize is mongod's maxMessageSizeBytes.
+	DefaultMaxMessageSize int32 = 48_000_000
+	// MaxBSONObjectSize is mongod's maxBsonObjectSize for user documents.
+	MaxBSONObjectSize = 16 * 1024 * 1024
+	// MaxInternalBSONObjectSize is the largest document mongod accepts inside a message
+	// (16MB plus room for command overhead).
+	MaxInternalBSONObjectSize = MaxBSONObjectSize + 16*1024
+	// MaxDocumentSequences is the number of kind-1 sections mongod accepts in one OP_MSG.
+	MaxDocumentSequences = 2
+	// MaxBSONDepth is mongod's default maxBSONDepth: documents nested deeper are invalid.
+	MaxBSONDepth = 200
+)
+
+// Error codes returned by this package that package mongoerr does not name. Their names follow
+// MongoDB's error_codes.yml; unnamed mongod assertion codes are used as plain numbers.
+const (
+	CodeInvalidBSON              int32 = 22
+	CodeIllegalOpMsgFlag         int32 = 223
+	CodeTooManyDocumentSequences int32 = 233
+	CodeChecksumMismatch         int32 = 288
+)
+
+// Header is the standard 16-byte header of every wire message.
+type Header struct {
+	Length, RequestID, ResponseTo, OpCode int32
+}
+
+// ParseHeader decodes the header at the start of b. It only reports whether b is long enough;
+// the length field is not checked against anything.
+func ParseHeader(b []byte) (Header, bool) {
+	if len(b) < HeaderSize {
+		return Header{}, false
+	}
+	return Header{
+		Length:     int32(binary.LittleEndian.Uint32(b[0:])),
+		RequestID:  int32(binary.LittleEndian.Uint32(b[4:])),
+		ResponseTo: int32(binary.LittleEndian.Uint32(b[8:])),
+		OpCode:     int32(binary.LittleEndian.Uint32(b[12:])),
+	}, true
+}
+
+// ReadMessage reads one complete message from r and returns its header and all its bytes,
+// header included. A message whose length field is below 16 or above maxSize is rejected with
+// a ProtocolError before anything more is read or allocated, so at most maxSize bytes are ever
+// allocated. A stream that ends cleanly before the first header byte returns an error that
+// wraps io.EOF; one that ends inside a message wraps io.ErrUnexpectedEOF.
+func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return Header{}, nil, fmt.Errorf("read message header: %w", err)
+	}
+	h, _ := ParseHeader(hb[:])
+	if h.Length < HeaderSize || h.Length > maxSize {
+		return h, nil, mongoerr.New(mongoerr.ProtocolError,
+			"recv(): message msgLen %d is invalid. Min %d Max: %d", h.Length, HeaderSize, maxSize)
+	}
+	msg := make([]byte, h.Length)
+	copy(msg, hb[:])
+	if _, err := io.ReadFull(r, msg[HeaderSize:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return h, nil, fmt.Errorf("read message body: %w", err)
+	}
+	return h, msg, nil
+}
+
+// IsConnectionFatal reports whether err is one after which mongod closes the connection instead
+// of replying: framing errors (ProtocolError) and the ConnectionFatalMessageParseError class
+// (IllegalOpMsgFlag, TooManyDocumentSequences, ChecksumMismatch). Other parse errors from this
+// package are answered with an error reply.
+func IsConnectionFatal(err error) bool {
+	var e *mongoerr.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case mongoerr.ProtocolError, CodeIllegalOpMsgFlag, CodeTooManyDocumentSequences, CodeChecksumMismatch:
+		return true
+	}
+	return false
+}
+
+// checkFrame validates the header of a complete message against its bytes and its op code.
+func checkFrame(msg []byte, want int32, what string) (Header, error) {
+	h, ok := ParseHeader(msg)
+	if !ok {
+		return h, mongoerr.New(mongoerr.ProtocolError, "message of %d bytes is shorter than its header", len(msg))
+	}
+	if int(h.Length) != len(msg) {
+		return h, mongoerr.New(mongoerr.ProtocolError, "message length field %d does not match its %d bytes", h.Length, len(msg))
+	}
+	switch h.OpCode {
+	case want:
+		return h, nil
+	case OpCompressed:
+		return h, mongoerr.New(mongoerr.ProtocolError, "OP_COMPRESSED is not supported: the server advertises no compressors")
+	default:
+		return h, mongoerr.New(mongoerr.ProtocolError, "expected %s but the message has opCode %d", what, h.OpCode)
+	}
+}
+
+func appendInt32(dst []byte, v int32) []byte { return binary.LittleEndian.AppendUint32(dst, uint32(v)) }
+
+// appendHeader appends a header whose length is patched by finishMessage.
+func appendHeader(dst []byte, requestID, responseTo, opCode int32) (int, []byte) {
+	start := len(dst)
+	dst = appendInt32(dst, 0)
+	dst = appendInt32(dst, requestID)
+	dst = appendInt32(dst, responseTo)
+	dst = appendInt32(dst, opCode)
+	return start, dst
+}
+
+func finishMessage(dst []byte, start int) []byte {
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	return dst
+}
