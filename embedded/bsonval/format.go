@@ -1,0 +1,156 @@
+package bsonval
+
+import (
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Format renders a decoded value the way mongod's BSONObj::toString does, as it appears in
+// server messages such as E11000's "dup key: { id: "a", n: 1 }": strings double-quoted (with
+// `"` and `\` escaped), integers plain, doubles in shortest form with ".0" on integral
+// values, ObjectId('hex'), new Date(ms), Timestamp(t, i), { a: 1 } documents, [ 1, 2 ]
+// arrays, BinData(subtype, HEX), MinKey and MaxKey.
+func Format(v any) string {
+	var sb strings.Builder
+	formatValue(&sb, v)
+	return sb.String()
+}
+
+func formatValue(sb *strings.Builder, v any) {
+	switch x := v.(type) {
+	case nil, bson.Null:
+		sb.WriteString("null")
+	case bson.Undefined:
+		sb.WriteString("undefined")
+	case string:
+		formatString(sb, x)
+	case bson.Symbol:
+		formatString(sb, string(x))
+	case int32:
+		sb.WriteString(strconv.FormatInt(int64(x), 10))
+	case int64:
+		sb.WriteString(strconv.FormatInt(x, 10))
+	case int:
+		sb.WriteString(strconv.Itoa(x))
+	case float64:
+		sb.WriteString(formatDouble(x))
+	case bool:
+		sb.WriteString(strconv.FormatBool(x))
+	case bson.ObjectID:
+		sb.WriteString("ObjectId('")
+		sb.WriteString(x.Hex())
+		sb.WriteString("')")
+	case bson.DateTime:
+		sb.WriteString("new Date(")
+		sb.WriteString(strconv.FormatInt(int64(x), 10))
+		sb.WriteString(")")
+	case bson.Timestamp:
+		sb.WriteString("Timestamp(")
+		sb.WriteString(strconv.FormatUint(uint64(x.T), 10))
+		sb.WriteString(", ")
+		sb.WriteString(strconv.FormatUint(uint64(x.I), 10))
+		sb.WriteString(")")
+	case bson.D:
+		formatDoc(sb, x)
+	case bson.Raw:
+		formatDoc(sb, toD(x))
+	case bson.A:
+		formatArray(sb, x)
+	case []any:
+		formatArray(sb, x)
+	case bson.Binary:
+		sb.WriteString("BinData(")
+		sb.WriteString(strconv.Itoa(int(x.Subtype)))
+		sb.WriteString(", ")
+		sb.WriteString(strings.ToUpper(hex.EncodeToString(x.Data)))
+		sb.WriteString(")")
+	case bson.Regex:
+		sb.WriteString("/")
+		sb.WriteString(x.Pattern)
+		sb.WriteString("/")
+		sb.WriteString(x.Options)
+	case bson.Decimal128:
+		sb.WriteString("NumberDecimal(")
+		sb.WriteString(x.String())
+		sb.WriteString(")")
+	case bson.MinKey:
+		sb.WriteString("MinKey")
+	case bson.MaxKey:
+		sb.WriteString("MaxKey")
+	case bson.JavaScript:
+		sb.WriteString(string(x))
+	case bson.CodeWithScope:
+		sb.WriteString(string(x.Code))
+	case bson.DBPointer:
+		sb.WriteString("DBRef('")
+		sb.WriteString(x.DB)
+		sb.WriteString("', ")
+		sb.WriteString(x.Pointer.Hex())
+		sb.WriteString(")")
+	default:
+		sb.WriteString("?")
+	}
+}
+
+func formatString(sb *strings.Builder, s string) {
+	sb.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			sb.WriteByte('\\')
+		}
+		sb.WriteByte(s[i])
+	}
+	sb.WriteByte('"')
+}
+
+func formatDouble(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".en") {
+		s += ".0"
+	}
+	return s
+}
+
+func formatDoc(sb *strings.Builder, d bson.D) {
+	if len(d) == 0 {
+		sb.WriteString("{}")
+		return
+	}
+	sb.WriteString("{ ")
+	for i, e := range d {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(e.Key)
+		sb.WriteString(": ")
+		formatValue(sb, e.Value)
+	}
+	sb.WriteString(" }")
+}
+
+func formatArray(sb *strings.Builder, a []any) {
+	if len(a) == 0 {
+		sb.WriteString("[]")
+		return
+	}
+	sb.WriteString("[ ")
+	for i, v := range a {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		formatValue(sb, v)
+	}
+	sb.WriteString(" ]")
+}

@@ -1,0 +1,26 @@
+// Package storage is the storage engine of the embedded MongoDB-compatible server: an
+// in-process, concurrent, durable document store of databases, collections and immutable
+// documents, with their indexes (the _id_ index and user indexes: compound, unique or not,
+// multikey), a write-ahead log with group commit, snapshots with log compaction, crash
+// recovery that truncates a torn log tail, and a commit-ordered oplog for change streams.
+//
+// Concurrency: one engine-wide reader/writer lock. Engine.Read runs with shared access and
+// sees a consistent state; Engine.Write runs with exclusive access, so writes are serialized
+// (an upsert's find-then-insert cannot race). Durability waits (fsync) happen outside the
+// lock and are shared by concurrent writers (group commit).
+//
+// Durability and visibility: a mutation is visible to Read as soon as it is made, but Write
+// returns only once it is durable. Oplog entries are exposed by OplogAfter and OplogRange
+// only once durable, so a change stream never reports a write that a crash (kill -9) could
+// still lose. If writing the log fails, Write returns the error and the engine refuses all
+// later writes; mutations made in memory but never logged are lost at the next restart.
+//
+// On disk (Options.Dir): snapshot-<seq>.snap holds a consistent image of everything up to the
+// start of log-<seq>.wal; logs with a sequence number at or after the snapshot's are replayed
+// in order. Both are sequences of records [uint32 length][uint32 CRC-32C][payload]. The log's
+// payloads are one Write's oplog entries (BSON), so the log is also the persisted oplog.
+//
+// Storage stores, indexes, finds candidate documents and persists. It does not match queries
+// exactly, apply update operators or parse commands: Find returns a superset of matches that
+// the caller (package embedded, with package query) filters exactly.
+package storage

@@ -1,0 +1,297 @@
+package storage
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// cond is the narrowing a filter allows on one field path: a set of points (equality or $in)
+// or one range (from one operator document), each as key-component bytes.
+type cond struct {
+	path   string
+	points [][]byte // sorted, distinct; non-nil (possibly empty) for a point condition
+	isPt   bool
+	lo, hi []byte // range bounds on the component: [lo, hi); hi nil = end of lo's type class
+	lohi   bool   // both a lower and an upper bound came from the operators
+	loSet  bool   // lo came from $gt/$gte (else the class start)
+}
+
+// narrowable reports whether an equality to v can be narrowed to the index key of v: scalars
+// whose equality is exactly key equality and that never match anything else (not null, which
+// matches missing; not arrays, documents or regexes, which have other match semantics).
+func narrowable(v any) bool {
+	switch v.(type) {
+	case string, int32, int64, float64, bool, bson.ObjectID, bson.DateTime, bson.Timestamp, bson.Binary:
+		return true
+	}
+	return false
+}
+
+// collectConds gathers the top-level (and $and-nested) conditions of a filter.
+func collectConds(filter bson.D, out []cond) []cond {
+	for _, e := range filter {
+		if len(e.Key) > 0 && e.Key[0] == '$' {
+			if e.Key == "$and" {
+				if arr, ok := e.Value.(bson.A); ok {
+					for _, el := range arr {
+						if sub, ok := el.(bson.D); ok {
+							out = collectConds(sub, out)
+						}
+					}
+				}
+			}
+			continue
+		}
+		c, ok := fieldCond(e.Key, e.Value)
+		if !ok {
+			continue
+		}
+		out = addCond(out, c)
+	}
+	return out
+}
+
+// addCond keeps one condition per path, preferring points over ranges (any single condition
+// alone is a superset; conditions on one path are never intersected, which would be wrong
+// for multikey documents).
+func addCond(conds []cond, c cond) []cond {
+	for i := range conds {
+		if conds[i].path == c.path {
+			if !conds[i].isPt && c.isPt {
+				conds[i] = c
+			}
+			return conds
+		}
+	}
+	return append(conds, c)
+}
+
+func fieldCond(path string, v any) (cond, bool) {
+	if narrowable(v) {
+		return cond{path: path, isPt: true, points: [][]byte{bsonval.KeyOf(v)}}, true
+	}
+	ops, ok := v.(bson.D)
+	if !ok || len(ops) == 0 || len(ops[0].Key) == 0 || ops[0].Key[0] != '$' {
+		return cond{}, false
+	}
+	var rng cond
+	haveRange := false
+	for _, op := range ops {
+		switch op.Key {
+		case "$eq":
+			if narrowable(op.Value) {
+				return cond{path: path, isPt: true, points: [][]byte{bsonval.KeyOf(op.Value)}}, true
+			}
+		case "$in":
+			if c, ok := inCond(path, op.Value); ok {
+				return c, true
+			}
+		case "$gt", "$gte", "$lt", "$lte":
+			if !narrowable(op.Value) {
+				continue
+			}
+			k := bsonval.KeyOf(op.Value)
+			if haveRange && rng.lo[0] != k[0] {
+				// Bounds of different type classes: keep the first class (a superset).
+				continue
+			}
+			if !haveRange {
+				rng = cond{path: path, lo: []byte{k[0]}}
+				haveRange = true
+			}
+			// Bounds are inclusive even for $gt/$lt: a superset, robust to values whose key
+			// is shared by unequal values.
+			if op.Key == "$gt" || op.Key == "$gte" {
+				if !rng.loSet || bytes.Compare(k, rng.lo) > 0 {
+					rng.lo, rng.loSet = k, true
+				}
+			} else {
+				h := prefixEnd(k)
+				if rng.hi == nil || bytes.Compare(h, rng.hi) < 0 {
+					rng.hi = h
+				}
+			}
+			rng.lohi = rng.loSet && rng.hi != nil
+		}
+	}
+	return rng, haveRange
+}
+
+func inCond(path string, v any) (cond, bool) {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return cond{}, false
+	}
+	c := cond{path: path, isPt: true, points: make([][]byte, 0, len(arr))}
+	for _, el := range arr {
+		if !narrowable(el) {
+			return cond{}, false
+		}
+		c.points = append(c.points, bsonval.KeyOf(el))
+	}
+	c.points = dedupeKeys(c.points)
+	return c, true
+}
+
+// prefixEnd returns the smallest byte string greater than every string with prefix p
+// (nil if none exists).
+func prefixEnd(p []byte) []byte {
+	out := slices.Clone(p)
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i] < 0xFF {
+			out[i]++
+			return out[:i+1]
+		}
+	}
+	return nil
+}
+
+// keyRange is a half-open range [lo, hi) of index entry keys; hi nil = unbounded.
+type keyRange struct{ lo, hi []byte }
+
+// plan is how Find scans: a full _id scan (ix == nil) or ranges of one index.
+type plan struct {
+	ix     *index
+	ranges []keyRange
+	dedupe bool // a document may be reached more than once
+	exact  bool // every range is one full key of a unique index
+	score  int
+}
+
+func findCond(conds []cond, path string) *cond {
+	for i := range conds {
+		if conds[i].path == path {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// planFor chooses the index that the conditions constrain the most (leading equality fields,
+// then a range on the next field).
+func (c *collection) planFor(filter bson.D) plan {
+	var buf [8]cond
+	conds := collectConds(filter, buf[:0])
+	best := plan{}
+	if len(conds) == 0 {
+		return best
+	}
+	for _, ix := range c.indexes {
+		p, ok := planIndex(ix, conds)
+		if !ok {
+			continue
+		}
+		if p.score > best.score || (p.score == best.score && best.ix != nil && p.ix.spec.Unique && !best.ix.spec.Unique) {
+			best = p
+		}
+	}
+	return best
+}
+
+func planIndex(ix *index, conds []cond) (plan, bool) {
+	var pts []*cond
+	combos := 1
+	var rng *cond
+	for _, e := range ix.spec.Key {
+		c := findCond(conds, e.Key)
+		if c == nil {
+			break
+		}
+		if !c.isPt {
+			rng = c
+			break
+		}
+		if combos*max(len(c.points), 1) > maxPoints {
+			break
+		}
+		combos *= max(len(c.points), 1)
+		pts = append(pts, c)
+		if len(c.points) == 0 {
+			break
+		}
+	}
+	if len(pts) == 0 && rng == nil {
+		return plan{}, false
+	}
+	p := plan{ix: ix, score: 2*len(pts) + 1, dedupe: ix.multikey}
+	p.exact = ix.spec.Unique && rng == nil && len(pts) == len(ix.spec.Key)
+	if rng != nil {
+		p.score++
+	}
+	// Cartesian product of the point prefixes, in key order.
+	prefixes := [][]byte{nil}
+	for _, c := range pts {
+		next := make([][]byte, 0, len(prefixes)*len(c.points))
+		for _, pre := range prefixes {
+			for _, k := range c.points {
+				nk := make([]byte, 0, len(pre)+len(k))
+				nk = append(append(nk, pre...), k...)
+				next = append(next, nk)
+			}
+		}
+		prefixes = next
+	}
+	for _, pre := range prefixes {
+		if rng == nil {
+			p.ranges = append(p.ranges, keyRange{lo: pre, hi: prefixEnd(pre)})
+			continue
+		}
+		lo, hi := rng.lo, rng.hi
+		if hi == nil {
+			hi = []byte{rng.lo[0] + 1}
+		}
+		if ix.multikey && rng.lohi {
+			// Different array elements may satisfy each bound: keep only the lower bound.
+			hi = []byte{rng.lo[0] + 1}
+		}
+		r := keyRange{lo: append(slices.Clip(pre), lo...), hi: append(slices.Clip(pre), hi...)}
+		p.ranges = append(p.ranges, r)
+	}
+	return p, true
+}
+
+// scan calls fn for each candidate document of p until fn returns false.
+func (c *collection) scan(p plan, fn func(d *Doc) bool) {
+	if p.ix == nil {
+		c.indexes[0].tree.Ascend(func(e entry) bool { return fn(e.doc) })
+		return
+	}
+	var seen map[*Doc]struct{}
+	if p.dedupe {
+		seen = map[*Doc]struct{}{}
+	}
+	stopped := false
+	visit := func(e entry) bool {
+		if seen != nil {
+			if _, dup := seen[e.doc]; dup {
+				return true
+			}
+			seen[e.doc] = struct{}{}
+		}
+		if !fn(e.doc) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	for _, r := range p.ranges {
+		if p.exact {
+			// Fast path: an exact unique key.
+			if e, ok := p.ix.tree.Get(entry{key: r.lo}); ok && !visit(e) {
+				return
+			}
+			continue
+		}
+		if r.hi == nil {
+			p.ix.tree.AscendGreaterOrEqual(entry{key: r.lo}, visit)
+		} else {
+			p.ix.tree.AscendRange(entry{key: r.lo}, entry{key: r.hi}, visit)
+		}
+		if stopped {
+			return
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package storage
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+)
+
+// Defaults for Options.
+const (
+	DefaultCompactAfterBytes int64 = 64 << 20
+	DefaultOplogMaxBytes     int64 = 256 << 20
+	// MaxDocumentSize is MongoDB's BSON document size limit.
+	MaxDocumentSize = 16 << 20
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Dir is the data directory; "" keeps everything in memory (nothing persists).
+	Dir string
+	// Logger receives warnings (torn log tails) and compaction info; nil = zap.NewNop().
+	Logger *zap.Logger
+	// CompactAfterBytes is the log size that triggers a snapshot and log truncation; 0 = 64 MiB.
+	CompactAfterBytes int64
+	// OplogMaxBytes bounds the retained oplog (approximate bytes of entries); 0 = 256 MiB.
+	OplogMaxBytes int64
+	// OplogMaxAge drops entries older than this; 0 = no age limit.
+	OplogMaxAge time.Duration
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+	// NoSync skips fsync (benchmarks only); false = fsync before a Write returns.
+	NoSync bool
+}
+
+// OpTime orders mutations: {T: unix seconds, I: increment}. It strictly increases with every
+// mutation, also across restarts.
+type OpTime = bson.Timestamp
+
+// Doc is a stored document. It is immutable once stored: never mutate D or Raw.
+type Doc struct {
+	// D is the decoded document; "_id" is its first field.
+	D bson.D
+	// Raw is D's BSON encoding.
+	Raw bson.Raw
+
+	idKey []byte // bsonval.KeyOf(_id)
+}
+
+// ID returns the document's _id.
+func (d *Doc) ID() any { return d.D[0].Value }
+
+// IndexSpec describes an index.
+type IndexSpec struct {
+	Name string
+	// Key is the key pattern, e.g. {id: 1, type: 1, timestamp: 1}; values are 1 or -1.
+	Key    bson.D
+	Unique bool
+}
+
+// CollectionInfo describes a collection.
+type CollectionInfo struct {
+	DB, Name string
+	// UUID is the collection's UUID (binary subtype 4).
+	UUID bson.Binary
+	// Indexes lists the indexes, _id_ first.
+	Indexes []IndexSpec
+	// Count is the number of documents.
+	Count int
+	// Size is the total BSON size of the documents.
+	Size int64
+}
+
+// DatabaseInfo describes a database (one that has at least one collection).
+type DatabaseInfo struct {
+	Name       string
+	SizeOnDisk int64
+	Empty      bool
+}
+
+// UpdateDesc describes an update for change-stream "update" events.
+type UpdateDesc struct {
+	UpdatedFields bson.D
+	RemovedFields []string
+}
+
+// Oplog operation names (Entry.Op).
+const (
+	OpInsert        = "insert"
+	OpUpdate        = "update"
+	OpReplace       = "replace"
+	OpDelete        = "delete"
+	OpDrop          = "drop"
+	OpDropDatabase  = "dropDatabase"
+	OpCreate        = "create"
+	OpCreateIndexes = "createIndexes"
+	OpDropIndexes   = "dropIndexes"
+)
+
+// Entry is one oplog entry: one mutation, in commit order.
+type Entry struct {
+	TS   OpTime
+	Wall time.Time
+	// Op is one of the Op* constants.
+	Op       string
+	DB, Coll string
+	// DocKey is {_id: ...} for document operations.
+	DocKey bson.D
+	// Doc is the post-image for insert, update and replace.
+	Doc bson.D
+	// Update describes an update (Op == "update").
+	Update *UpdateDesc
+	// UUID is the collection's UUID (zero for dropDatabase).
+	UUID bson.Binary
+	// Index is the created or dropped index for createIndexes and dropIndexes.
+	Index *IndexSpec
+
+	raw  bson.Raw // Doc's encoding
+	size int64    // approximate retained bytes
+}

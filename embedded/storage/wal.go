@@ -1,0 +1,204 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"time"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/embedded/mongoerr"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// Records (log and snapshot): [uint32 payload length][uint32 CRC-32C of payload][payload].
+const (
+	recordHeader = 8
+	// maxRecord bounds a record's payload; larger lengths are treated as corruption.
+	maxRecord = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// beginRecord reserves a record header at the end of dst.
+func beginRecord(dst []byte) []byte {
+	return append(dst, make([]byte, recordHeader)...)
+}
+
+// finishRecord fills the header of the record that starts at the beginning of rec.
+func finishRecord(rec []byte) []byte {
+	payload := rec[recordHeader:]
+	binary.LittleEndian.PutUint32(rec[0:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(rec[4:], crc32.Checksum(payload, castagnoli))
+	return rec
+}
+
+// appendRecord appends a framed record with the given payload.
+func appendRecord(dst, payload []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
+	return append(dst, payload...)
+}
+
+// readRecord parses the record at the start of b. ok is false when b holds no complete,
+// intact record (a torn or corrupt tail).
+func readRecord(b []byte) (payload []byte, n int, ok bool) {
+	if len(b) < recordHeader {
+		return nil, 0, false
+	}
+	size := binary.LittleEndian.Uint32(b)
+	if size > maxRecord || uint64(len(b)-recordHeader) < uint64(size) {
+		return nil, 0, false
+	}
+	payload = b[recordHeader : recordHeader+int(size)]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, 0, false
+	}
+	return payload, recordHeader + int(size), true
+}
+
+// appendEntry appends an oplog entry's BSON encoding (its log form) to dst.
+func appendEntry(dst []byte, ent *Entry) []byte {
+	idx, dst := bsoncore.ReserveLength(dst)
+	dst = bsoncore.AppendTimestampElement(dst, "ts", ent.TS.T, ent.TS.I)
+	dst = bsoncore.AppendDateTimeElement(dst, "w", ent.Wall.UnixMilli())
+	dst = bsoncore.AppendStringElement(dst, "op", ent.Op)
+	dst = bsoncore.AppendStringElement(dst, "db", ent.DB)
+	if ent.Coll != "" {
+		dst = bsoncore.AppendStringElement(dst, "c", ent.Coll)
+	}
+	if ent.Op == OpCreate || ent.Op == OpDrop {
+		dst = bsoncore.AppendBinaryElement(dst, "uuid", ent.UUID.Subtype, ent.UUID.Data)
+	}
+	if ent.raw != nil {
+		dst = bsoncore.AppendDocumentElement(dst, "d", ent.raw)
+	} else if ent.DocKey != nil {
+		dst = appendDocElement(dst, "k", ent.DocKey)
+	}
+	if ent.Update != nil {
+		dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, "u")
+		uidx, d2 := bsoncore.ReserveLength(dst)
+		dst = appendDocElement(d2, "uf", ent.Update.UpdatedFields)
+		aidx, d3 := bsoncore.AppendArrayElementStart(dst, "rf")
+		for i, f := range ent.Update.RemovedFields {
+			d3 = bsoncore.AppendStringElement(d3, fmt.Sprint(i), f)
+		}
+		dst, _ = bsoncore.AppendArrayEnd(d3, aidx)
+		dst = append(dst, 0)
+		dst = bsoncore.UpdateLength(dst, uidx, int32(len(dst)-int(uidx)))
+	}
+	if ent.Index != nil {
+		dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, "ix")
+		iidx, d2 := bsoncore.ReserveLength(dst)
+		d2 = bsoncore.AppendStringElement(d2, "name", ent.Index.Name)
+		d2 = appendDocElement(d2, "key", ent.Index.Key)
+		dst = bsoncore.AppendBooleanElement(d2, "unique", ent.Index.Unique)
+		dst = append(dst, 0)
+		dst = bsoncore.UpdateLength(dst, iidx, int32(len(dst)-int(iidx)))
+	}
+	dst = append(dst, 0)
+	return bsoncore.UpdateLength(dst, idx, int32(len(dst)-int(idx)))
+}
+
+// appendDocElement appends a document element. Values come from stored (already encoded)
+// documents or index specs, so encoding cannot fail; if it ever did, an empty document is
+// written rather than a corrupt record.
+func appendDocElement(dst []byte, key string, d bson.D) []byte {
+	start := len(dst)
+	dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, key)
+	out, err := bsonval.AppendDocument(dst, d)
+	if err != nil {
+		return bsoncore.AppendDocumentElement(dst[:start], key, []byte{5, 0, 0, 0, 0})
+	}
+	return out
+}
+
+// decodeEntry parses one entry in log form.
+func decodeEntry(raw []byte) (Entry, error) {
+	var ent Entry
+	doc := bsoncore.Document(raw)
+	if err := doc.Validate(); err != nil {
+		return ent, fmt.Errorf("decode entry: %w", err)
+	}
+	elems, _ := doc.Elements()
+	for _, el := range elems {
+		v := el.Value()
+		switch el.Key() {
+		case "ts":
+			t, i := v.Timestamp()
+			ent.TS = OpTime{T: t, I: i}
+		case "w":
+			ent.Wall = time.UnixMilli(v.DateTime())
+		case "op":
+			ent.Op = v.StringValue()
+		case "db":
+			ent.DB = v.StringValue()
+		case "c":
+			ent.Coll = v.StringValue()
+		case "uuid":
+			st, data := v.Binary()
+			ent.UUID = bson.Binary{Subtype: st, Data: append([]byte(nil), data...)}
+		case "d":
+			ent.raw = bson.Raw(v.Document())
+		case "k":
+			d, _ := bsonval.Decode(v.Document())
+			ent.DocKey = d
+		case "u":
+			d, _ := bsonval.Decode(v.Document())
+			u := &UpdateDesc{RemovedFields: []string{}}
+			if uf, ok := bsonval.Get(d, "uf"); ok {
+				u.UpdatedFields, _ = uf.(bson.D)
+			}
+			if rf, ok := bsonval.Get(d, "rf"); ok {
+				a, _ := rf.(bson.A)
+				for _, f := range a {
+					s, _ := f.(string)
+					u.RemovedFields = append(u.RemovedFields, s)
+				}
+			}
+			ent.Update = u
+		case "ix":
+			d, _ := bsonval.Decode(v.Document())
+			spec := &IndexSpec{}
+			n, _ := bsonval.Get(d, "name")
+			spec.Name, _ = n.(string)
+			k, _ := bsonval.Get(d, "key")
+			spec.Key, _ = k.(bson.D)
+			u, _ := bsonval.Get(d, "unique")
+			spec.Unique, _ = u.(bool)
+			ent.Index = spec
+		}
+	}
+	if ent.Op == "" || ent.DB == "" {
+		return ent, mongoerr.New(mongoerr.InternalError, "log entry without op or db")
+	}
+	return ent, nil
+}
+
+// walFile is an open log file; it is only written by the commit leader.
+type walFile struct {
+	f    *os.File
+	seq  uint64
+	size int64
+}
+
+func (w *walFile) write(buf []byte, sync bool) error {
+	n, err := w.f.Write(buf)
+	w.size += int64(n)
+	if err != nil {
+		return err
+	}
+	if sync {
+		return w.f.Sync()
+	}
+	return nil
+}
+
+func (w *walFile) close() error {
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("close log: %w", err)
+	}
+	return nil
+}

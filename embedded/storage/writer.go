@@ -1,0 +1,326 @@
+package storage
+
+import (
+	"slices"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/embedded/mongoerr"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Writer gives exclusive access during Engine.Write: the Reader methods plus mutations.
+// Mutations create databases and collections implicitly, as MongoDB does.
+type Writer struct {
+	Reader
+	rec  []byte // framed log record being built (nil in memory)
+	n    int    // mutations made
+	last OpTime
+}
+
+func keyOfID(id any) []byte { return bsonval.KeyOf(id) }
+
+func (w *Writer) check() error {
+	if w.iter > 0 {
+		return mongoerr.New(mongoerr.InternalError, "storage: mutation inside a Find callback")
+	}
+	return nil
+}
+
+// commit logs a mutation that has been applied: it takes the next OpTime, appends the entry
+// to the oplog and to the Write's log record.
+func (w *Writer) commit(ent Entry, c *collection) {
+	e := w.e
+	now := e.now()
+	ent.TS = e.nextTS(now)
+	ent.Wall = now
+	if c != nil {
+		ent.UUID = c.uuid
+	}
+	ent.size = entryOverhead + int64(len(ent.raw))
+	if w.rec != nil {
+		w.rec = appendEntry(w.rec, &ent)
+	}
+	e.lastTS = ent.TS
+	e.oplog.append(ent, now)
+	w.last = ent.TS
+	w.n++
+}
+
+func docKey(d *Doc) bson.D { return bson.D{d.D[0]} }
+
+// ensureColl returns the collection, creating it (and logging "create") when missing.
+func (w *Writer) ensureColl(db, coll string) (*collection, error) {
+	if c := w.e.st.coll(db, coll); c != nil {
+		return c, nil
+	}
+	if err := validateNamespace(db, coll); err != nil {
+		return nil, err
+	}
+	c := w.e.st.createColl(db, coll, newUUID())
+	w.commit(Entry{Op: OpCreate, DB: db, Coll: coll}, c)
+	return c, nil
+}
+
+func validateNamespace(db, coll string) error {
+	if db == "" {
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	}
+	for i := 0; i < len(db); i++ {
+		switch db[i] {
+		case '/', '\\', '.', ' ', '"', '$', 0:
+			return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: '%s'", db)
+		}
+	}
+	if coll == "" {
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.'", db)
+	}
+	for i := 0; i < len(coll); i++ {
+		if coll[i] == '$' || coll[i] == 0 {
+			return mongoerr.New(mongoerr.InvalidNamespace, "Invalid collection name: %s", coll)
+		}
+	}
+	return nil
+}
+
+// CreateCollection creates a collection; created is false when it already exists.
+func (w *Writer) CreateCollection(db, coll string) (created bool, err error) {
+	if err := w.check(); err != nil {
+		return false, err
+	}
+	if w.e.st.coll(db, coll) != nil {
+		return false, nil
+	}
+	if _, err := w.ensureColl(db, coll); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// DropCollection drops a collection; existed is false when there was none.
+func (w *Writer) DropCollection(db, coll string) (existed bool, err error) {
+	if err := w.check(); err != nil {
+		return false, err
+	}
+	c := w.e.st.coll(db, coll)
+	if c == nil {
+		return false, nil
+	}
+	w.e.st.dropColl(db, coll)
+	w.commit(Entry{Op: OpDrop, DB: db, Coll: coll}, c)
+	return true, nil
+}
+
+// DropDatabase drops every collection of a database ("drop" entries, then "dropDatabase").
+// Dropping a database that does not exist does nothing.
+func (w *Writer) DropDatabase(db string) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	cs := w.e.st.sortedColls(db)
+	if len(cs) == 0 {
+		return nil
+	}
+	for _, c := range cs {
+		w.e.st.dropColl(db, c.name)
+		w.commit(Entry{Op: OpDrop, DB: db, Coll: c.name}, c)
+	}
+	w.commit(Entry{Op: OpDropDatabase, DB: db}, nil)
+	return nil
+}
+
+// CreateIndex creates an index (and the collection when missing). It is idempotent for an
+// identical spec (created false). The same name with another key is IndexKeySpecsConflict
+// (86); the same key with another name or options is IndexOptionsConflict (85); a unique
+// index over existing duplicates is a *DupKeyError and the index is not created.
+func (w *Writer) CreateIndex(db, coll string, spec IndexSpec) (created bool, err error) {
+	if err := w.check(); err != nil {
+		return false, err
+	}
+	spec = cloneSpec(spec)
+	if err := validateIndexSpec(&spec); err != nil {
+		return false, err
+	}
+	if err := validateNamespace(db, coll); err != nil {
+		return false, err
+	}
+	if c := w.e.st.coll(db, coll); c != nil {
+		exists, err := checkIndexConflict(c, spec)
+		if exists || err != nil {
+			return false, err
+		}
+	}
+	if spec.Name == idIndexName {
+		// {_id: 1} named _id_ always exists once the collection does.
+		_, err := w.ensureColl(db, coll)
+		return false, err
+	}
+	ix := newIndex(spec)
+	c := w.e.st.coll(db, coll)
+	if c != nil {
+		if err := c.buildIndex(ix); err != nil {
+			return false, err
+		}
+	}
+	if c, err = w.ensureColl(db, coll); err != nil {
+		return false, err
+	}
+	c.indexes = append(c.indexes, ix)
+	sp := cloneSpec(spec)
+	w.commit(Entry{Op: OpCreateIndexes, DB: db, Coll: coll, Index: &sp}, c)
+	return true, nil
+}
+
+func specString(s IndexSpec) string {
+	d := bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: s.Key}, {Key: "name", Value: s.Name}}
+	if s.Unique {
+		d = append(d, bson.E{Key: "unique", Value: true})
+	}
+	return bsonval.Format(d)
+}
+
+// checkIndexConflict reports whether an identical index exists, or the conflict error.
+func checkIndexConflict(c *collection, spec IndexSpec) (exists bool, err error) {
+	for _, ix := range c.indexes {
+		ex := ix.spec
+		sameKey := sameKeyPattern(ex.Key, spec.Key)
+		switch {
+		case ex.Name == spec.Name && sameKey && ex.Unique == spec.Unique:
+			return true, nil
+		case ex.Name == spec.Name && sameKey:
+			return false, mongoerr.New(mongoerr.IndexOptionsConflict,
+				"An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
+				specString(spec), specString(ex))
+		case ex.Name == spec.Name:
+			return false, mongoerr.New(mongoerr.IndexKeySpecsConflict,
+				"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
+				specString(spec), specString(ex))
+		case sameKey && ex.Unique == spec.Unique:
+			return false, mongoerr.New(mongoerr.IndexOptionsConflict,
+				"Index already exists with a different name: %s", ex.Name)
+		case sameKey:
+			return false, mongoerr.New(mongoerr.IndexOptionsConflict,
+				"An existing index has the same key pattern but different options. Requested index: %s, existing index: %s",
+				specString(spec), specString(ex))
+		}
+	}
+	return false, nil
+}
+
+// DropIndex drops an index by name. "_id_" cannot be dropped (InvalidOptions 72), an unknown
+// name is IndexNotFound (27), a missing collection NamespaceNotFound (26).
+func (w *Writer) DropIndex(db, coll, name string) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	c := w.e.st.coll(db, coll)
+	if c == nil {
+		return mongoerr.New(mongoerr.NamespaceNotFound, "ns not found %s.%s", db, coll)
+	}
+	if name == idIndexName {
+		return mongoerr.New(mongoerr.InvalidOptions, "cannot drop _id index")
+	}
+	i, ix := c.index(name)
+	if ix == nil {
+		return mongoerr.New(mongoerr.IndexNotFound, "index not found with name [%s]", name)
+	}
+	c.indexes = slices.Delete(slices.Clone(c.indexes), i, i+1)
+	sp := cloneSpec(ix.spec)
+	w.commit(Entry{Op: OpDropIndexes, DB: db, Coll: coll, Index: &sp}, c)
+	return nil
+}
+
+// DropIndexes drops every index but _id_ (one "dropIndexes" entry each).
+func (w *Writer) DropIndexes(db, coll string) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	c := w.e.st.coll(db, coll)
+	if c == nil {
+		return mongoerr.New(mongoerr.NamespaceNotFound, "ns not found %s.%s", db, coll)
+	}
+	for len(c.indexes) > 1 {
+		ix := c.indexes[len(c.indexes)-1]
+		c.indexes = slices.Clone(c.indexes[:len(c.indexes)-1])
+		sp := cloneSpec(ix.spec)
+		w.commit(Entry{Op: OpDropIndexes, DB: db, Coll: coll, Index: &sp}, c)
+	}
+	return nil
+}
+
+// Insert stores a new document. doc must have _id (it is moved first if it is not). A
+// duplicate _id or unique key is a *DupKeyError and changes nothing. Insert takes ownership
+// of doc: the caller must not modify it (or values inside it) afterwards.
+func (w *Writer) Insert(db, coll string, doc bson.D) (*Doc, error) {
+	if err := w.check(); err != nil {
+		return nil, err
+	}
+	d, err := newDoc(doc)
+	if err != nil {
+		return nil, err
+	}
+	c, err := w.ensureColl(db, coll)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.insert(d); err != nil {
+		return nil, err
+	}
+	w.commit(Entry{Op: OpInsert, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, raw: d.Raw}, c)
+	return d, nil
+}
+
+// Replace replaces the stored document old with doc (same _id). A unique violation is a
+// *DupKeyError and changes nothing. desc nil logs a full replacement ("replace"), non-nil an
+// "update" with that description. Replace takes ownership of doc and desc.
+func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc) (*Doc, error) {
+	if err := w.check(); err != nil {
+		return nil, err
+	}
+	c := w.e.st.coll(db, coll)
+	if c == nil || old == nil {
+		return nil, mongoerr.New(mongoerr.NoSuchKey, "storage: no document to replace in %s.%s", db, coll)
+	}
+	cur := c.get(old.idKey)
+	if cur == nil {
+		return nil, mongoerr.New(mongoerr.NoSuchKey, "storage: no document with _id %s in %s.%s",
+			bsonval.Format(old.ID()), db, coll)
+	}
+	d, err := newDoc(doc)
+	if err != nil {
+		return nil, err
+	}
+	if !bsonval.Equal(d.ID(), cur.ID()) {
+		return nil, mongoerr.New(mongoerr.ImmutableField,
+			"After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s",
+			bsonval.Format(d.ID()))
+	}
+	d.idKey = cur.idKey
+	if err := c.replace(cur, d); err != nil {
+		return nil, err
+	}
+	op := OpReplace
+	if desc != nil {
+		op = OpUpdate
+	}
+	w.commit(Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}, c)
+	return d, nil
+}
+
+// Delete removes the stored document with old's _id.
+func (w *Writer) Delete(db, coll string, old *Doc) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	c := w.e.st.coll(db, coll)
+	if c == nil || old == nil {
+		return mongoerr.New(mongoerr.NoSuchKey, "storage: no document to delete in %s.%s", db, coll)
+	}
+	cur := c.get(old.idKey)
+	if cur == nil {
+		return mongoerr.New(mongoerr.NoSuchKey, "storage: no document with _id %s in %s.%s",
+			bsonval.Format(old.ID()), db, coll)
+	}
+	c.delete(cur)
+	w.commit(Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}, c)
+	return nil
+}
