@@ -1,0 +1,340 @@
+package query
+
+import (
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/embedded/mongoerr"
+)
+
+// Codes of update errors that mongoerr does not name.
+const (
+	// EmptyFieldName is mongod's code for an empty update path component.
+	EmptyFieldName int32 = 56
+	// PathNotViable is mongod's code for an update path that would change a field's type.
+	PathNotViable int32 = 28
+)
+
+// maxPadding is mongod's cap on the nulls added when setting past the end of an array.
+const maxPadding = 1500000
+
+// Update is a compiled update document: either update operators or a replacement document.
+// It is immutable and safe for concurrent use.
+type Update struct {
+	replacement bson.D
+	isRepl      bool
+	root        *updNode
+	idPath      string // first update path that touches _id, for the ImmutableField message
+}
+
+// UpdateDescription describes a change as a change-stream update event does: the dotted
+// paths set (with their new values) and the dotted paths removed.
+type UpdateDescription struct {
+	UpdatedFields bson.D
+	RemovedFields []string
+}
+
+type opKind uint8
+
+const (
+	kSet opKind = iota
+	kSetOnInsert
+	kUnset
+	kInc
+	kMin
+	kMax
+	kPush
+	kAddToSet
+	kPull
+)
+
+var opKinds = map[string]opKind{
+	"$set": kSet, "$setOnInsert": kSetOnInsert, "$unset": kUnset, "$inc": kInc, "$min": kMin,
+	"$max": kMax, "$push": kPush, "$addToSet": kAddToSet, "$pull": kPull,
+}
+
+// leafOp is one operator applied to one path.
+type leafOp struct {
+	kind  opKind
+	name  string // operator name, e.g. "$inc"
+	path  string
+	value any
+	each  bson.A              // $push / $addToSet elements
+	pull  func(elem any) bool // $pull condition
+	field string              // last path component
+}
+
+// updNode is a node of the update tree: its children are kept in mongod's application order
+// (numeric names numerically, others bytewise).
+type updNode struct {
+	name     string
+	children []*updNode
+	leaf     *leafOp
+}
+
+// lessField is mongod's cmpPathsAndArrayIndexes: numeric field names in numeric order, all
+// others lexicographically.
+func lessField(a, b string) bool {
+	if len(a) != len(b) && isAllDigits(a) && isAllDigits(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+// CompileUpdate compiles an update: an operator document ($set, $setOnInsert, $unset, $inc,
+// $min, $max, $push, $addToSet, $pull) or a replacement document (no $-prefixed keys).
+// An empty document is, as for mongod, a replacement by an empty document.
+func CompileUpdate(update bson.D) (*Update, error) {
+	if len(update) == 0 || !strings.HasPrefix(update[0].Key, "$") {
+		return compileReplacement(update)
+	}
+	u := &Update{root: &updNode{}}
+	for _, e := range update {
+		kind, known := opKinds[e.Key]
+		if !known {
+			switch e.Key {
+			case "$rename", "$mul", "$currentDate", "$pop", "$pullAll", "$bit":
+				return nil, mongoerr.NotImplementedf("update operator %s", e.Key)
+			}
+			return nil, mongoerr.FailedToParsef("Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", e.Key)
+		}
+		fields, ok := e.Value.(bson.D)
+		if !ok {
+			return nil, mongoerr.FailedToParsef("Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not %s",
+				typeName(e.Value), formatElem(e.Key, e.Value))
+		}
+		for _, f := range fields {
+			op, err := compileLeaf(kind, e.Key, f.Key, f.Value)
+			if err != nil {
+				return nil, err
+			}
+			if err := u.root.insert(splitPath(f.Key), op); err != nil {
+				return nil, err
+			}
+			if u.idPath == "" && (f.Key == "_id" || strings.HasPrefix(f.Key, "_id.")) {
+				u.idPath = f.Key
+			}
+		}
+	}
+	return u, nil
+}
+
+func compileReplacement(update bson.D) (*Update, error) {
+	for _, e := range update {
+		if strings.HasPrefix(e.Key, "$") {
+			return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName,
+				"The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", e.Key, e.Key)
+		}
+	}
+	return &Update{isRepl: true, replacement: deepNormalize(update).(bson.D)}, nil
+}
+
+// IsReplacement reports whether the update is a replacement document.
+func (u *Update) IsReplacement() bool { return u.isRepl }
+
+func validatePath(path string) error {
+	if path == "" {
+		return mongoerr.New(EmptyFieldName, "An empty update path is not valid.")
+	}
+	for _, part := range splitPath(path) {
+		switch {
+		case part == "":
+			return mongoerr.New(EmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", path)
+		case part == "$" || strings.HasPrefix(part, "$["):
+			return mongoerr.NotImplementedf("positional update operator %s (in '%s')", part, path)
+		case strings.HasPrefix(part, "$"):
+			return mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", part, path)
+		}
+	}
+	return nil
+}
+
+func compileLeaf(kind opKind, name, path string, v any) (*leafOp, error) {
+	if err := validatePath(path); err != nil {
+		return nil, err
+	}
+	parts := splitPath(path)
+	op := &leafOp{kind: kind, name: name, path: path, value: deepNormalize(v), field: parts[len(parts)-1]}
+	switch kind {
+	case kInc:
+		switch op.value.(type) {
+		case int32, int64, float64:
+		case bson.Decimal128:
+			return nil, mongoerr.NotImplementedf("$inc with a decimal128 value")
+		default:
+			return nil, mongoerr.TypeMismatchf("Cannot increment with non-numeric argument: %s", formatElem(path, op.value))
+		}
+	case kPush:
+		return op, compilePush(op)
+	case kAddToSet:
+		return op, compileAddToSet(op)
+	case kPull:
+		return op, compilePull(op)
+	}
+	return op, nil
+}
+
+func compilePush(op *leafOp) error {
+	d, ok := op.value.(bson.D)
+	if !ok {
+		op.each = bson.A{op.value}
+		return nil
+	}
+	if _, hasEach := bsonval.Get(d, "$each"); !hasEach {
+		op.each = bson.A{op.value}
+		return nil
+	}
+	for _, e := range d {
+		switch e.Key {
+		case "$each":
+			arr, ok := e.Value.(bson.A)
+			if !ok {
+				return mongoerr.BadValuef("The argument to $each in $push must be an array but it was of type: %s", typeName(e.Value))
+			}
+			op.each = arr
+		case "$slice", "$sort", "$position":
+			return mongoerr.NotImplementedf("$push modifier %s", e.Key)
+		default:
+			return mongoerr.BadValuef("Unrecognized clause in $push: %s", e.Key)
+		}
+	}
+	return nil
+}
+
+func compileAddToSet(op *leafOp) error {
+	d, ok := op.value.(bson.D)
+	if !ok || len(d) == 0 || d[0].Key != "$each" {
+		op.each = bson.A{op.value}
+		return nil
+	}
+	if len(d) > 1 {
+		return mongoerr.BadValuef("Found unexpected fields after $each in $addToSet: %s", formatValue(d))
+	}
+	arr, ok := d[0].Value.(bson.A)
+	if !ok {
+		return mongoerr.BadValuef("The argument to $each in $addToSet must be an array but it was of type %s", typeName(d[0].Value))
+	}
+	op.each = arr
+	return nil
+}
+
+func compilePull(op *leafOp) error {
+	switch x := op.value.(type) {
+	case bson.Regex:
+		return mongoerr.NotImplementedf("$pull with a regular expression")
+	case bson.D:
+		if ops, isOps := isOperatorDoc(x); isOps && !isTopLevelOp(ops[0].Key) {
+			// Conditions on the element itself: match {"": elem} against {"": cond}.
+			n, err := parseField("", x)
+			if err != nil {
+				return err
+			}
+			op.pull = func(elem any) bool { return n.match(bson.D{{Key: "", Value: elem}}) }
+			return nil
+		}
+		n, err := parseTop(x)
+		if err != nil {
+			return err
+		}
+		op.pull = func(elem any) bool {
+			d, ok := elem.(bson.D)
+			return ok && n.match(d)
+		}
+		return nil
+	}
+	v := op.value
+	op.pull = func(elem any) bool { return bsonval.Compare(elem, v) == 0 }
+	return nil
+}
+
+// insert adds a leaf at parts, failing as mongod does when two paths overlap.
+func (n *updNode) insert(parts []string, leaf *leafOp) error {
+	cur := n
+	for i, part := range parts {
+		child := cur.child(part)
+		switch {
+		case child == nil:
+			child = &updNode{name: part}
+			cur.addChild(child)
+		case child.leaf != nil || i == len(parts)-1:
+			return mongoerr.New(mongoerr.ConflictingUpdateOps, "Updating the path '%s' would create a conflict at '%s'",
+				leaf.path, strings.Join(parts[:i+1], "."))
+		}
+		cur = child
+	}
+	cur.leaf = leaf
+	return nil
+}
+
+func (n *updNode) child(name string) *updNode {
+	for _, c := range n.children {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (n *updNode) addChild(c *updNode) {
+	i := len(n.children)
+	for i > 0 && lessField(c.name, n.children[i-1].name) {
+		i--
+	}
+	n.children = append(n.children, nil)
+	copy(n.children[i+1:], n.children[i:])
+	n.children[i] = c
+}
+
+// creates reports whether applying the subtree to a missing field would create something.
+func (n *updNode) creates(isInsert bool) bool {
+	if n.leaf != nil {
+		switch n.leaf.kind {
+		case kUnset, kPull:
+			return false
+		case kSetOnInsert:
+			return isInsert
+		}
+		return true
+	}
+	for _, c := range n.children {
+		if c.creates(isInsert) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstCreating returns the name of the first child that would create a field.
+func (n *updNode) firstCreating(isInsert bool) string {
+	for _, c := range n.children {
+		if c.creates(isInsert) {
+			return c.name
+		}
+	}
+	return ""
+}
+
+// deepNormalize copies a value, converting Go ints and []any to decoded BSON types.
+func deepNormalize(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		out := make(bson.D, len(x))
+		for i, e := range x {
+			out[i] = bson.E{Key: e.Key, Value: deepNormalize(e.Value)}
+		}
+		return out
+	case bson.A:
+		out := make(bson.A, len(x))
+		for i, e := range x {
+			out[i] = deepNormalize(e)
+		}
+		return out
+	case []any:
+		return deepNormalize(bson.A(x))
+	case bson.Binary:
+		return bson.Binary{Subtype: x.Subtype, Data: append([]byte(nil), x.Data...)}
+	}
+	return bsonval.Normalize(v)
+}
