@@ -2,9 +2,69 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+
+	"github.com/gameops/rollup/embedded"
 )
 
-func runMongod(_ context.Context, _ *env, _ []string) error {
-	return fmt.Errorf("mongod: not wired yet")
+const mongodUsage = `usage: rollup mongod --listen ADDR (--data DIR | --memory) [flags]
+
+Serve the embedded MongoDB-compatible server on its own, so any MongoDB client (mongosh, the
+official drivers) can connect. It prints the connection URI once it listens.
+
+Examples:
+  rollup mongod --listen 127.0.0.1:27017 --data ./data
+  rollup mongod --listen 127.0.0.1:0 --memory --enable-test-commands
+
+Flags:
+`
+
+func runMongod(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("mongod", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(e.stderr, mongodUsage)
+		fs.PrintDefaults()
+	}
+	listen := fs.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free port)")
+	dataDir := fs.String("data", "", "data directory (durable: every acknowledged write survives a crash)")
+	memory := fs.Bool("memory", false, "keep everything in memory (nothing survives the process)")
+	replSet := fs.String("replset", "rs0", "replica-set name advertised to clients")
+	testCmds := fs.Bool("enable-test-commands", false, "enable configureFailPoint (tests only, like mongod's enableTestCommands)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if (*dataDir == "") == !*memory {
+		return fmt.Errorf("%w: mongod needs exactly one of --data DIR or --memory", errUsage)
+	}
+	log, err := newLogger(*logLevel, e.stderr)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	defer func() { _ = log.Sync() }()
+
+	srv, err := embedded.New(embedded.Config{
+		Listen:             *listen,
+		DataDir:            *dataDir,
+		ReplSetName:        *replSet,
+		EnableTestCommands: *testCmds,
+		Logger:             log.Named("mongod"),
+	})
+	if err != nil {
+		return fmt.Errorf("start embedded server: %w", err)
+	}
+	_, _ = fmt.Fprintln(e.stdout, srv.URI())
+	if err := srv.Run(ctx); err != nil {
+		return fmt.Errorf("embedded server: %w", err)
+	}
+	return nil
 }

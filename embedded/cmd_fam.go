@@ -1,0 +1,186 @@
+package embedded
+
+import (
+	"context"
+	"sort"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/mongoerr"
+	"github.com/gameops/rollup/embedded/query"
+	"github.com/gameops/rollup/embedded/storage"
+)
+
+var famFields = []string{"query", "sort", "remove", "update", "new", "fields", "upsert",
+	"bypassDocumentValidation", "collation", "hint", "arrayFilters", "let"}
+
+// famArgs is a parsed findAndModify command.
+type famArgs struct {
+	q          bson.D
+	filter     *query.Filter
+	sort       *query.Sort
+	proj       *query.Projection
+	upd        *query.Update
+	remove     bool
+	returnNew  bool
+	upsert     bool
+	hasUpdate  bool
+	collection string
+}
+
+func parseFAM(r *request) (famArgs, error) {
+	var a famArgs
+	var err error
+	if a.collection, err = collArg(r); err != nil {
+		return a, err
+	}
+	for _, e := range r.body[1:] {
+		switch e.Key {
+		case "query":
+			if e.Value != nil {
+				a.q = asDoc(e.Value)
+			}
+		case "sort":
+			if d := asDoc(e.Value); len(d) > 0 {
+				if a.sort, err = query.CompileSort(d); err != nil {
+					return a, err
+				}
+			}
+		case "fields":
+			if d := asDoc(e.Value); len(d) > 0 {
+				if a.proj, err = query.CompileProjection(d); err != nil {
+					return a, err
+				}
+			}
+		case "remove":
+			a.remove = boolArg(e.Value)
+		case "new":
+			a.returnNew = boolArg(e.Value)
+		case "upsert":
+			a.upsert = boolArg(e.Value)
+		case "update":
+			switch u := e.Value.(type) {
+			case bson.D:
+				if a.upd, err = query.CompileUpdate(u); err != nil {
+					return a, err
+				}
+				a.hasUpdate = true
+			case bson.A:
+				return a, mongoerr.NotImplementedf("pipeline-style updates (findAndModify.update as an array)")
+			default:
+				return a, mongoerr.FailedToParsef("Update argument must be either an object or an array")
+			}
+		case "collation":
+			if err := checkCollation(e.Value); err != nil {
+				return a, err
+			}
+		case "arrayFilters":
+			if arr, ok := e.Value.(bson.A); !ok || len(arr) > 0 {
+				return a, mongoerr.NotImplementedf("findAndModify option 'arrayFilters'")
+			}
+		case "let":
+			if len(asDoc(e.Value)) > 0 {
+				return a, mongoerr.NotImplementedf("findAndModify option 'let'")
+			}
+		}
+	}
+	switch {
+	case a.remove && a.hasUpdate:
+		return a, mongoerr.FailedToParsef("Cannot specify both an update and remove=true")
+	case !a.remove && !a.hasUpdate:
+		return a, mongoerr.FailedToParsef("Either an update or remove=true must be specified")
+	case a.remove && a.returnNew:
+		return a, mongoerr.FailedToParsef("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
+	case a.remove && a.upsert:
+		return a, mongoerr.FailedToParsef("Cannot specify both upsert=true and remove=true")
+	}
+	if a.filter, err = query.CompileFilter(a.q); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error) {
+	a, err := parseFAM(r)
+	if err != nil {
+		return result{}, err
+	}
+	var value any
+	lastErr := bson.D{}
+	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		target := findOne(w, r.db, a.collection, a.q, a.filter, a.sort)
+		switch {
+		case a.remove:
+			if target == nil {
+				lastErr = bson.D{{Key: "n", Value: int32(0)}}
+				return nil
+			}
+			if err := w.Delete(r.db, a.collection, target); err != nil {
+				return err
+			}
+			value = target.D
+			lastErr = bson.D{{Key: "n", Value: int32(1)}}
+		case target != nil:
+			out, desc, changed, err := a.upd.Apply(target.D, false)
+			if err != nil {
+				return err
+			}
+			value = target.D
+			if changed {
+				if _, err := w.Replace(r.db, a.collection, target, out, storageDesc(a.upd, desc)); err != nil {
+					return err
+				}
+			}
+			if a.returnNew {
+				value = out
+			}
+			lastErr = bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}
+		case a.upsert:
+			doc, err := upsertDoc(a.q, a.upd)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Insert(r.db, a.collection, doc); err != nil {
+				return err
+			}
+			if a.returnNew {
+				value = doc
+			}
+			lastErr = bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: false}, {Key: "upserted", Value: doc[0].Value}}
+		default:
+			lastErr = bson.D{{Key: "n", Value: int32(0)}, {Key: "updatedExisting", Value: false}}
+		}
+		return nil
+	})
+	if err != nil {
+		return result{opTime: op}, toMongoErr(err)
+	}
+	if d, ok := value.(bson.D); ok && a.proj != nil {
+		value = a.proj.Apply(d)
+	}
+	return result{fields: bson.D{{Key: "lastErrorObject", Value: lastErr}, {Key: "value", Value: value}}, opTime: op}, nil
+}
+
+// finder is the candidate scan shared by storage's Reader and Writer.
+type finder interface {
+	Find(db, coll string, filter bson.D, fn func(d *storage.Doc) bool)
+}
+
+// findOne returns the first document matching filter, in sort order when sort is given.
+func findOne(rd finder, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) *storage.Doc {
+	var matches []*storage.Doc
+	rd.Find(db, coll, q, func(d *storage.Doc) bool {
+		if filter.Match(d.D) {
+			matches = append(matches, d)
+			return srt != nil
+		}
+		return true
+	})
+	if len(matches) == 0 {
+		return nil
+	}
+	if srt != nil {
+		sort.SliceStable(matches, func(i, j int) bool { return srt.Compare(matches[i].D, matches[j].D) < 0 })
+	}
+	return matches[0]
+}

@@ -1,0 +1,436 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/mongoerr"
+	"github.com/gameops/rollup/embedded/query"
+	"github.com/gameops/rollup/embedded/storage"
+)
+
+// maxWriteBatch is mongod's maxWriteBatchSize.
+const maxWriteBatch = 100000
+
+// toMongoErr converts storage errors to server errors (E11000 with keyPattern/keyValue).
+func toMongoErr(err error) *mongoerr.Error {
+	var dup *storage.DupKeyError
+	if errors.As(err, &dup) {
+		return dup.MongoError()
+	}
+	return mongoerr.As(err)
+}
+
+// writeErrorDoc renders one writeErrors entry, carrying the op's index in the command.
+func writeErrorDoc(index int, err error) bson.D {
+	e := toMongoErr(err)
+	d := bson.D{{Key: "index", Value: int32(index)}, {Key: "code", Value: e.Code}}
+	for _, f := range e.Extra {
+		d = append(d, bson.E{Key: f.Key, Value: f.Value})
+	}
+	return append(d, bson.E{Key: "errmsg", Value: e.Msg})
+}
+
+// batchArg returns the op documents of a write command (documents/updates/deletes).
+func batchArg(r *request, key string) ([]bson.D, error) {
+	v, ok := r.arg(key)
+	if !ok {
+		return nil, mongoerr.New(40414, "BSON field '%s.%s' is missing but a required field", r.name, key)
+	}
+	arr, ok := v.(bson.A)
+	if !ok {
+		return nil, mongoerr.TypeMismatchf("BSON field '%s.%s' is the wrong type '%s', expected type 'array'", r.name, key, typeName(v))
+	}
+	if len(arr) == 0 || len(arr) > maxWriteBatch {
+		return nil, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and %d. Got %d operations.", maxWriteBatch, len(arr))
+	}
+	out := make([]bson.D, len(arr))
+	for i, v := range arr {
+		d, ok := v.(bson.D)
+		if !ok {
+			return nil, mongoerr.TypeMismatchf("BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", r.name, key, i, typeName(v))
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func orderedArg(r *request) bool {
+	if v, ok := r.arg("ordered"); ok {
+		return boolArg(v)
+	}
+	return true
+}
+
+// withID returns doc with an _id as its first field, generating an ObjectID when absent.
+func withID(doc bson.D) (bson.D, error) {
+	for i, e := range doc {
+		if e.Key != "_id" {
+			continue
+		}
+		switch e.Value.(type) {
+		case bson.A:
+			return nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type array")
+		case bson.Regex:
+			return nil, mongoerr.New(mongoerr.InvalidIDField, "can't use a regex for _id")
+		case bson.Undefined:
+			return nil, mongoerr.New(mongoerr.InvalidIDField, "can't use a undefined for _id")
+		}
+		if i == 0 {
+			return doc, nil
+		}
+		out := make(bson.D, 0, len(doc))
+		out = append(out, e)
+		out = append(out, doc[:i]...)
+		return append(out, doc[i+1:]...), nil
+	}
+	out := make(bson.D, 0, len(doc)+1)
+	out = append(out, bson.E{Key: "_id", Value: bson.NewObjectID()})
+	return append(out, doc...), nil
+}
+
+func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
+	coll, err := collArg(r)
+	if err != nil {
+		return result{}, err
+	}
+	docs, err := batchArg(r, "documents")
+	if err != nil {
+		return result{}, err
+	}
+	ordered := orderedArg(r)
+	var writeErrors bson.A
+	n := 0
+	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		for i, d := range docs {
+			doc, err := withID(d)
+			if err == nil {
+				_, err = w.Insert(r.db, coll, doc)
+			}
+			if err != nil {
+				writeErrors = append(writeErrors, writeErrorDoc(i, err))
+				if ordered {
+					return nil
+				}
+				continue
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	f := bson.D{{Key: "n", Value: int32(n)}}
+	if writeErrors != nil {
+		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return result{fields: f, opTime: op}, nil
+}
+
+// updateOp is one parsed statement of an update command.
+type updateOp struct {
+	q      bson.D
+	filter *query.Filter
+	upd    *query.Update
+	upsert bool
+	multi  bool
+}
+
+func parseUpdateOp(d bson.D) (updateOp, error) {
+	var op updateOp
+	var haveQ, haveU bool
+	for _, e := range d {
+		switch e.Key {
+		case "q":
+			q, ok := e.Value.(bson.D)
+			if !ok {
+				return op, mongoerr.TypeMismatchf("BSON field 'update.updates.q' is the wrong type '%s', expected type 'object'", typeName(e.Value))
+			}
+			op.q, haveQ = q, true
+		case "u":
+			switch u := e.Value.(type) {
+			case bson.D:
+				upd, err := query.CompileUpdate(u)
+				if err != nil {
+					return op, err
+				}
+				op.upd, haveU = upd, true
+			case bson.A:
+				return op, mongoerr.NotImplementedf("pipeline-style updates (update.updates.u as an array)")
+			default:
+				return op, mongoerr.TypeMismatchf("BSON field 'update.updates.u' is the wrong type '%s', expected type 'object'", typeName(e.Value))
+			}
+		case "upsert":
+			op.upsert = boolArg(e.Value)
+		case "multi":
+			op.multi = boolArg(e.Value)
+		case "hint", "upsertSupplied":
+			// A hint never changes results; the server picks its own index.
+		case "collation":
+			if err := checkCollation(e.Value); err != nil {
+				return op, err
+			}
+		default:
+			return op, mongoerr.NotImplementedf("update statement option '%s'", e.Key)
+		}
+	}
+	if !haveQ {
+		return op, mongoerr.New(40414, "BSON field 'update.updates.q' is missing but a required field")
+	}
+	if !haveU {
+		return op, mongoerr.New(40414, "BSON field 'update.updates.u' is missing but a required field")
+	}
+	if op.multi && op.upd.IsReplacement() {
+		return op, mongoerr.FailedToParsef("multi update is not supported for replacement-style update")
+	}
+	f, err := query.CompileFilter(op.q)
+	if err != nil {
+		return op, err
+	}
+	op.filter = f
+	return op, nil
+}
+
+// checkCollation accepts only the simple collation; anything else is outside the subset.
+func checkCollation(v any) error {
+	d, ok := v.(bson.D)
+	if !ok {
+		return mongoerr.TypeMismatchf("collation must be an object")
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	if len(d) == 1 && d[0].Key == "locale" && d[0].Value == "simple" {
+		return nil
+	}
+	return mongoerr.NotImplementedf("collations other than {locale: \"simple\"}")
+}
+
+// updateStats accumulates the reply counters of an update command.
+type updateStats struct {
+	n, nModified int
+	upserted     bson.A
+}
+
+// applyUpdate runs one update statement under the write lock.
+func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st *updateStats) error {
+	var targets []*storage.Doc
+	w.Find(db, coll, op.q, func(d *storage.Doc) bool {
+		if op.filter.Match(d.D) {
+			targets = append(targets, d)
+			return op.multi
+		}
+		return true
+	})
+	for _, d := range targets {
+		out, desc, changed, err := op.upd.Apply(d.D, false)
+		if err != nil {
+			return err
+		}
+		st.n++
+		if !changed {
+			continue
+		}
+		if _, err := w.Replace(db, coll, d, out, storageDesc(op.upd, desc)); err != nil {
+			return err
+		}
+		st.nModified++
+	}
+	if len(targets) > 0 || !op.upsert {
+		return nil
+	}
+	doc, err := upsertDoc(op.q, op.upd)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Insert(db, coll, doc); err != nil {
+		return err
+	}
+	st.n++
+	st.upserted = append(st.upserted, bson.D{{Key: "index", Value: int32(index)}, {Key: "_id", Value: doc[0].Value}})
+	return nil
+}
+
+// upsertDoc builds the document an upsert inserts: the filter's equalities with the update
+// applied (including $setOnInsert), or the replacement with the filter's _id.
+func upsertDoc(q bson.D, upd *query.Update) (bson.D, error) {
+	seed, err := query.UpsertSeed(q)
+	if err != nil {
+		return nil, err
+	}
+	if upd.IsReplacement() {
+		// Only the _id of the filter carries over into a replacement.
+		var base bson.D
+		for _, e := range seed {
+			if e.Key == "_id" {
+				base = bson.D{e}
+			}
+		}
+		seed = base
+	}
+	out, _, _, err := upd.Apply(seed, true)
+	if err != nil {
+		return nil, err
+	}
+	return withID(out)
+}
+
+func storageDesc(upd *query.Update, d query.UpdateDescription) *storage.UpdateDesc {
+	if upd.IsReplacement() {
+		return nil
+	}
+	return &storage.UpdateDesc{UpdatedFields: d.UpdatedFields, RemovedFields: d.RemovedFields}
+}
+
+func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
+	coll, err := collArg(r)
+	if err != nil {
+		return result{}, err
+	}
+	stmts, err := batchArg(r, "updates")
+	if err != nil {
+		return result{}, err
+	}
+	if v, ok := r.arg("let"); ok && len(asDoc(v)) > 0 {
+		return result{}, mongoerr.NotImplementedf("update option 'let'")
+	}
+	ordered := orderedArg(r)
+	// Parse outside the write lock; a statement that does not parse is a write error at its index.
+	ops := make([]updateOp, len(stmts))
+	parseErrs := make([]error, len(stmts))
+	for i, d := range stmts {
+		ops[i], parseErrs[i] = parseUpdateOp(d)
+	}
+	var st updateStats
+	var writeErrors bson.A
+	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		for i := range ops {
+			err := parseErrs[i]
+			if err == nil {
+				err = applyUpdate(w, r.db, coll, ops[i], i, &st)
+			}
+			if err != nil {
+				writeErrors = append(writeErrors, writeErrorDoc(i, err))
+				if ordered {
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	f := bson.D{{Key: "n", Value: int32(st.n)}, {Key: "nModified", Value: int32(st.nModified)}}
+	if st.upserted != nil {
+		f = append(f, bson.E{Key: "upserted", Value: st.upserted})
+	}
+	if writeErrors != nil {
+		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return result{fields: f, opTime: op}, nil
+}
+
+type deleteOp struct {
+	q      bson.D
+	filter *query.Filter
+	limit  int64
+}
+
+func parseDeleteOp(d bson.D) (deleteOp, error) {
+	op := deleteOp{limit: -1}
+	var haveQ bool
+	for _, e := range d {
+		switch e.Key {
+		case "q":
+			q, ok := e.Value.(bson.D)
+			if !ok {
+				return op, mongoerr.TypeMismatchf("BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeName(e.Value))
+			}
+			op.q, haveQ = q, true
+		case "limit":
+			n, ok := toInt64(e.Value)
+			if !ok || (n != 0 && n != 1) {
+				return op, mongoerr.FailedToParsef("The limit field in delete objects must be 0 or 1. Got %v", e.Value)
+			}
+			op.limit = n
+		case "hint":
+		case "collation":
+			if err := checkCollation(e.Value); err != nil {
+				return op, err
+			}
+		default:
+			return op, mongoerr.NotImplementedf("delete statement option '%s'", e.Key)
+		}
+	}
+	if !haveQ {
+		return op, mongoerr.New(40414, "BSON field 'delete.deletes.q' is missing but a required field")
+	}
+	if op.limit < 0 {
+		return op, mongoerr.New(40414, "BSON field 'delete.deletes.limit' is missing but a required field")
+	}
+	f, err := query.CompileFilter(op.q)
+	if err != nil {
+		return op, err
+	}
+	op.filter = f
+	return op, nil
+}
+
+func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
+	coll, err := collArg(r)
+	if err != nil {
+		return result{}, err
+	}
+	stmts, err := batchArg(r, "deletes")
+	if err != nil {
+		return result{}, err
+	}
+	ordered := orderedArg(r)
+	ops := make([]deleteOp, len(stmts))
+	parseErrs := make([]error, len(stmts))
+	for i, d := range stmts {
+		ops[i], parseErrs[i] = parseDeleteOp(d)
+	}
+	n := 0
+	var writeErrors bson.A
+	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		for i, o := range ops {
+			err := parseErrs[i]
+			if err == nil {
+				var targets []*storage.Doc
+				w.Find(r.db, coll, o.q, func(d *storage.Doc) bool {
+					if o.filter.Match(d.D) {
+						targets = append(targets, d)
+						return o.limit != 1
+					}
+					return true
+				})
+				for _, d := range targets {
+					if err = w.Delete(r.db, coll, d); err != nil {
+						break
+					}
+					n++
+				}
+			}
+			if err != nil {
+				writeErrors = append(writeErrors, writeErrorDoc(i, err))
+				if ordered {
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	f := bson.D{{Key: "n", Value: int32(n)}}
+	if writeErrors != nil {
+		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return result{fields: f, opTime: op}, nil
+}

@@ -1,0 +1,126 @@
+package embedded
+
+import (
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/mongoerr"
+)
+
+// maxBatchBytes bounds the documents of one reply batch, as mongod's 16 MiB reply limit does.
+const maxBatchBytes = 16*1024*1024 - 64*1024
+
+// cursor is a materialized query result being returned in batches. A change-stream cursor
+// has a nil docs and a non-nil stream.
+type cursor struct {
+	id       int64
+	ns       string // db.coll
+	docs     []bson.Raw
+	pos      int
+	lastUsed time.Time
+	stream   *changeStream
+}
+
+type cursorRegistry struct {
+	mu      sync.Mutex
+	next    int64
+	cursors map[int64]*cursor
+}
+
+func newCursorRegistry() *cursorRegistry {
+	return &cursorRegistry{next: time.Now().UnixNano() & 0x7fffffffffff, cursors: map[int64]*cursor{}}
+}
+
+func (cr *cursorRegistry) add(c *cursor) int64 {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cr.next++
+	c.id = cr.next
+	c.lastUsed = time.Now()
+	cr.cursors[c.id] = c
+	return c.id
+}
+
+// take removes a cursor for exclusive use by one getMore; put returns it.
+func (cr *cursorRegistry) take(id int64, ns string) (*cursor, error) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	c, ok := cr.cursors[id]
+	if !ok {
+		return nil, mongoerr.New(mongoerr.CursorNotFound, "cursor id %d not found", id)
+	}
+	if c.ns != ns {
+		return nil, mongoerr.New(mongoerr.Unauthorized, "Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.ns)
+	}
+	delete(cr.cursors, id)
+	return c, nil
+}
+
+func (cr *cursorRegistry) put(c *cursor) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	c.lastUsed = time.Now()
+	cr.cursors[c.id] = c
+}
+
+// kill removes cursors and reports which existed.
+func (cr *cursorRegistry) kill(ids []int64) (killed, notFound []int64) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := cr.cursors[id]; ok {
+			delete(cr.cursors, id)
+			killed = append(killed, id)
+		} else {
+			notFound = append(notFound, id)
+		}
+	}
+	return killed, notFound
+}
+
+// killAll removes every cursor (used by tests that simulate a server killing cursors).
+func (cr *cursorRegistry) killAll() int {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	n := len(cr.cursors)
+	cr.cursors = map[int64]*cursor{}
+	return n
+}
+
+func (cr *cursorRegistry) reap(now time.Time, idle time.Duration) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	for id, c := range cr.cursors {
+		if now.Sub(c.lastUsed) > idle {
+			delete(cr.cursors, id)
+		}
+	}
+}
+
+// nextBatch returns up to n documents (n <= 0: no count limit) within the byte limit.
+func (c *cursor) nextBatch(n int) bson.A {
+	batch := bson.A{}
+	size := 0
+	for c.pos < len(c.docs) && (n <= 0 || len(batch) < n) {
+		d := c.docs[c.pos]
+		if len(batch) > 0 && size+len(d) > maxBatchBytes {
+			break
+		}
+		batch = append(batch, d)
+		size += len(d)
+		c.pos++
+	}
+	return batch
+}
+
+func (c *cursor) exhausted() bool { return c.stream == nil && c.pos >= len(c.docs) }
+
+// cursorReply builds the {cursor: {firstBatch|nextBatch, id, ns}} reply fields.
+func cursorReply(id int64, ns, batchKey string, batch bson.A, extra ...bson.E) bson.D {
+	cur := bson.D{{Key: batchKey, Value: batch}}
+	cur = append(cur, extra...)
+	cur = append(cur, bson.E{Key: "id", Value: id}, bson.E{Key: "ns", Value: ns})
+	return bson.D{{Key: "cursor", Value: cur}}
+}

@@ -1,0 +1,140 @@
+// Package embeddedtest starts the store that integration tests talk to: the embedded server
+// in memory, over TCP, through the official driver — or, when MONGODB_URI is set, a real
+// MongoDB replica set, so the same tests run unchanged against both.
+package embeddedtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/gameops/rollup/embedded"
+)
+
+// Store is a running store for one test.
+type Store struct {
+	// URI is the connection string (the embedded server's, or MONGODB_URI).
+	URI string
+	// Server is the embedded server, nil when running against MONGODB_URI.
+	Server *embedded.Server
+}
+
+// Real reports whether the test runs against a real MongoDB (MONGODB_URI).
+func (s *Store) Real() bool { return s.Server == nil }
+
+// SkipIfReal skips a test that checks embedded-server internals.
+func (s *Store) SkipIfReal(t testing.TB) {
+	t.Helper()
+	if s.Real() {
+		t.Skip("checks embedded server internals")
+	}
+}
+
+// Options tune the embedded server a test starts.
+type Options struct {
+	// DataDir makes the server durable in that directory ("" = in memory).
+	DataDir string
+	// Configure may adjust the server config before it starts.
+	Configure func(*embedded.Config)
+}
+
+// Start returns the store for t: MONGODB_URI when set, else an embedded server with test
+// commands enabled, stopped when the test ends.
+func Start(t testing.TB, opts ...Options) *Store {
+	t.Helper()
+	if uri := os.Getenv("MONGODB_URI"); uri != "" {
+		return &Store{URI: uri}
+	}
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	cfg := embedded.Config{
+		Listen:             "127.0.0.1:0",
+		DataDir:            o.DataDir,
+		EnableTestCommands: true,
+		Logger:             zaptest.NewLogger(t).Named("embedded"),
+	}
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
+	srv, err := embedded.New(cfg)
+	if err != nil {
+		t.Fatalf("start embedded server: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("embedded server: %v", err)
+		}
+	})
+	return &Store{URI: srv.URI(), Server: srv}
+}
+
+// Client connects the official driver to the store; it is disconnected when the test ends.
+func (s *Store) Client(t testing.TB, opts ...*options.ClientOptions) *mongo.Client {
+	t.Helper()
+	o := options.Client().ApplyURI(s.URI).SetServerSelectionTimeout(10 * time.Second)
+	all := append([]*options.ClientOptions{o}, opts...)
+	c, err := mongo.Connect(all...)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Disconnect(ctx); err != nil && !errors.Is(err, mongo.ErrClientDisconnected) {
+			t.Errorf("disconnect: %v", err)
+		}
+	})
+	return c
+}
+
+// Database returns a fresh database with a unique name, dropped when the test ends (so tests
+// never collide on a shared real deployment).
+func (s *Store) Database(t testing.TB, c *mongo.Client) *mongo.Database {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.NewReplacer("/", "_", " ", "_", ".", "_").Replace(t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	db := c.Database("t_" + name + "_" + hex.EncodeToString(b[:]))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = db.Drop(ctx)
+	})
+	return db
+}
+
+// FailPoint configures the failCommand fail point and switches it off when the test ends.
+func (s *Store) FailPoint(t testing.TB, c *mongo.Client, cmd any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Database("admin").RunCommand(ctx, cmd).Err(); err != nil {
+		t.Fatalf("configureFailPoint: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		off := map[string]any{"configureFailPoint": "failCommand", "mode": "off"}
+		if err := c.Database("admin").RunCommand(ctx, off).Err(); err != nil {
+			t.Errorf("switch fail point off: %v", err)
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/embedded/storage"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Listen is the TCP address to listen on, e.g. "127.0.0.1:27017" or "127.0.0.1:0".
+	Listen string
+	// DataDir is the data directory; empty means in-memory (nothing survives the process).
+	DataDir string
+	// ReplSetName is the advertised replica-set name; default "rs0".
+	ReplSetName string
+	// EnableTestCommands enables configureFailPoint, like mongod's enableTestCommands.
+	EnableTestCommands bool
+	// Logger receives the server's logs; nil means no logging.
+	Logger *zap.Logger
+	// Storage tunes the storage engine; its Dir and Logger are set from this Config.
+	Storage storage.Options
+	// CursorTimeout is how long an idle cursor lives; default 10 minutes.
+	CursorTimeout time.Duration
+}
+
+// Server is one embedded server: a listener, its connections and one storage engine.
+type Server struct {
+	cfg      Config
+	log      *zap.Logger
+	ln       net.Listener
+	addr     string
+	engine   *storage.Engine
+	cursors  *cursorRegistry
+	sessions *sessionRegistry
+	fail     *failPoints
+
+	cmdOnce  sync.Once
+	cmdTable map[string]commandSpec
+
+	processID bson.ObjectID
+	startTime time.Time
+	connIDs   atomic.Int64
+	reqIDs    atomic.Int32
+
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing chan struct{}
+}
+
+// New opens the storage engine and binds the listener, so Addr and URI are known before Run.
+func New(cfg Config) (*Server, error) {
+	if cfg.ReplSetName == "" {
+		cfg.ReplSetName = "rs0"
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:27017"
+	}
+	if cfg.CursorTimeout == 0 {
+		cfg.CursorTimeout = 10 * time.Minute
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	so := cfg.Storage
+	so.Dir = cfg.DataDir
+	so.Logger = log.Named("storage")
+	engine, err := storage.Open(so)
+	if err != nil {
+		return nil, fmt.Errorf("open storage: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = engine.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       log,
+		ln:        ln,
+		addr:      advertisedAddr(ln.Addr()),
+		engine:    engine,
+		cursors:   newCursorRegistry(),
+		sessions:  newSessionRegistry(),
+		fail:      newFailPoints(),
+		processID: bson.NewObjectID(),
+		startTime: time.Now(),
+		conns:     map[net.Conn]struct{}{},
+		closing:   make(chan struct{}),
+	}
+	return s, nil
+}
+
+// advertisedAddr is the host:port clients should use: a wildcard listen address is advertised
+// as loopback, since the hello reply's hosts must be dialable.
+func advertisedAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// Addr returns the advertised host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// URI returns a connection string for the official driver, with replica-set discovery.
+func (s *Server) URI() string {
+	return "mongodb://" + s.addr + "/?replicaSet=" + s.cfg.ReplSetName
+}
+
+// Engine returns the storage engine (for tests that inspect server internals).
+func (s *Server) Engine() *storage.Engine { return s.engine }
+
+// Run serves connections until ctx is done, then closes every connection and the storage
+// engine. It returns nil on a clean shutdown.
+func (s *Server) Run(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	stop := context.AfterFunc(ctx, s.shutdown)
+	defer stop()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { s.reapCursors(ctx) })
+
+	var acceptErr error
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				acceptErr = fmt.Errorf("accept: %w", err)
+				cancel()
+			}
+			break
+		}
+		if !s.track(c) {
+			_ = c.Close()
+			continue
+		}
+		wg.Go(func() {
+			s.serveConn(ctx, c)
+			s.untrack(c)
+		})
+	}
+	wg.Wait()
+	if err := s.engine.Close(); err != nil {
+		return errors.Join(acceptErr, fmt.Errorf("close storage: %w", err))
+	}
+	return acceptErr
+}
+
+// shutdown stops accepting and closes every open connection, which ends their goroutines.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.closing)
+	_ = s.ln.Close()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return false
+	default:
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	_ = c.Close()
+}
+
+func (s *Server) reapCursors(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.cursors.reap(now, s.cfg.CursorTimeout)
+			s.sessions.reap(now, 30*time.Minute)
+		}
+	}
+}
+
+func (s *Server) nextRequestID() int32 { return s.reqIDs.Add(1) }
