@@ -20,7 +20,6 @@ const (
 	electionTerm = int64(1)
 )
 
-
 func cmdHello(ctx context.Context, s *Server, r *request) (result, error) {
 	if client, ok := r.arg("client"); ok {
 		if app, ok := bsonval.Lookup(asDoc(client), "application.name"); ok {
