@@ -31,18 +31,20 @@ type Engine struct {
 	durable atomic.Uint64 // tsU64 of the last durable OpTime
 
 	// cmu guards the commit pipeline below (lock order: mu before cmu).
-	cmu       sync.Mutex
-	ccond     *sync.Cond
-	pending   []byte // framed log records not yet written
-	spare     []byte
-	pendingTS OpTime
-	syncing   bool
-	werr      error // sticky log failure
-	wal       *walFile
-	closing   bool
-	bg        sync.WaitGroup
-	compact   atomic.Bool
-	lock      *dirLock
+	cmu        sync.Mutex
+	ccond      *sync.Cond
+	pending    []byte // framed log records not yet written
+	spare      []byte
+	pendingTS  OpTime
+	syncing    bool
+	werr       error // sticky log failure
+	wal        *walFile
+	closing    bool
+	bg         sync.WaitGroup
+	compacting atomic.Bool
+	lock       *dirLock
+	syncs      atomic.Int64 // log writes (for tests: group commit shares them)
+	beforeSync func()       // test hook run by the commit leader before writing
 }
 
 // Open opens (or creates) the engine. With a data directory it loads the newest snapshot
@@ -213,6 +215,10 @@ func (e *Engine) waitDurable(ts OpTime) error {
 		buf, target, w := e.pending, e.pendingTS, e.wal
 		e.pending = e.spare[:0]
 		e.cmu.Unlock()
+		if e.beforeSync != nil {
+			e.beforeSync()
+		}
+		e.syncs.Add(1)
 		err := w.write(buf, !e.opts.NoSync)
 		e.cmu.Lock()
 		e.spare = buf[:0]

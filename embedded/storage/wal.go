@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/gameops/rollup/embedded/bsonval"
@@ -35,13 +36,6 @@ func finishRecord(rec []byte) []byte {
 	return rec
 }
 
-// appendRecord appends a framed record with the given payload.
-func appendRecord(dst, payload []byte) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
-	return append(dst, payload...)
-}
-
 // readRecord parses the record at the start of b. ok is false when b holds no complete,
 // intact record (a torn or corrupt tail).
 func readRecord(b []byte) (payload []byte, n int, ok bool) {
@@ -59,8 +53,10 @@ func readRecord(b []byte) (payload []byte, n int, ok bool) {
 	return payload, recordHeader + int(size), true
 }
 
-// appendEntry appends an oplog entry's BSON encoding (its log form) to dst.
-func appendEntry(dst []byte, ent *Entry) []byte {
+// appendEntry appends an oplog entry's BSON encoding to dst. The log stores the collection
+// UUID only where replay cannot take it from the state (create, drop); snapshots store it
+// always (withUUID), as their entries may name collections that no longer exist.
+func appendEntry(dst []byte, ent *Entry, withUUID bool) []byte {
 	idx, dst := bsoncore.ReserveLength(dst)
 	dst = bsoncore.AppendTimestampElement(dst, "ts", ent.TS.T, ent.TS.I)
 	dst = bsoncore.AppendDateTimeElement(dst, "w", ent.Wall.UnixMilli())
@@ -69,7 +65,7 @@ func appendEntry(dst []byte, ent *Entry) []byte {
 	if ent.Coll != "" {
 		dst = bsoncore.AppendStringElement(dst, "c", ent.Coll)
 	}
-	if ent.Op == OpCreate || ent.Op == OpDrop {
+	if ent.UUID.Data != nil && (withUUID || ent.Op == OpCreate || ent.Op == OpDrop) {
 		dst = bsoncore.AppendBinaryElement(dst, "uuid", ent.UUID.Subtype, ent.UUID.Data)
 	}
 	if ent.raw != nil {
@@ -181,12 +177,12 @@ func decodeEntry(raw []byte) (Entry, error) {
 type walFile struct {
 	f    *os.File
 	seq  uint64
-	size int64
+	size atomic.Int64
 }
 
 func (w *walFile) write(buf []byte, sync bool) error {
 	n, err := w.f.Write(buf)
-	w.size += int64(n)
+	w.size.Add(int64(n))
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func (w *Writer) commit(ent Entry, c *collection) {
 	}
 	ent.size = entryOverhead + int64(len(ent.raw))
 	if w.rec != nil {
-		w.rec = appendEntry(w.rec, &ent)
+		w.rec = appendEntry(w.rec, &ent, false)
 	}
 	e.lastTS = ent.TS
 	e.oplog.append(ent, now)

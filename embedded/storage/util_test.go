@@ -1,0 +1,5 @@
+package storage
+
+import "runtime"
+
+func runtimeGosched() { runtime.Gosched() }
