@@ -99,6 +99,9 @@ func (a *applier) replace(doc, repl bson.D) (bson.D, error) {
 }
 
 func (a *applier) note(path string, v any) {
+	if a.desc.UpdatedFields == nil {
+		a.desc.UpdatedFields = make(bson.D, 0, 4)
+	}
 	a.desc.UpdatedFields = append(a.desc.UpdatedFields, bson.E{Key: path, Value: v})
 }
 

@@ -28,7 +28,12 @@ type pred interface {
 }
 
 // splitPath splits a dotted path into its components.
-func splitPath(p string) []string { return strings.Split(p, ".") }
+func splitPath(p string) []string {
+	if strings.IndexByte(p, '.') < 0 {
+		return []string{p}
+	}
+	return strings.Split(p, ".")
+}
 
 // walkDoc visits the values at parts in d with MongoDB's classic-matcher traversal
 // (BSONElementIterator): implicit traversal of arrays of documents, numeric components that

@@ -106,11 +106,12 @@ func CompileUpdate(update bson.D) (*Update, error) {
 				typeName(e.Value), formatElem(e.Key, e.Value))
 		}
 		for _, f := range fields {
-			op, err := compileLeaf(kind, e.Key, f.Key, f.Value)
+			parts := splitPath(f.Key)
+			op, err := compileLeaf(kind, e.Key, f.Key, parts, f.Value)
 			if err != nil {
 				return nil, err
 			}
-			if err := u.root.insert(splitPath(f.Key), op); err != nil {
+			if err := u.root.insert(parts, op); err != nil {
 				return nil, err
 			}
 			if u.idPath == "" && (f.Key == "_id" || strings.HasPrefix(f.Key, "_id.")) {
@@ -134,11 +135,11 @@ func compileReplacement(update bson.D) (*Update, error) {
 // IsReplacement reports whether the update is a replacement document.
 func (u *Update) IsReplacement() bool { return u.isRepl }
 
-func validatePath(path string) error {
+func validatePath(path string, parts []string) error {
 	if path == "" {
 		return mongoerr.New(EmptyFieldName, "An empty update path is not valid.")
 	}
-	for _, part := range splitPath(path) {
+	for _, part := range parts {
 		switch {
 		case part == "":
 			return mongoerr.New(EmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", path)
@@ -151,11 +152,10 @@ func validatePath(path string) error {
 	return nil
 }
 
-func compileLeaf(kind opKind, name, path string, v any) (*leafOp, error) {
-	if err := validatePath(path); err != nil {
+func compileLeaf(kind opKind, name, path string, parts []string, v any) (*leafOp, error) {
+	if err := validatePath(path, parts); err != nil {
 		return nil, err
 	}
-	parts := splitPath(path)
 	op := &leafOp{kind: kind, name: name, path: path, value: deepNormalize(v), field: parts[len(parts)-1]}
 	switch kind {
 	case kInc:

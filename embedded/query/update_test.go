@@ -13,14 +13,14 @@ import (
 
 func TestApply(t *testing.T) {
 	tests := []struct {
-		name     string
-		doc      D
-		update   D
-		insert   bool
-		want     D
-		changed  bool
-		updated  D
-		removed  []string
+		name    string
+		doc     D
+		update  D
+		insert  bool
+		want    D
+		changed bool
+		updated D
+		removed []string
 	}{
 		{"set existing keeps position", D{e("_id", 1), e("a", int32(1)), e("b", int32(2))}, D{e("$set", D{e("a", int32(5))})}, false,
 			D{e("_id", 1), e("a", int32(5)), e("b", int32(2))}, true, D{e("a", int32(5))}, nil},

@@ -1,0 +1,258 @@
+package query
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+)
+
+// The naive matcher below restates MongoDB's rules for a restricted grammar (no numeric path
+// components): the values a path reaches are collected into a list first, then predicates are
+// evaluated over that list.
+
+type cand struct {
+	v       any
+	missing bool
+}
+
+func naiveValues(v any, parts []string) []cand {
+	if len(parts) == 0 {
+		if arr, ok := v.(A); ok {
+			out := make([]cand, 0, len(arr)+1)
+			for _, x := range arr {
+				out = append(out, cand{v: x})
+			}
+			return append(out, cand{v: arr})
+		}
+		return []cand{{v: v}}
+	}
+	switch x := v.(type) {
+	case D:
+		for _, f := range x {
+			if f.Key == parts[0] {
+				return naiveValues(f.Value, parts[1:])
+			}
+		}
+		return []cand{{missing: true}}
+	case A:
+		// A non-leaf array: only its documents continue the path.
+		var out []cand
+		for _, el := range x {
+			if d, ok := el.(D); ok {
+				out = append(out, naiveValues(d, parts)...)
+			}
+		}
+		return out
+	}
+	return []cand{{missing: true}}
+}
+
+func isNullish(c cand) bool {
+	if c.missing {
+		return true
+	}
+	switch c.v.(type) {
+	case nil, bson.Undefined:
+		return true
+	}
+	return false
+}
+
+func naiveEq(c cand, x any) bool {
+	if x == nil {
+		return isNullish(c)
+	}
+	if c.missing {
+		return false
+	}
+	return bsonval.Class(c.v) == bsonval.Class(x) && bsonval.Compare(c.v, x) == 0
+}
+
+func naiveCmp(c cand, op string, x any) bool {
+	if c.missing || bsonval.Class(c.v) != bsonval.Class(x) {
+		return false
+	}
+	r := bsonval.Compare(c.v, x)
+	switch op {
+	case "$gt":
+		return r > 0
+	case "$gte":
+		return r >= 0
+	case "$lt":
+		return r < 0
+	}
+	return r <= 0
+}
+
+type naiveExpr func(doc D) bool
+
+func anyCand(path string, f func(cand) bool) naiveExpr {
+	parts := splitPath(path)
+	return func(doc D) bool {
+		for _, c := range naiveValues(doc, parts) {
+			if f(c) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func randScalar(r *rand.Rand) any {
+	switch r.IntN(8) {
+	case 0:
+		return int32(r.IntN(4))
+	case 1:
+		return int64(r.IntN(4))
+	case 2:
+		return float64(r.IntN(4))
+	case 3:
+		return float64(r.IntN(4)) + 0.5
+	case 4:
+		return nil
+	case 5:
+		return []string{"x", "y"}[r.IntN(2)]
+	case 6:
+		return r.IntN(2) == 0
+	}
+	return int32(r.IntN(4))
+}
+
+func randValue(r *rand.Rand, depth int) any {
+	if depth <= 0 {
+		return randScalar(r)
+	}
+	switch r.IntN(6) {
+	case 0:
+		n := r.IntN(4)
+		a := A{}
+		for range n {
+			a = append(a, randValue(r, depth-1))
+		}
+		return a
+	case 1:
+		return randDoc(r, depth-1)
+	}
+	return randScalar(r)
+}
+
+func randDoc(r *rand.Rand, depth int) D {
+	d := D{}
+	for _, k := range []string{"a", "b", "c"} {
+		if r.IntN(3) > 0 {
+			d = append(d, bson.E{Key: k, Value: randValue(r, depth)})
+		}
+	}
+	return d
+}
+
+var randPaths = []string{"a", "b", "a.b", "a.c", "b.a", "a.b.c"}
+
+// randFilter returns a filter and its naive evaluator.
+func randFilter(r *rand.Rand, depth int) (D, naiveExpr) {
+	if depth > 0 && r.IntN(4) == 0 {
+		n := 1 + r.IntN(3)
+		var clauses A
+		var exprs []naiveExpr
+		for range n {
+			f, x := randFilter(r, depth-1)
+			clauses = append(clauses, f)
+			exprs = append(exprs, x)
+		}
+		switch r.IntN(3) {
+		case 0:
+			return D{e("$and", clauses)}, func(d D) bool {
+				for _, x := range exprs {
+					if !x(d) {
+						return false
+					}
+				}
+				return true
+			}
+		case 1:
+			return D{e("$or", clauses)}, func(d D) bool {
+				for _, x := range exprs {
+					if x(d) {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		return D{e("$nor", clauses)}, func(d D) bool {
+			for _, x := range exprs {
+				if x(d) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	path := randPaths[r.IntN(len(randPaths))]
+	val := randScalar(r)
+	switch r.IntN(9) {
+	case 0:
+		return D{e(path, val)}, anyCand(path, func(c cand) bool { return naiveEq(c, val) })
+	case 1:
+		x := anyCand(path, func(c cand) bool { return naiveEq(c, val) })
+		return D{e(path, D{e("$ne", val)})}, func(d D) bool { return !x(d) }
+	case 2, 3:
+		if val == nil {
+			val = int32(1)
+		}
+		op := []string{"$gt", "$gte", "$lt", "$lte"}[r.IntN(4)]
+		x := anyCand(path, func(c cand) bool { return naiveCmp(c, op, val) })
+		if r.IntN(3) == 0 {
+			return D{e(path, D{e("$not", D{e(op, val)})})}, func(d D) bool { return !x(d) }
+		}
+		return D{e(path, D{e(op, val)})}, x
+	case 4, 5:
+		vals := A{val, randScalar(r)}
+		x := anyCand(path, func(c cand) bool { return naiveEq(c, vals[0]) || naiveEq(c, vals[1]) })
+		if r.IntN(2) == 0 {
+			return D{e(path, D{e("$nin", vals)})}, func(d D) bool { return !x(d) }
+		}
+		return D{e(path, D{e("$in", vals)})}, x
+	case 6:
+		x := anyCand(path, func(c cand) bool { return !c.missing })
+		if r.IntN(2) == 0 {
+			return D{e(path, D{e("$exists", false)})}, func(d D) bool { return !x(d) }
+		}
+		return D{e(path, D{e("$exists", true)})}, x
+	case 7:
+		lo, hi := int32(r.IntN(3)), int32(1+r.IntN(3))
+		x1 := anyCand(path, func(c cand) bool { return naiveCmp(c, "$gte", lo) })
+		x2 := anyCand(path, func(c cand) bool { return naiveCmp(c, "$lt", hi) })
+		return D{e(path, D{e("$gte", lo), e("$lt", hi)})}, func(d D) bool { return x1(d) && x2(d) }
+	}
+	arr := A{randScalar(r)}
+	return D{e(path, arr)}, anyCand(path, func(c cand) bool {
+		return !c.missing && bsonval.Class(c.v) == bsonval.ClassArray && bsonval.Compare(c.v, arr) == 0
+	})
+}
+
+func TestMatchRandomAgainstNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	docs := make([]D, 300)
+	for i := range docs {
+		docs[i] = randDoc(r, 3)
+	}
+	checks := 0
+	for range 1500 {
+		f, naive := randFilter(r, 2)
+		cf, err := CompileFilter(f)
+		if err != nil {
+			t.Fatalf("CompileFilter(%v): %v", f, err)
+		}
+		for _, d := range docs {
+			if got, want := cf.Match(d), naive(d); got != want {
+				t.Fatalf("filter %v on doc %v: Match = %v, naive = %v", f, d, got, want)
+			}
+			checks++
+		}
+	}
+	t.Logf("%d filter/document pairs agreed", checks)
+}
