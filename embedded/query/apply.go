@@ -31,7 +31,7 @@ func (u *Update) Apply(doc bson.D, isInsert bool) (out bson.D, desc UpdateDescri
 	a := &applier{isInsert: isInsert}
 	a.id, a.hasID = getField(doc, "_id")
 	if u.isRepl {
-		out, err = a.replace(doc, u.replacement)
+		out, err = a.replace(u.replacement)
 		if err != nil {
 			return nil, UpdateDescription{}, false, err
 		}
@@ -75,7 +75,7 @@ func idFirst(d bson.D) bson.D {
 	return d
 }
 
-func (a *applier) replace(doc, repl bson.D) (bson.D, error) {
+func (a *applier) replace(repl bson.D) (bson.D, error) {
 	out := make(bson.D, 0, len(repl)+1)
 	if a.hasID {
 		out = append(out, bson.E{Key: "_id", Value: a.id})
@@ -94,7 +94,6 @@ func (a *applier) replace(doc, repl bson.D) (bson.D, error) {
 		}
 		out = append(out, e)
 	}
-	_ = doc
 	return out, nil
 }
 
@@ -479,14 +478,12 @@ func strictEqual(a, b any) bool {
 }
 
 // safeEq compares two scalar values of comparable dynamic types.
-func safeEq(a, b any) (eq bool) {
-	switch x := a.(type) {
+func safeEq(a, b any) bool {
+	switch a.(type) {
 	case string, int32, int64, bool, bson.ObjectID, bson.DateTime, bson.Timestamp, bson.Regex,
 		bson.Symbol, bson.JavaScript, bson.Decimal128, bson.MinKey, bson.MaxKey, bson.Undefined,
 		bson.Null, bson.DBPointer, int:
 		return a == b
-	default:
-		_ = x
-		return bsonval.Compare(a, b) == 0 && typeName(a) == typeName(b)
 	}
+	return typeName(a) == typeName(b) && bsonval.Compare(a, b) == 0
 }
