@@ -225,20 +225,25 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st 
 		}
 		return true
 	})
+	// A statement that fails counts in neither n nor nModified, as in mongod (whose per-statement
+	// counters are only added on success).
+	n, nModified := 0, 0
 	for _, d := range targets {
 		out, desc, changed, err := op.upd.Apply(d.D, false)
 		if err != nil {
 			return err
 		}
-		st.n++
+		n++
 		if !changed {
 			continue
 		}
 		if _, err := w.Replace(db, coll, d, out, storageDesc(op.upd, desc)); err != nil {
 			return err
 		}
-		st.nModified++
+		nModified++
 	}
+	st.n += n
+	st.nModified += nModified
 	if len(targets) > 0 || !op.upsert {
 		return nil
 	}
