@@ -42,14 +42,19 @@ func newEnv(t testing.TB) env {
 	return env{store: store, c: c, db: store.Database(t, c), ctx: ctxFor(t)}
 }
 
-// runRaw runs a command and returns the raw reply, also for ok:0 replies (from the
-// CommandError), so tests can inspect every field the server sent.
+// runRaw runs a command and returns the raw reply, also for ok:0 replies and replies with
+// write errors (from the CommandError or WriteException, with the error), so tests can
+// inspect every field the server sent.
 func runRaw(ctx context.Context, db *mongo.Database, cmd any) (bson.Raw, error) {
 	raw, err := db.RunCommand(ctx, cmd).Raw()
 	if err != nil {
 		var ce mongo.CommandError
 		if errors.As(err, &ce) && len(ce.Raw) > 0 {
 			return ce.Raw, err
+		}
+		var we mongo.WriteException
+		if errors.As(err, &we) && len(we.Raw) > 0 {
+			return we.Raw, err
 		}
 		return nil, err
 	}
