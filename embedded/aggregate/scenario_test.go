@@ -30,13 +30,6 @@ func decodeExtJSON(t testing.TB, s string) bson.D {
 	return d
 }
 
-// docList parses an extended JSON array of documents.
-func docList(t testing.TB, s string) []bson.D {
-	t.Helper()
-	w := decodeExtJSON(t, `{"a": `+s+`}`)
-	return toDocs(t, w[0].Value)
-}
-
 func toDocs(t testing.TB, v any) []bson.D {
 	t.Helper()
 	arr, ok := v.(bson.A)

@@ -111,11 +111,12 @@ func (r *sortRunner) sortBuf() {
 func (r *sortRunner) push(doc bson.D) (bool, error) {
 	size := approxSize(doc)
 	r.buf = append(r.buf, sortItem{doc: doc, size: size})
-	if err := r.mem.add(size); err != nil {
-		return false, err
-	}
-	if k := r.st.limit; k > 0 && int64(len(r.buf)) >= 2*k+64 {
+	r.mem.used += size
+	if k := r.st.limit; k > 0 && int64(len(r.buf)) >= max(2*k, 16) {
 		r.truncate()
+	}
+	if err := r.mem.add(0); err != nil {
+		return false, err
 	}
 	return true, nil
 }
