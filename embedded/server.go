@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,10 @@ func New(cfg Config) (*Server, error) {
 	engine, err := storage.Open(so)
 	if err != nil {
 		return nil, fmt.Errorf("open storage: %w", err)
+	}
+	if err := recordStartup(engine); err != nil {
+		_ = engine.Close()
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -209,3 +214,25 @@ func (s *Server) reapCursors(ctx context.Context) {
 }
 
 func (s *Server) nextRequestID() int32 { return s.reqIDs.Add(1) }
+
+// recordStartup inserts a document into local.startup_log, as mongod does at every start. It
+// also guarantees the oplog holds an entry at or before the start of any change stream
+// opened from now on, which is what detecting lost change-stream history relies on.
+func recordStartup(e *storage.Engine) error {
+	host, _ := os.Hostname()
+	now := time.Now()
+	doc := bson.D{
+		{Key: "_id", Value: fmt.Sprintf("%s-%d", host, now.UnixMilli())},
+		{Key: "hostname", Value: host},
+		{Key: "startTime", Value: bson.NewDateTimeFromTime(now)},
+		{Key: "pid", Value: int64(os.Getpid())},
+	}
+	_, err := e.Write(context.Background(), func(w *storage.Writer) error {
+		_, err := w.Insert("local", "startup_log", doc)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record startup: %w", err)
+	}
+	return nil
+}

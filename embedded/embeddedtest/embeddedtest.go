@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap/zaptest"
@@ -132,7 +133,7 @@ func (s *Store) FailPoint(t testing.TB, c *mongo.Client, cmd any) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		off := map[string]any{"configureFailPoint": "failCommand", "mode": "off"}
+		off := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}
 		if err := c.Database("admin").RunCommand(ctx, off).Err(); err != nil {
 			t.Errorf("switch fail point off: %v", err)
 		}
