@@ -523,6 +523,20 @@ func FuzzCompile(f *testing.F) {
 		}
 		f.Add(raw)
 	}
+	for _, sc := range loadScenarios(f) {
+		p, d := make(bson.A, len(sc.pipeline)), make(bson.A, len(sc.docs))
+		for i, st := range sc.pipeline {
+			p[i] = st
+		}
+		for i, doc := range sc.docs {
+			d[i] = doc
+		}
+		raw, err := bsonval.Encode(bson.D{{Key: "p", Value: p}, {Key: "d", Value: d}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
 	fixed := []bson.D{
 		{},
 		{{Key: "_id", Value: int32(1)}, {Key: "a", Value: bson.A{}}, {Key: "v", Value: 1.5}},
@@ -573,7 +587,7 @@ func BenchmarkMatchGroupSum(b *testing.B) {
 	docs := make([]bson.D, n)
 	for i := range docs {
 		typ := "player"
-		if i%10 == 0 {
+		if i%7 == 0 {
 			typ = "guild"
 		}
 		docs[i] = bson.D{

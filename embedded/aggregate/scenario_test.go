@@ -94,7 +94,7 @@ type scenario struct {
 	msg        string
 }
 
-func loadScenarios(t *testing.T) []scenario {
+func loadScenarios(t testing.TB) []scenario {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil || len(files) == 0 {

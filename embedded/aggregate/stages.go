@@ -164,7 +164,7 @@ func (r *sortRunner) finish() error {
 // "invalid argument to <stage> stage: <reason>" with the given code.
 func parseIntegerArg(stageName string, code int32, arg any) (int64, error) {
 	bad := func(reason string) error {
-		return mongoerr.New(code, "invalid argument to %s stage: %s%s: %s", stageName, reason, stageName, renderValue(arg))
+		return mongoerr.New(code, "invalid argument to %s stage: %s%s: %s", stageName, reason, stageName, renderValue(normalizeLiteral(arg)))
 	}
 	var n int64
 	switch x := arg.(type) {
