@@ -190,6 +190,9 @@ func (p *projParser) add(node *projNode, full, key string, v any) error {
 		}
 		c := node.child(last)
 		for _, e := range d {
+			if strings.Contains(e.Key, ".") {
+				return mongoerr.New(40183, "cannot use dotted field name '%s' in a sub object: %s", e.Key, renderValue(d))
+			}
 			if err := p.add(c, full+"."+e.Key, e.Key, e.Value); err != nil {
 				return err
 			}
