@@ -1,0 +1,123 @@
+package bulk
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrUnavailable reports that the store could not be reached, or did not confirm a write, after
+// the retry policy (the driver's one retry, then one idempotent resend of the batch). The
+// outcome of the affected items is unknown; resending them is always safe (absolute values and
+// a version guard), so callers answer 503 and let the agent resend.
+var ErrUnavailable = errors.New("store unavailable")
+
+// ErrClosed reports that the writer stopped accepting items because its Run returned or is
+// draining. Resending to a running writer is safe.
+var ErrClosed = errors.New("bulk writer closed")
+
+// Key identifies one leaf document: the unique (id, type, timestamp) of the counts collection.
+type Key struct {
+	// ID is the node id.
+	ID string
+	// Type is the count type.
+	Type string
+	// Timestamp is the tick, aligned by the caller (UTC).
+	Timestamp time.Time
+}
+
+// Item is one leaf count to write.
+type Item struct {
+	Key
+	// Project is the project that owns the node.
+	Project string
+	// Online is the absolute count (never an increment).
+	Online int64
+	// Version is the agent's observation time in unix nanoseconds: the write applies only if
+	// the stored version is lower.
+	Version int64
+	// SubmissionID is the agent's submission id, stored for tracing.
+	SubmissionID string
+}
+
+// Outcome is what happened to one submitted item.
+type Outcome int
+
+const (
+	// OutcomeUnknown means the item's outcome is not known: the store was unavailable (the
+	// Result's Err wraps ErrUnavailable) or the writer stopped. A resend is safe.
+	OutcomeUnknown Outcome = iota
+	// OutcomeApplied means the item's value is durably stored.
+	OutcomeApplied
+	// OutcomeStale means a same-or-newer version of the key is stored; nothing to do (a resend
+	// of an already applied item reports stale).
+	OutcomeStale
+	// OutcomeRejected means the store refused the item permanently; Err says why.
+	OutcomeRejected
+)
+
+// String returns the lowercase name of o as the API reports it.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeApplied:
+		return "applied"
+	case OutcomeStale:
+		return "stale"
+	case OutcomeRejected:
+		return "rejected"
+	default:
+		return "unknown"
+	}
+}
+
+// Result is the outcome of one item.
+type Result struct {
+	// Outcome is what happened.
+	Outcome Outcome
+	// Err is set for OutcomeRejected (the write error) and OutcomeUnknown (wraps ErrUnavailable
+	// or ErrClosed).
+	Err error
+}
+
+// Options tune a Writer. Zero fields take their defaults.
+type Options struct {
+	// MaxBatch is the most operations in one BulkWrite (default 1000).
+	MaxBatch int
+	// MaxDelay is how long the oldest pending item may wait for its batch to fill (default 10ms).
+	MaxDelay time.Duration
+	// MaxPending bounds the items accepted but not yet finished (queued or in flight); a
+	// Submit that does not fit blocks (default 100,000).
+	MaxPending int
+	// Workers is how many BulkWrites may be in flight at once (default 2).
+	Workers int
+	// DrainTimeout bounds how long Run keeps writing pending items after its context is done
+	// (default 5s); items still unwritten then end as OutcomeUnknown.
+	DrainTimeout time.Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxBatch     = 1000
+	DefaultMaxDelay     = 10 * time.Millisecond
+	DefaultMaxPending   = 100_000
+	DefaultWorkers      = 2
+	DefaultDrainTimeout = 5 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = DefaultMaxDelay
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	return o
+}
