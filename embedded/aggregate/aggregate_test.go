@@ -612,3 +612,45 @@ func BenchmarkMatchGroupSum(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 }
+
+func TestRenderAndTypeName(t *testing.T) {
+	tests := []struct {
+		v          any
+		name, text string
+	}{
+		{missingValue{}, "missing", "MISSING"},
+		{nil, "null", "null"},
+		{true, "bool", "true"},
+		{int32(-1), "int", "-1"},
+		{int64(5), "long", "5"},
+		{1.5, "double", "1.5"},
+		{-2.0, "double", "-2.0"},
+		{1e20, "double", "1e+20"},
+		{math.NaN(), "double", "nan.0"},
+		{math.Inf(-1), "double", "-inf.0"},
+		{"x", "string", `"x"`},
+		{bson.A{}, "array", "[]"},
+		{bson.A{int32(1), "a"}, "array", `[ 1, "a" ]`},
+		{bson.D{}, "object", "{}"},
+		{bson.D{{Key: "a", Value: int32(1)}}, "object", "{ a: 1 }"},
+		{bson.DateTime(0), "date", "date"},
+		{bson.ObjectID{}, "objectId", "objectId"},
+		{bson.Decimal128{}, "decimal", "decimal"},
+		{bson.Timestamp{}, "timestamp", "timestamp"},
+		{bson.Binary{}, "binData", "binData"},
+		{bson.Regex{}, "regex", "regex"},
+		{bson.MinKey{}, "minKey", "minKey"},
+		{bson.MaxKey{}, "maxKey", "maxKey"},
+		{bson.Undefined{}, "undefined", "undefined"},
+		{bson.Symbol("s"), "symbol", "symbol"},
+		{bson.JavaScript("f"), "javascript", "javascript"},
+	}
+	for _, tt := range tests {
+		if got := typeName(tt.v); got != tt.name {
+			t.Errorf("typeName(%#v) = %q, want %q", tt.v, got, tt.name)
+		}
+		if got := renderValue(tt.v); got != tt.text {
+			t.Errorf("renderValue(%#v) = %q, want %q", tt.v, got, tt.text)
+		}
+	}
+}
