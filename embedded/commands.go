@@ -328,6 +328,10 @@ func (s *Server) errorReply(err error, op bson.Timestamp) bson.D {
 	if len(e.Labels) > 0 {
 		reply = append(reply, bson.E{Key: "errorLabels", Value: stringsToA(e.Labels)})
 	}
+	if isStateChangeCode(e.Code) {
+		// As mongod 4.4+: lets drivers see the topology did not change (SDAM error handling).
+		reply = append(reply, bson.E{Key: "topologyVersion", Value: s.topologyVersion()})
+	}
 	ts := s.clusterTimeFor(op)
 	return append(reply,
 		bson.E{Key: "$clusterTime", Value: s.clusterTimeDoc(s.clusterTimeFor(bson.Timestamp{}))},
@@ -421,4 +425,13 @@ func typeName(v any) string {
 		return "maxKey"
 	}
 	return "unknown"
+}
+
+// isStateChangeCode reports "not writable primary" and "node is recovering" errors (SDAM spec).
+func isStateChangeCode(code int32) bool {
+	switch code {
+	case 10107, 13435, 13436, 11600, 11602, 189, 91:
+		return true
+	}
+	return false
 }
