@@ -140,11 +140,14 @@ func (e *Engine) Write(ctx context.Context, fn func(w *Writer) error) (OpTime, e
 		e.mu.Unlock()
 		return OpTime{}, err
 	}
-	w := Writer{Reader: Reader{e: e}}
+	w := Writer{Reader: Reader{e: e}, rec: e.scratch[:0]}
 	if e.wal != nil {
-		w.rec = beginRecord(e.scratch[:0])
+		w.rec = beginRecord(w.rec)
 	}
 	fnErr := fn(&w)
+	if cap(w.rec) <= 1<<20 {
+		e.scratch = w.rec[:0]
+	}
 	if w.n == 0 {
 		e.mu.Unlock()
 		return OpTime{}, fnErr
@@ -156,9 +159,6 @@ func (e *Engine) Write(ctx context.Context, fn func(w *Writer) error) (OpTime, e
 		e.pending = append(e.pending, w.rec...)
 		e.pendingTS = ts
 		e.cmu.Unlock()
-		if cap(w.rec) <= 1<<20 {
-			e.scratch = w.rec[:0]
-		}
 		e.mu.Unlock()
 		if err := e.waitDurable(ts); err != nil {
 			return ts, err
@@ -282,8 +282,9 @@ func newUUID() bson.Binary {
 
 // Reader gives read access to the engine's state during Engine.Read or Engine.Write.
 type Reader struct {
-	e    *Engine
-	iter int // Find callbacks running
+	e     *Engine
+	iter  int    // Find callbacks running
+	conds []cond // Find's scratch space
 }
 
 // Databases lists the databases that have collections, by name.
@@ -336,7 +337,7 @@ func (r *Reader) Find(db, coll string, filter bson.D, fn func(d *Doc) bool) {
 	if c == nil {
 		return
 	}
-	p := c.planFor(filter)
+	p := c.planFor(filter, &r.conds)
 	r.iter++
 	defer func() { r.iter-- }()
 	c.scan(p, fn)

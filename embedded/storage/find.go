@@ -172,9 +172,10 @@ func findCond(conds []cond, path string) *cond {
 
 // planFor chooses the index that the conditions constrain the most (leading equality fields,
 // then a range on the next field).
-func (c *collection) planFor(filter bson.D) plan {
-	var buf [8]cond
-	conds := collectConds(filter, buf[:0])
+// buf is scratch space for the conditions, reused across calls.
+func (c *collection) planFor(filter bson.D, buf *[]cond) plan {
+	conds := collectConds(filter, (*buf)[:0])
+	*buf = conds
 	best := plan{}
 	if len(conds) == 0 {
 		return best
@@ -217,9 +218,26 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 		return plan{}, false
 	}
 	p := plan{ix: ix, score: 2*len(pts) + 1, dedupe: ix.multikey}
-	p.exact = ix.spec.Unique && rng == nil && len(pts) == len(ix.spec.Key)
 	if rng != nil {
 		p.score++
+	}
+	p.exact = ix.spec.Unique && rng == nil && len(pts) == len(ix.spec.Key)
+	single := true
+	n := 0
+	for _, c := range pts {
+		single = single && len(c.points) == 1
+		if len(c.points) > 0 {
+			n += len(c.points[0])
+		}
+	}
+	if p.exact && single {
+		// Fast path: one full key of a unique index.
+		k := make([]byte, 0, n)
+		for _, c := range pts {
+			k = append(k, c.points[0]...)
+		}
+		p.ranges = []keyRange{{lo: k}}
+		return p, true
 	}
 	// Cartesian product of the point prefixes, in key order.
 	prefixes := [][]byte{nil}

@@ -59,7 +59,7 @@ func TestPlanChoice(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e.Read(func(r *Reader) {
 				c := r.e.st.coll("db", "c")
-				p := c.planFor(tt.filter)
+				p := c.planFor(tt.filter, new([]cond))
 				name := ""
 				if p.ix != nil {
 					name = p.ix.spec.Name

@@ -34,9 +34,10 @@ func entryLess(a, b entry) bool { return bytes.Compare(a.key, b.key) < 0 }
 
 // index is one index of a collection.
 type index struct {
-	spec  IndexSpec
-	paths [][]string // split key paths
-	isID  bool       // the _id_ index: key = _id key, always unique
+	spec   IndexSpec
+	paths  [][]string // split key paths
+	isID   bool       // the _id_ index: key = _id key, always unique
+	simple bool       // every key path is a top-level field
 	// multikey is set once any document produced several keys or an array key; it is never
 	// cleared (conservative for range planning).
 	multikey bool
@@ -49,6 +50,10 @@ func newIndex(spec IndexSpec) *index {
 		ix.paths = append(ix.paths, strings.Split(e.Key, "."))
 	}
 	ix.isID = spec.Name == idIndexName
+	ix.simple = true
+	for _, p := range ix.paths {
+		ix.simple = ix.simple && len(p) == 1
+	}
 	return ix
 }
 
@@ -158,6 +163,21 @@ func sameKeyPattern(a, b bson.D) bool {
 func (ix *index) indexKeys(d *Doc) (keys [][]byte, multi bool, err error) {
 	if ix.isID {
 		return [][]byte{d.idKey}, false, nil
+	}
+	if ix.simple {
+		// Fast path: top-level fields without arrays give exactly one key.
+		k := make([]byte, 0, 64)
+		for _, p := range ix.paths {
+			v, _ := bsonval.Get(d.D, p[0])
+			if _, isArr := v.(bson.A); isArr {
+				k = nil
+				break
+			}
+			k = appendKeyComponent(k, v)
+		}
+		if k != nil {
+			return [][]byte{k}, false, nil
+		}
 	}
 	if len(ix.paths) == 1 {
 		vals, arr := collectPath(d.D, ix.paths[0])

@@ -53,7 +53,7 @@ func killChild(dir string) {
 					os.Exit(2)
 				}
 				mu.Lock()
-				fmt.Fprintf(out, "ack %d %d\n", g, i)
+				_, _ = fmt.Fprintf(out, "ack %d %d\n", g, i)
 				_ = out.Flush()
 				mu.Unlock()
 			}

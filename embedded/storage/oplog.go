@@ -1,21 +1,43 @@
 package storage
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
-// entryOverhead approximates the memory an oplog entry costs beyond its document.
-const entryOverhead = 256
+const (
+	// segSize is the size of the oplog's byte segments.
+	segSize = 1 << 20
+	// refOverhead approximates the memory of an entry's reference.
+	refOverhead = 32
+)
 
-// oplog is the retained, commit-ordered list of entries. Entries are appended under the
-// engine's exclusive lock (so in OpTime order); the backing array's elements in [head, len)
-// are never modified in place, so a captured slice of it is an immutable view.
+// opRef locates one encoded entry. It holds no pointers, so the retained oplog costs the
+// garbage collector nothing to scan however large it is.
+type opRef struct {
+	ts   uint64
+	wall int64 // unix ms
+	seg  uint64
+	off  uint32
+	n    uint32
+}
+
+// oplog is the retained, commit-ordered oplog. Entries are stored encoded (the log form) in
+// append-only byte segments and decoded when read. Entries are appended under the engine's
+// exclusive lock (so in OpTime order) and never change once written, so a captured view (the
+// reference slice and segment headers) is immutable.
 type oplog struct {
 	mu       sync.RWMutex
-	ents     []Entry
+	refs     []opRef // refs[head:] retained; never modified in place
 	head     int
+	segs     [][]byte // segs[i] is segment segBase+i
+	segBase  uint64
 	bytes    int64
 	maxBytes int64
 	maxAge   time.Duration
@@ -24,56 +46,112 @@ type oplog struct {
 	notify   chan struct{}
 }
 
+// oplogView is an immutable sequence of encoded entries.
+type oplogView struct {
+	refs    []opRef
+	segs    [][]byte
+	segBase uint64
+}
+
+func (v *oplogView) len() int { return len(v.refs) }
+
+func (v *oplogView) raw(i int) []byte {
+	r := v.refs[i]
+	return v.segs[r.seg-v.segBase][r.off : r.off+r.n]
+}
+
 func tsU64(t OpTime) uint64 { return uint64(t.T)<<32 | uint64(t.I) }
+
+func tsFromU64(v uint64) OpTime { return OpTime{T: uint32(v >> 32), I: uint32(v)} }
 
 func tsLess(a, b OpTime) bool { return tsU64(a) < tsU64(b) }
 
-func (o *oplog) append(ent Entry, now time.Time) {
+// append adds an encoded entry (copied).
+func (o *oplog) append(enc []byte, ts OpTime, wall, now time.Time) {
 	o.mu.Lock()
-	o.ents = append(o.ents, ent)
-	o.bytes += ent.size
+	defer o.mu.Unlock()
+	last := len(o.segs) - 1
+	if last < 0 || len(o.segs[last])+len(enc) > cap(o.segs[last]) {
+		o.segs = append(o.segs, make([]byte, 0, max(segSize, len(enc))))
+		last++
+	}
+	seg := o.segs[last]
+	o.refs = append(o.refs, opRef{
+		ts: tsU64(ts), wall: wall.UnixMilli(), seg: o.segBase + uint64(last), off: uint32(len(seg)), n: uint32(len(enc)),
+	})
+	o.segs[last] = append(seg, enc...) // within capacity: never moves
+	o.bytes += int64(len(enc)) + refOverhead
 	o.trimLocked(now)
-	o.mu.Unlock()
 }
 
 // trimLocked drops the oldest entries beyond the retention limits (keeping the newest).
 func (o *oplog) trimLocked(now time.Time) {
-	for len(o.ents)-o.head > 1 {
-		old := &o.ents[o.head]
-		if o.bytes <= o.maxBytes && (o.maxAge <= 0 || now.Sub(old.Wall) <= o.maxAge) {
+	minWall := int64(-1 << 63)
+	if o.maxAge > 0 {
+		minWall = now.Add(-o.maxAge).UnixMilli()
+	}
+	for len(o.refs)-o.head > 1 {
+		r := o.refs[o.head]
+		if o.bytes <= o.maxBytes && r.wall >= minWall {
 			break
 		}
-		o.bytes -= old.size
+		o.bytes -= int64(r.n) + refOverhead
 		o.head++
 	}
-	if o.head > 1024 && o.head > len(o.ents)/2 {
-		// Copy into a new array (never in place: captured views share the old one).
-		n := make([]Entry, len(o.ents)-o.head, (len(o.ents)-o.head)*2)
-		copy(n, o.ents[o.head:])
-		o.ents, o.head = n, 0
+	// Release segments no retained entry uses (views keep their own segment headers).
+	if len(o.refs) > o.head {
+		for o.segBase < o.refs[o.head].seg {
+			o.segs[0] = nil
+			o.segs = o.segs[1:]
+			o.segBase++
+		}
+	}
+	if o.head > 4096 && o.head > len(o.refs)/2 {
+		// Copy into a new array (never in place: views share the old one).
+		n := make([]opRef, len(o.refs)-o.head, 2*(len(o.refs)-o.head))
+		copy(n, o.refs[o.head:])
+		o.refs, o.head = n, 0
 	}
 }
 
-// view returns the retained entries as an immutable slice.
-func (o *oplog) view() []Entry {
+// view returns the retained entries as an immutable view.
+func (o *oplog) view() oplogView {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return o.ents[o.head:len(o.ents):len(o.ents)]
+	return oplogView{
+		refs:    o.refs[o.head:len(o.refs):len(o.refs)],
+		segs:    append([][]byte(nil), o.segs...),
+		segBase: o.segBase,
+	}
 }
 
-// after returns up to limit (<= 0: all) entries with after < TS <= durable.
+func (o *oplog) rawLocked(i int) []byte {
+	r := o.refs[i]
+	return o.segs[r.seg-o.segBase][r.off : r.off+r.n]
+}
+
+// search returns the index of the first retained entry with TS > ts.
+func (o *oplog) search(ts uint64) int {
+	refs := o.refs[o.head:]
+	return o.head + sort.Search(len(refs), func(i int) bool { return refs[i].ts > ts })
+}
+
+// after returns up to limit (<= 0: all) entries with after < TS <= durable, decoded.
 func (o *oplog) after(after, durable OpTime, limit int) []Entry {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	ents := o.ents[o.head:]
-	a, d := tsU64(after), tsU64(durable)
-	i := sort.Search(len(ents), func(i int) bool { return tsU64(ents[i].TS) > a })
+	d := tsU64(durable)
 	var out []Entry
-	for ; i < len(ents) && tsU64(ents[i].TS) <= d; i++ {
-		if limit > 0 && len(out) >= limit {
+	for i := o.search(tsU64(after)); i < len(o.refs); i++ {
+		if o.refs[i].ts > d || limit > 0 && len(out) >= limit {
 			break
 		}
-		out = append(out, ents[i])
+		ent, err := decodeOplogEntry(o.rawLocked(i))
+		if err != nil {
+			// Entries are encoded by this process; a failure is a bug, not user input.
+			continue
+		}
+		out = append(out, ent)
 	}
 	return out
 }
@@ -81,13 +159,11 @@ func (o *oplog) after(after, durable OpTime, limit int) []Entry {
 func (o *oplog) rangeTS(durable OpTime) (first, last OpTime) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	ents := o.ents[o.head:]
-	if len(ents) == 0 || tsLess(durable, ents[0].TS) {
+	if len(o.refs) == o.head || durable.IsZero() || tsU64(durable) < o.refs[o.head].ts {
 		return OpTime{}, OpTime{}
 	}
-	d := tsU64(durable)
-	i := sort.Search(len(ents), func(i int) bool { return tsU64(ents[i].TS) > d })
-	return ents[0].TS, ents[i-1].TS
+	i := o.search(tsU64(durable))
+	return tsFromU64(o.refs[o.head].ts), tsFromU64(o.refs[i-1].ts)
 }
 
 func (o *oplog) notifyChan() <-chan struct{} {
@@ -106,4 +182,43 @@ func (o *oplog) wake() {
 		o.notify = nil
 	}
 	o.notifyMu.Unlock()
+}
+
+// decodeOplogEntry decodes a retained entry, with its document decoded into independent
+// values.
+func decodeOplogEntry(raw []byte) (Entry, error) {
+	ent, err := decodeEntry(raw)
+	if err != nil {
+		return ent, err
+	}
+	if ent.raw != nil {
+		if ent.Doc, err = bsonval.Decode(ent.raw); err != nil {
+			return ent, err
+		}
+		ent.raw = nil
+		if len(ent.Doc) > 0 && ent.DocKey == nil {
+			ent.DocKey = bson.D{ent.Doc[0]}
+		}
+	}
+	return ent, nil
+}
+
+// entryTimes reads the OpTime and wall clock of an encoded entry.
+func entryTimes(raw []byte) (OpTime, time.Time, error) {
+	doc := bsoncore.Document(raw)
+	tsv, err := doc.LookupErr("ts")
+	if err != nil {
+		return OpTime{}, time.Time{}, fmt.Errorf("entry without ts: %w", err)
+	}
+	t, i, ok := tsv.TimestampOK()
+	if !ok {
+		return OpTime{}, time.Time{}, fmt.Errorf("entry ts is not a timestamp")
+	}
+	var wall time.Time
+	if wv, err := doc.LookupErr("w"); err == nil {
+		if ms, ok := wv.DateTimeOK(); ok {
+			wall = time.UnixMilli(ms)
+		}
+	}
+	return OpTime{T: t, I: i}, wall, nil
 }

@@ -201,7 +201,7 @@ func (e *Engine) applyRecord(payload []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := e.applyEntry(ent); err != nil {
+		if err := e.applyEntry(ent, payload[:n]); err != nil {
 			return fmt.Errorf("apply %s %s.%s: %w", ent.Op, ent.DB, ent.Coll, err)
 		}
 		payload = payload[n:]
@@ -210,7 +210,7 @@ func (e *Engine) applyRecord(payload []byte) error {
 }
 
 // applyEntry re-applies a logged mutation to the state and appends it to the oplog.
-func (e *Engine) applyEntry(ent Entry) error {
+func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 	if !tsLess(e.lastTS, ent.TS) {
 		return fmt.Errorf("OpTime %v not after %v", ent.TS, e.lastTS)
 	}
@@ -279,7 +279,6 @@ func (e *Engine) applyEntry(ent Entry) error {
 		if err != nil {
 			return err
 		}
-		ent.raw, ent.Doc, ent.DocKey = d.Raw, d.D, docKey(d)
 	case OpDelete:
 		if err := needColl(); err != nil {
 			return err
@@ -295,8 +294,7 @@ func (e *Engine) applyEntry(ent Entry) error {
 	default:
 		return fmt.Errorf("unknown op %q", ent.Op)
 	}
-	ent.size = entryOverhead + int64(len(ent.raw))
 	e.lastTS = ent.TS
-	e.oplog.append(ent, e.now())
+	e.oplog.append(enc, ent.TS, ent.Wall, e.now())
 	return nil
 }

@@ -37,7 +37,7 @@ type snapView struct {
 	seq   uint64
 	ts    OpTime
 	colls []snapCollView
-	oplog []Entry
+	oplog oplogView
 }
 
 type snapCollView struct {
@@ -145,15 +145,13 @@ func (v *snapView) write(dir string, sync bool) error {
 		sw.flushBatch()
 	}
 	sw.buf = append(sw.buf[:0], snapOplog)
-	for i := range v.oplog {
-		before := len(sw.buf)
-		sw.buf = appendEntry(sw.buf, &v.oplog[i], true)
-		if len(sw.buf) > snapBatch && before > 1 {
-			ent := bytes.Clone(sw.buf[before:])
-			sw.buf = sw.buf[:before]
+	for i := 0; i < v.oplog.len(); i++ {
+		raw := v.oplog.raw(i)
+		if len(sw.buf)+len(raw) > snapBatch {
 			sw.flushBatch()
-			sw.buf = append(append(sw.buf, snapOplog), ent...)
+			sw.buf = append(sw.buf, snapOplog)
 		}
+		sw.buf = append(sw.buf, raw...)
 	}
 	sw.flushBatch()
 	sw.record([]byte{snapEnd})
@@ -251,24 +249,11 @@ func (e *Engine) loadSnapshot(path string) error {
 			}
 		case snapOplog:
 			if err := forEachDoc(body, func(raw []byte) error {
-				ent, err := decodeEntry(raw)
+				ts, wall, err := entryTimes(raw)
 				if err != nil {
 					return err
 				}
-				if ent.raw != nil {
-					ent.raw = bytes.Clone(ent.raw)
-					if ent.Doc, err = bsonval.Decode(ent.raw); err != nil {
-						return err
-					}
-					if len(ent.Doc) > 0 {
-						ent.DocKey = bson.D{ent.Doc[0]}
-					}
-				}
-				if cc := e.st.coll(ent.DB, ent.Coll); cc != nil && ent.UUID.Data == nil {
-					ent.UUID = cc.uuid
-				}
-				ent.size = entryOverhead + int64(len(ent.raw))
-				e.oplog.append(ent, e.now())
+				e.oplog.append(raw, ts, wall, e.now())
 				return nil
 			}); err != nil {
 				return err
@@ -336,10 +321,22 @@ func (e *Engine) maybeCompact() {
 	go func() {
 		defer e.bg.Done()
 		defer e.compacting.Store(false)
-		if err := e.compactNow(); err != nil && !errors.Is(err, ErrClosed) {
-			e.logger.Error("storage: compaction failed", zap.Error(err))
+		// Writes made while the snapshot was written may already call for another one.
+		for e.needCompaction() {
+			if err := e.compactNow(); err != nil {
+				if !errors.Is(err, ErrClosed) {
+					e.logger.Error("storage: compaction failed", zap.Error(err))
+				}
+				return
+			}
 		}
 	}()
+}
+
+func (e *Engine) needCompaction() bool {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	return !e.closing && e.wal != nil && e.wal.size.Load() >= e.opts.CompactAfterBytes
 }
 
 // Compact writes a snapshot of the current state, starts a new log and deletes the logs and

@@ -209,7 +209,7 @@ func (c *collection) buildIndex(ix *index) error {
 }
 
 // newDoc validates a document for storage and encodes it. _id is moved first when needed.
-func newDoc(d bson.D) (*Doc, error) {
+func newDoc(d bson.D, sizeHint int) (*Doc, error) {
 	if len(d) == 0 || d[0].Key != "_id" {
 		pos := -1
 		for i, e := range d {
@@ -235,7 +235,7 @@ func newDoc(d bson.D) (*Doc, error) {
 	case bson.Undefined:
 		return nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type undefined")
 	}
-	raw, err := bsonval.Encode(d)
+	raw, err := bsonval.AppendDocument(make([]byte, 0, sizeHint), d)
 	if err != nil {
 		return nil, mongoerr.BadValuef("cannot encode document: %v", err)
 	}

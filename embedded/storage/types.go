@@ -115,6 +115,5 @@ type Entry struct {
 	// Index is the created or dropped index for createIndexes and dropIndexes.
 	Index *IndexSpec
 
-	raw  bson.Raw // Doc's encoding
-	size int64    // approximate retained bytes
+	raw bson.Raw // Doc's encoding
 }

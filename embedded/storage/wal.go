@@ -53,10 +53,9 @@ func readRecord(b []byte) (payload []byte, n int, ok bool) {
 	return payload, recordHeader + int(size), true
 }
 
-// appendEntry appends an oplog entry's BSON encoding to dst. The log stores the collection
-// UUID only where replay cannot take it from the state (create, drop); snapshots store it
-// always (withUUID), as their entries may name collections that no longer exist.
-func appendEntry(dst []byte, ent *Entry, withUUID bool) []byte {
+// appendEntry appends an oplog entry's BSON encoding (its form in the log, the snapshot and
+// the in-memory oplog) to dst.
+func appendEntry(dst []byte, ent *Entry) []byte {
 	idx, dst := bsoncore.ReserveLength(dst)
 	dst = bsoncore.AppendTimestampElement(dst, "ts", ent.TS.T, ent.TS.I)
 	dst = bsoncore.AppendDateTimeElement(dst, "w", ent.Wall.UnixMilli())
@@ -65,7 +64,7 @@ func appendEntry(dst []byte, ent *Entry, withUUID bool) []byte {
 	if ent.Coll != "" {
 		dst = bsoncore.AppendStringElement(dst, "c", ent.Coll)
 	}
-	if ent.UUID.Data != nil && (withUUID || ent.Op == OpCreate || ent.Op == OpDrop) {
+	if ent.UUID.Data != nil {
 		dst = bsoncore.AppendBinaryElement(dst, "uuid", ent.UUID.Subtype, ent.UUID.Data)
 	}
 	if ent.raw != nil {

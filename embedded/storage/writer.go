@@ -12,7 +12,7 @@ import (
 // Mutations create databases and collections implicitly, as MongoDB does.
 type Writer struct {
 	Reader
-	rec  []byte // framed log record being built (nil in memory)
+	rec  []byte // the Write's encoded entries (a framed log record with a data directory)
 	n    int    // mutations made
 	last OpTime
 }
@@ -36,12 +36,10 @@ func (w *Writer) commit(ent Entry, c *collection) {
 	if c != nil {
 		ent.UUID = c.uuid
 	}
-	ent.size = entryOverhead + int64(len(ent.raw))
-	if w.rec != nil {
-		w.rec = appendEntry(w.rec, &ent, false)
-	}
+	start := len(w.rec)
+	w.rec = appendEntry(w.rec, &ent)
 	e.lastTS = ent.TS
-	e.oplog.append(ent, now)
+	e.oplog.append(w.rec[start:], ent.TS, now, now)
 	w.last = ent.TS
 	w.n++
 }
@@ -254,7 +252,7 @@ func (w *Writer) Insert(db, coll string, doc bson.D) (*Doc, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
-	d, err := newDoc(doc)
+	d, err := newDoc(doc, 256)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +283,7 @@ func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc
 		return nil, mongoerr.New(mongoerr.NoSuchKey, "storage: no document with _id %s in %s.%s",
 			bsonval.Format(old.ID()), db, coll)
 	}
-	d, err := newDoc(doc)
+	d, err := newDoc(doc, len(cur.Raw)+64)
 	if err != nil {
 		return nil, err
 	}

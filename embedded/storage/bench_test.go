@@ -1,0 +1,191 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+const upsertBatch = 1000
+
+// upserter performs rollup's upsert: find by the unique (id, type, timestamp) key, then
+// replace with $set-like changes, or insert.
+type upserter struct {
+	ids     []string
+	version int64
+}
+
+func newUpserter() *upserter {
+	u := &upserter{}
+	for i := 0; i < upsertBatch; i++ {
+		u.ids = append(u.ids, "player-"+strconv.Itoa(i))
+	}
+	return u
+}
+
+func (u *upserter) upsert(w *Writer, id string, ts int64) error {
+	u.version++
+	filter := bson.D{{Key: "id", Value: id}, {Key: "type", Value: "p"}, {Key: "timestamp", Value: ts}}
+	var found *Doc
+	w.Find("app", "events", filter, func(d *Doc) bool { found = d; return false })
+	if found == nil {
+		_, err := w.Insert("app", "events", bson.D{
+			{Key: "_id", Value: bson.NewObjectID()}, {Key: "id", Value: id}, {Key: "type", Value: "p"},
+			{Key: "timestamp", Value: ts}, {Key: "online", Value: int32(1)}, {Key: "version", Value: u.version},
+		})
+		return err
+	}
+	nd := make(bson.D, len(found.D))
+	copy(nd, found.D)
+	nd[4].Value = int32(2)
+	nd[5].Value = u.version
+	_, err := w.Replace("app", "events", found, nd, &UpdateDesc{UpdatedFields: bson.D{nd[4], nd[5]}})
+	return err
+}
+
+func setupUpsert(b *testing.B, e *Engine) {
+	if _, err := e.Write(context.Background(), func(w *Writer) error {
+		_, err := w.CreateIndex("app", "events", IndexSpec{Name: "id_1_type_1_timestamp_1",
+			Key: bson.D{{Key: "id", Value: int32(1)}, {Key: "type", Value: int32(1)}, {Key: "timestamp", Value: int32(1)}}, Unique: true})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchUpserts runs b.N Writes of 1,000 upserts; every other batch updates the previous
+// batch's documents, the others insert new ones.
+func benchUpserts(b *testing.B, e *Engine) {
+	setupUpsert(b, e)
+	u := newUpserter()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		ts := int64(n / 2)
+		if _, err := e.Write(context.Background(), func(w *Writer) error {
+			for _, id := range u.ids {
+				if err := u.upsert(w, id, ts); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*upsertBatch)/b.Elapsed().Seconds(), "upserts/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*upsertBatch), "ns/upsert")
+}
+
+func BenchmarkUpsertMemory(b *testing.B) {
+	e, err := Open(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	benchUpserts(b, e)
+}
+
+func BenchmarkUpsertDurable(b *testing.B) {
+	e, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	benchUpserts(b, e)
+}
+
+// BenchmarkUpsertScaling inserts 1M documents by upsert (1,000 per Write) and reports the
+// cost of the first and the last 100k: it must stay flat (O(log n) index operations).
+func BenchmarkUpsertScaling(b *testing.B) {
+	for n := 0; n < b.N; n++ {
+		e, err := Open(Options{OplogMaxBytes: oplogBytesForBench()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		setupUpsert(b, e)
+		u := newUpserter()
+		const total, window = 1_000_000, 100_000
+		var first, last time.Duration
+		start := time.Now()
+		for batch := 0; batch < total/upsertBatch; batch++ {
+			if batch*upsertBatch == total-window {
+				start = time.Now()
+			}
+			ts := int64(batch)
+			if _, err := e.Write(context.Background(), func(w *Writer) error {
+				for _, id := range u.ids {
+					if err := u.upsert(w, id, ts); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if (batch+1)*upsertBatch == window {
+				first = time.Since(start)
+			}
+		}
+		last = time.Since(start)
+		var count int
+		e.Read(func(r *Reader) { count = r.Count("app", "events") })
+		if count != total {
+			b.Fatalf("count = %d", count)
+		}
+		_ = e.Close()
+		ratio := float64(last) / float64(first)
+		b.ReportMetric(float64(first.Nanoseconds())/window, "first100k-ns/upsert")
+		b.ReportMetric(float64(last.Nanoseconds())/window, "last100k-ns/upsert")
+		b.ReportMetric(ratio, "last/first")
+		b.Logf("first 100k: %v, last 100k of 1M: %v (ratio %.2f)", first, last, ratio)
+		if ratio > 1.3 {
+			b.Logf("WARNING: last 100k cost %.2fx the first 100k (target <= 1.3x)", ratio)
+		}
+	}
+}
+
+func BenchmarkFindUniquePoint(b *testing.B) {
+	e, err := Open(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	setupUpsert(b, e)
+	u := newUpserter()
+	for batch := 0; batch < 100; batch++ {
+		if _, err := e.Write(context.Background(), func(w *Writer) error {
+			for _, id := range u.ids {
+				if err := u.upsert(w, id, int64(batch)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	filter := bson.D{{Key: "id", Value: "player-7"}, {Key: "type", Value: "p"}, {Key: "timestamp", Value: int64(42)}}
+	b.ResetTimer()
+	e.Read(func(r *Reader) {
+		for i := 0; i < b.N; i++ {
+			n := 0
+			r.Find("app", "events", filter, func(*Doc) bool { n++; return true })
+			if n != 1 {
+				b.Fatal(fmt.Sprint("found ", n))
+			}
+		}
+	})
+}
+
+func oplogBytesForBench() int64 {
+	if v := os.Getenv("OPLOG_BYTES"); v != "" {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
