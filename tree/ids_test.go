@@ -31,7 +31,7 @@ func TestValidateID(t *testing.T) {
 			for _, f := range []struct {
 				what string
 				fn   func(string) error
-			}{{"id", ValidateID}, {"type", ValidateType}} {
+			}{{"id", ValidateID}, {"type", ValidateType}, {"project", func(s string) error { return ValidateName("project", s) }}} {
 				err := f.fn(tc.in)
 				if tc.wantErr == "" {
 					if err != nil {
@@ -80,4 +80,18 @@ func FuzzValidateID(f *testing.F) {
 			t.Fatalf("accepted unsafe %q", s)
 		}
 	})
+}
+
+func TestNameErrorReason(t *testing.T) {
+	err := ValidateName("project", "a$")
+	var ne *NameError
+	if !errors.As(err, &ne) {
+		t.Fatalf("ValidateName error %T is not *NameError", err)
+	}
+	if ne.What != "project" || ne.Reason != `byte 1 is "$"; only A-Z a-z 0-9 _ : - are allowed` {
+		t.Fatalf("NameError = %+v", ne)
+	}
+	if got, want := err.Error(), `invalid project: byte 1 is "$"; only A-Z a-z 0-9 _ : - are allowed`; got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
 }
