@@ -404,9 +404,12 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	// MongoDB 7.0 treats a missing allowDiskUse as true.
+	allowDisk := true
 	if v, ok := r.arg("allowDiskUse"); ok {
-		p.SetAllowDiskUse(boolArg(v))
+		allowDisk = boolArg(v)
 	}
+	p.SetAllowDiskUse(allowDisk)
 	// Collect the source under the read lock (documents are immutable), run the pipeline after.
 	var src []bson.D
 	lead := p.LeadingMatch()

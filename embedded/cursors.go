@@ -80,15 +80,6 @@ func (cr *cursorRegistry) kill(ids []int64) (killed, notFound []int64) {
 	return killed, notFound
 }
 
-// killAll removes every cursor (used by tests that simulate a server killing cursors).
-func (cr *cursorRegistry) killAll() int {
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	n := len(cr.cursors)
-	cr.cursors = map[int64]*cursor{}
-	return n
-}
-
 func (cr *cursorRegistry) reap(now time.Time, idle time.Duration) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()

@@ -32,6 +32,8 @@ type env struct {
 func commands() map[string]command {
 	return map[string]command{
 		"mongod": {summary: "serve the embedded MongoDB-compatible server on its own", run: runMongod},
+		"bench":  {summary: "run a benchmark (mongod: bulk upserts through the driver)", run: runBench},
+		"serve":  {summary: "run rollup (starts the embedded store without --mongodb-uri)", run: runServe},
 	}
 }
 

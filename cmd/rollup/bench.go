@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/embedded"
+)
+
+const benchUsage = `usage: rollup bench <benchmark> [flags]
+
+Benchmarks:
+  mongod    unordered bulk upserts through the official driver on a unique
+            (id, type, timestamp) index, against the embedded server (or --mongodb-uri)
+
+Examples:
+  rollup bench mongod                       # 1,000,000 upserts, in memory
+  rollup bench mongod --durable             # the same with a data directory (fsync before ack)
+  rollup bench mongod --n 200000 --batch 500
+
+Flags of mongod:
+`
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "mongod" {
+		_, _ = fmt.Fprint(e.stderr, benchUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return fmt.Errorf("%w: bench needs a benchmark name (mongod)", errUsage)
+	}
+	fs := flag.NewFlagSet("bench mongod", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(e.stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	n := fs.Int("n", 1_000_000, "documents to upsert")
+	batch := fs.Int("batch", 1000, "upserts per unordered bulk write")
+	durable := fs.Bool("durable", false, "use a data directory (every write fsync'd before it is acknowledged)")
+	uri := fs.String("mongodb-uri", "", "benchmark this MongoDB instead of an embedded server")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *n < 100_000 || *n%100_000 != 0 || *batch < 1 {
+		return fmt.Errorf("%w: --n must be a positive multiple of 100000 and --batch positive", errUsage)
+	}
+	res, err := benchMongod(ctx, benchConfig{n: *n, batch: *batch, durable: *durable, uri: *uri})
+	if err != nil {
+		return fmt.Errorf("bench mongod: %w", err)
+	}
+	res.print(e.stdout)
+	return nil
+}
+
+type benchConfig struct {
+	n, batch int
+	durable  bool
+	uri      string
+}
+
+type benchResult struct {
+	cfg      benchConfig
+	total    time.Duration
+	segments []time.Duration // time per 100k upserts
+}
+
+func (r benchResult) print(w io.Writer) {
+	mode := "memory"
+	if r.cfg.durable {
+		mode = "durable"
+	}
+	if r.cfg.uri != "" {
+		mode = "external MongoDB"
+	}
+	rate := float64(r.cfg.n) / r.total.Seconds()
+	first, last := r.segments[0], r.segments[len(r.segments)-1]
+	_, _ = fmt.Fprintf(w, "upserts: %d in batches of %d (%s)\n", r.cfg.n, r.cfg.batch, mode)
+	_, _ = fmt.Fprintf(w, "total:   %v (%.0f upserts/s)\n", r.total.Round(time.Millisecond), rate)
+	_, _ = fmt.Fprintf(w, "first 100k: %v  last 100k: %v  ratio last/first: %.2f\n",
+		first.Round(time.Millisecond), last.Round(time.Millisecond), last.Seconds()/first.Seconds())
+	_, _ = fmt.Fprint(w, "per 100k:")
+	for _, s := range r.segments {
+		_, _ = fmt.Fprintf(w, " %v", s.Round(time.Millisecond))
+	}
+	_, _ = fmt.Fprintln(w)
+}
+
+func benchMongod(ctx context.Context, cfg benchConfig) (benchResult, error) {
+	uri := cfg.uri
+	if uri == "" {
+		var dir string
+		if cfg.durable {
+			d, err := os.MkdirTemp("", "rollup-bench-*")
+			if err != nil {
+				return benchResult{}, fmt.Errorf("temp dir: %w", err)
+			}
+			defer func() { _ = os.RemoveAll(d) }()
+			dir = d
+		}
+		srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: zap.NewNop()})
+		if err != nil {
+			return benchResult{}, fmt.Errorf("start embedded server: %w", err)
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(sctx) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		uri = srv.URI()
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		return benchResult{}, fmt.Errorf("connect: %w", err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	coll := client.Database("rollup_bench").Collection(fmt.Sprintf("counts_%d", time.Now().UnixNano()))
+	defer func() { _ = coll.Drop(context.Background()) }()
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}},
+		Options: options.Index().SetUnique(true),
+	})
+	if err != nil {
+		return benchResult{}, fmt.Errorf("create index: %w", err)
+	}
+	res := benchResult{cfg: cfg}
+	ts := bson.NewDateTimeFromTime(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))
+	models := make([]mongo.WriteModel, 0, cfg.batch)
+	opts := options.BulkWrite().SetOrdered(false)
+	start := time.Now()
+	segStart := start
+	for i := 0; i < cfg.n; {
+		models = models[:0]
+		for j := 0; j < cfg.batch && i < cfg.n; j++ {
+			id := fmt.Sprintf("process-%07d", i)
+			models = append(models, mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "id", Value: id}, {Key: "type", Value: "process"}, {Key: "timestamp", Value: ts}}).
+				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "online", Value: int64(i % 500)}, {Key: "version", Value: int64(1)}}}}).
+				SetUpsert(true))
+			i++
+		}
+		if _, err := coll.BulkWrite(ctx, models, opts); err != nil {
+			return benchResult{}, fmt.Errorf("bulk write: %w", err)
+		}
+		if i%100_000 == 0 || i == cfg.n {
+			now := time.Now()
+			res.segments = append(res.segments, now.Sub(segStart))
+			segStart = now
+		}
+	}
+	res.total = time.Since(start)
+	return res, nil
+}
