@@ -2,38 +2,253 @@ package bulk
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 )
 
-// Writer coalesces submitted items into unordered BulkWrites of guarded upserts.
+// Writer coalesces submitted items into unordered BulkWrites of guarded upserts. Its methods
+// are safe for concurrent use.
 type Writer struct {
 	coll *mongo.Collection
 	opts Options
 	log  *zap.Logger
+
+	sem      *semaphore    // bounds accepted but unfinished items (MaxPending)
+	kick     chan struct{} // wakes Run: first pending item, or a full batch
+	stopping chan struct{} // closed when Run stops accepting
+	started  atomic.Bool
+
+	mu     sync.Mutex
+	buf    []op // pending, oldest first
+	closed bool
 }
 
-// New returns a writer to coll (the counts collection; its write concern applies). Run must be
-// running for Submit to make progress. A nil logger logs nothing.
+// op is one accepted item and where its result goes.
+type op struct {
+	item Item
+	req  *request
+	idx  int
+	at   time.Time // when it was accepted
+}
+
+// request is one Submit call waiting for its items.
+type request struct {
+	results []Result
+	left    atomic.Int64
+	done    chan struct{}
+}
+
+func (r *request) finish(i int, res Result) {
+	r.results[i] = res
+	if r.left.Add(-1) == 0 {
+		close(r.done)
+	}
+}
+
+// New returns a writer to coll (the counts collection; its write concern applies: serve
+// configures w:majority, j:true). Run must be running for Submit to make progress. A nil
+// logger logs nothing.
 func New(coll *mongo.Collection, opts Options, log *zap.Logger) *Writer {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Writer{coll: coll, opts: opts.withDefaults(), log: log.Named("bulk")}
+	opts = opts.withDefaults()
+	return &Writer{
+		coll:     coll,
+		opts:     opts,
+		log:      log.Named("bulk"),
+		sem:      newSemaphore(opts.MaxPending),
+		kick:     make(chan struct{}, 1),
+		stopping: make(chan struct{}),
+	}
 }
 
-// Run coalesces and writes batches until ctx is done, then stops accepting, writes what is
-// pending (bounded by Options.DrainTimeout) and returns nil.
+// Run coalesces and writes batches until ctx is done, then stops accepting (Submit returns
+// ErrClosed), writes what is pending and returns nil once every accepted item has a result.
+// Writes still running Options.DrainTimeout after ctx is done are canceled; their items end as
+// OutcomeUnknown. Run may be called once.
 func (w *Writer) Run(ctx context.Context) error {
-	<-ctx.Done()
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("bulk writer: Run called twice")
+	}
+	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWrites()
+	runDone := make(chan struct{})
+	var drainTimer sync.WaitGroup
+	drainTimer.Add(1)
+	go func() {
+		defer drainTimer.Done()
+		select {
+		case <-ctx.Done():
+		case <-runDone:
+			return
+		}
+		t := time.NewTimer(w.opts.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelWrites()
+		case <-runDone:
+		}
+	}()
+	defer drainTimer.Wait()
+	defer close(runDone)
+
+	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
+	dispatch := func(batch []op) {
+		workers.Go(func() { w.flush(writeCtx, batch) })
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-w.kick:
+		case <-timer.C:
+		}
+		for {
+			batch, wait := w.take(time.Now(), false)
+			if batch == nil {
+				if wait > 0 {
+					timer.Reset(wait)
+				}
+				break
+			}
+			dispatch(batch)
+		}
+	}
+
+	close(w.stopping)
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	for {
+		batch, _ := w.take(time.Now(), true)
+		if batch == nil {
+			break
+		}
+		dispatch(batch)
+	}
+	workers.Wait()
 	return nil
 }
 
+// take cuts the next batch: when a full batch is pending, when the oldest item waited
+// MaxDelay, or (force) whenever anything is pending. Otherwise it returns how long until the
+// oldest item's MaxDelay passes (0 when nothing is pending).
+func (w *Writer) take(now time.Time, force bool) ([]op, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) == 0 {
+		return nil, 0
+	}
+	age := now.Sub(w.buf[0].at)
+	if len(w.buf) < w.opts.MaxBatch && !force && age < w.opts.MaxDelay {
+		return nil, w.opts.MaxDelay - age
+	}
+	n := min(len(w.buf), w.opts.MaxBatch)
+	batch := w.buf[:n:n]
+	w.buf = w.buf[n:]
+	if len(w.buf) == 0 {
+		w.buf = nil
+	}
+	return batch, 0
+}
+
+// flush writes one batch and hands every item its result.
+func (w *Writer) flush(ctx context.Context, batch []op) {
+	items := make([]Item, len(batch))
+	for i := range batch {
+		items[i] = batch[i].item
+	}
+	winners, owner := dedup(items)
+	unique := make([]Item, len(winners))
+	pos := make([]int, len(batch)) // batch index of a winner → position in unique
+	for j, i := range winners {
+		unique[j] = items[i]
+		pos[i] = j
+	}
+	start := time.Now()
+	res := w.write(ctx, unique)
+	for i := range batch {
+		wi := owner[i]
+		r := res[pos[wi]]
+		if wi != i {
+			r = loserResult(items[i], items[wi], r)
+		}
+		batch[i].req.finish(batch[i].idx, r)
+	}
+	w.sem.release(len(batch))
+	w.log.Debug("batch written", zap.Int("items", len(batch)), zap.Int("ops", len(unique)),
+		zap.Duration("took", time.Since(start)))
+}
+
 // Submit writes items and blocks until every one is durably written or classified: it returns
-// one Result per item, in order. If the outcome of any item is unknown because the store is
-// unavailable, the error wraps ErrUnavailable (the results are returned too). It returns ctx's
-// error if ctx ends first (items already accepted are still written).
+// one Result per item, in order. If the outcome of any item is unknown (the store was
+// unavailable after the retry policy), the results are returned with an error wrapping
+// ErrUnavailable; resending is safe. A Submit that does not fit in Options.MaxPending blocks
+// until earlier items are written (backpressure, never dropping). It returns ctx's error if ctx
+// ends first, and ErrClosed once Run stopped accepting; items accepted before either are still
+// written.
 func (w *Writer) Submit(ctx context.Context, items []Item) ([]Result, error) {
-	return nil, ctx.Err()
+	if len(items) == 0 {
+		return []Result{}, nil
+	}
+	req := &request{results: make([]Result, len(items)), done: make(chan struct{})}
+	req.left.Store(int64(len(items)))
+	for start := 0; start < len(items); {
+		n := min(len(items)-start, w.opts.MaxPending)
+		if err := w.sem.acquire(ctx, w.stopping, n); err != nil {
+			return nil, err
+		}
+		if err := w.enqueue(items[start:start+n], req, start); err != nil {
+			w.sem.release(n)
+			return nil, err
+		}
+		start += n
+	}
+	select {
+	case <-req.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, r := range req.results {
+		if r.Outcome == OutcomeUnknown {
+			if r.Err == nil {
+				return req.results, ErrUnavailable
+			}
+			return req.results, r.Err
+		}
+	}
+	return req.results, nil
+}
+
+// enqueue appends accepted items to the pending set and wakes Run when it should look.
+func (w *Writer) enqueue(items []Item, req *request, first int) error {
+	now := time.Now()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	wasEmpty := len(w.buf) == 0
+	for i, it := range items {
+		w.buf = append(w.buf, op{item: it, req: req, idx: first + i, at: now})
+	}
+	full := len(w.buf) >= w.opts.MaxBatch
+	w.mu.Unlock()
+	if wasEmpty || full {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
