@@ -16,16 +16,15 @@ func cmdCreate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	var created bool
+	// MongoDB 7.0 answers success when the collection already exists with identical options.
+	// The embedded server supports no collection options (any is refused before this point),
+	// so an existing collection always has identical ones and NamespaceExists never applies.
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		created, err = w.CreateCollection(r.db, coll)
+		_, err := w.CreateCollection(r.db, coll)
 		return err
 	})
 	if err != nil {
 		return result{}, err
-	}
-	if !created {
-		return result{}, mongoerr.New(mongoerr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
 	}
 	return result{opTime: op}, nil
 }
@@ -153,7 +152,8 @@ func cmdCreateIndexes(ctx context.Context, s *Server, r *request) (result, error
 
 func indexDoc(spec storage.IndexSpec) bson.D {
 	d := bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: spec.Key}, {Key: "name", Value: spec.Name}}
-	if spec.Unique {
+	// The _id index is unique by nature; mongod does not list a unique field for it.
+	if spec.Unique && spec.Name != "_id_" {
 		d = append(d, bson.E{Key: "unique", Value: true})
 	}
 	return d
