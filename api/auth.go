@@ -1,0 +1,196 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/migrations"
+)
+
+// HashToken returns the sha256 hex of a token: the only form in which tokens are stored
+// (the _id of the tokens collection).
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// maxTokenLen bounds a presented token; ours are 43 characters.
+const maxTokenLen = 256
+
+// bearerToken extracts the token of an "Authorization: Bearer <token>" header (the scheme is
+// case-insensitive); ok is false when it is missing or malformed.
+func bearerToken(header string) (string, bool) {
+	scheme, tok, found := strings.Cut(header, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" || len(tok) > maxTokenLen {
+		return "", false
+	}
+	for i := 0; i < len(tok); i++ {
+		if !b64tokenByte(tok[i]) {
+			return "", false
+		}
+	}
+	return tok, true
+}
+
+// b64tokenByte reports whether c may appear in an RFC 6750 b64token.
+func b64tokenByte(c byte) bool {
+	switch {
+	case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~+/=", c) >= 0
+}
+
+// tokenInfo is what a valid token grants.
+type tokenInfo struct {
+	project       string
+	projectExists bool
+}
+
+// tokenStore resolves a token hash; found is false for an unknown token.
+type tokenStore interface {
+	lookupToken(ctx context.Context, hash string) (info tokenInfo, found bool, err error)
+}
+
+// errNoDB reports a Server configured without a database.
+var errNoDB = errors.New("api: no database configured")
+
+// mongoTokens is the tokenStore of the tokens and projects collections.
+type mongoTokens struct{ db *mongo.Database }
+
+func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, bool, error) {
+	if m.db == nil {
+		return tokenInfo{}, false, errNoDB
+	}
+	var tok struct {
+		Project string `bson:"project"`
+	}
+	err := m.db.Collection(migrations.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
+		options.FindOne().SetProjection(bson.D{{Key: migrations.FieldProject, Value: 1}})).Decode(&tok)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return tokenInfo{}, false, nil
+	}
+	if err != nil {
+		return tokenInfo{}, false, fmt.Errorf("find token: %w", err)
+	}
+	err = m.db.Collection(migrations.ProjectsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: tok.Project}},
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	exists := err == nil
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return tokenInfo{}, false, fmt.Errorf("find project: %w", err)
+	}
+	return tokenInfo{project: tok.Project, projectExists: exists}, true, nil
+}
+
+// Cache bounds.
+const (
+	maxNegativeTTL  = 5 * time.Second
+	maxCacheEntries = 10_000
+	lookupTimeout   = 5 * time.Second
+)
+
+// authCache caches token lookups (found and not found; errors are not cached) for a short
+// time and lets concurrent lookups of one token share a single query, so the tick's burst of
+// agents costs one query per project token.
+type authCache struct {
+	store  tokenStore
+	ttl    time.Duration
+	negTTL time.Duration
+	now    func() time.Time
+
+	mu       sync.Mutex
+	entries  map[string]cacheEntry
+	inflight map[string]*lookupCall
+}
+
+type cacheEntry struct {
+	info    tokenInfo
+	found   bool
+	expires time.Time
+}
+
+type lookupCall struct {
+	done  chan struct{}
+	info  tokenInfo
+	found bool
+	err   error
+}
+
+func newAuthCache(store tokenStore, ttl time.Duration, now func() time.Time) *authCache {
+	return &authCache{
+		store: store, ttl: ttl, negTTL: min(ttl, maxNegativeTTL), now: now,
+		entries: make(map[string]cacheEntry), inflight: make(map[string]*lookupCall),
+	}
+}
+
+func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, error) {
+	a.mu.Lock()
+	if e, ok := a.entries[hash]; ok && a.now().Before(e.expires) {
+		a.mu.Unlock()
+		return e.info, e.found, nil
+	}
+	call, running := a.inflight[hash]
+	if !running {
+		call = &lookupCall{done: make(chan struct{})}
+		a.inflight[hash] = call
+	}
+	a.mu.Unlock()
+
+	if !running {
+		// The shared query must not die with the first caller's request.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+		call.info, call.found, call.err = a.store.lookupToken(lctx, hash)
+		cancel()
+		a.mu.Lock()
+		delete(a.inflight, hash)
+		if call.err == nil {
+			ttl := a.ttl
+			if !call.found {
+				ttl = a.negTTL
+			}
+			a.evictLocked()
+			a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: a.now().Add(ttl)}
+		}
+		a.mu.Unlock()
+		close(call.done)
+	}
+	select {
+	case <-call.done:
+		return call.info, call.found, call.err
+	case <-ctx.Done():
+		return tokenInfo{}, false, fmt.Errorf("token lookup: %w", ctx.Err())
+	}
+}
+
+// evictLocked makes room for one entry: expired entries go first, then arbitrary ones.
+func (a *authCache) evictLocked() {
+	if len(a.entries) < maxCacheEntries {
+		return
+	}
+	now := a.now()
+	for k, e := range a.entries {
+		if !now.Before(e.expires) {
+			delete(a.entries, k)
+		}
+	}
+	for k := range a.entries {
+		if len(a.entries) < maxCacheEntries {
+			break
+		}
+		delete(a.entries, k)
+	}
+}

@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/tree"
+)
+
+// Sink durably writes leaf counts; *bulk.Writer implements it. Submit returns one Result per
+// item in order, or an error wrapping bulk.ErrUnavailable when the store is unreachable.
+type Sink interface {
+	Submit(ctx context.Context, items []bulk.Item) ([]bulk.Result, error)
+}
+
+var _ Sink = (*bulk.Writer)(nil)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxItems      = 10_000
+	DefaultLateWindow    = 24 * time.Hour
+	DefaultFutureSkew    = 5 * time.Minute
+	DefaultMaxOnline     = 10_000_000
+	DefaultRetryAfter    = 5 * time.Second
+	DefaultSubmitTimeout = 30 * time.Second
+	DefaultTokenCacheTTL = 30 * time.Second
+)
+
+// Config configures a Server. Zero fields take their defaults.
+type Config struct {
+	// MaxBodyBytes bounds the request body (413 above it; default 1 MiB).
+	MaxBodyBytes int64
+	// MaxItems bounds the items of one request (413 above it; default 10,000).
+	MaxItems int
+	// LateWindow is how old a tick may be and still be accepted (422 otherwise; default 24h).
+	LateWindow time.Duration
+	// FutureSkew is how far ahead of the server clock a timestamp or observed_at may be
+	// (422 otherwise; default 5m).
+	FutureSkew time.Duration
+	// Tick is the tick timestamps must be aligned to (default tree.DefaultTick).
+	Tick time.Duration
+	// MaxOnline is the largest accepted count (400 above it; default 10,000,000).
+	MaxOnline int64
+	// RetryAfter is the base of the 503 Retry-After; the answer is jittered in
+	// [RetryAfter, 2×RetryAfter] so agents do not come back in lockstep (default 5s).
+	RetryAfter time.Duration
+	// SubmitTimeout bounds how long a request waits for the Sink (503 after; default 30s).
+	SubmitTimeout time.Duration
+	// TokenCacheTTL is how long a token lookup is cached: a revoked token or deleted project
+	// still works that long (default 30s; unknown tokens are cached at most 5s).
+	TokenCacheTTL time.Duration
+	// DB holds the tokens and projects collections.
+	DB *mongo.Database
+	// Sink writes the counts.
+	Sink Sink
+	// Logger is named "api" by NewServer (default no-op).
+	Logger *zap.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxItems <= 0 {
+		c.MaxItems = DefaultMaxItems
+	}
+	if c.LateWindow <= 0 {
+		c.LateWindow = DefaultLateWindow
+	}
+	if c.FutureSkew <= 0 {
+		c.FutureSkew = DefaultFutureSkew
+	}
+	if c.Tick <= 0 {
+		c.Tick = tree.DefaultTick
+	}
+	if c.MaxOnline <= 0 {
+		c.MaxOnline = DefaultMaxOnline
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.SubmitTimeout <= 0 {
+		c.SubmitTimeout = DefaultSubmitTimeout
+	}
+	if c.TokenCacheTTL <= 0 {
+		c.TokenCacheTTL = DefaultTokenCacheTTL
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,26 @@
+// Package api is rollup's HTTP ingest API: POST /v1/counts authenticates an agent's bearer
+// token against its project, decodes and validates the whole request (rejecting it entirely,
+// writing nothing, when any part is invalid), hands the leaf counts to a Sink (the bulk
+// writer) and answers each item's durable outcome. It also creates and lists the per-project
+// tokens (only their sha256 is stored).
+//
+// Decisions agents rely on (docs/openapi.yaml is the normative description):
+//   - Check order: a missing, malformed or unknown token is 401 before the body is read, so an
+//     unauthenticated caller learns nothing about projects. With a valid token, a request
+//     naming any other project is 403 whether that project exists or not; 404 is only for a
+//     valid token whose own project has been deleted. Then the body: 413 over MaxBodyBytes or
+//     MaxItems, 400 malformed JSON or invalid fields/items, 422 timestamps outside the window.
+//   - All or nothing: a request with any invalid item is rejected as a whole (every invalid
+//     field is listed with its item index) and nothing reaches the Sink.
+//   - Timestamps must already be aligned to the tick (tree.AlignTick); an unaligned timestamp
+//     is rejected with the aligned value in the message, never silently moved to another key.
+//   - The version of every write is observed_at in unix nanoseconds. When observed_at is
+//     omitted the receive time is used, so a resend gets a newer version and could overwrite a
+//     value sent in between; agents should always send observed_at (agentclient does).
+//   - 200 means every item is final: applied, stale (a same-or-newer version is stored) or
+//     rejected (a permanent store error). If the store is unavailable or any item's outcome is
+//     unknown, the answer is 503 with Retry-After and resending the same request is safe.
+//
+// It does not write to MongoDB itself (the Sink does), does not define the schema (package
+// migrations) and does not run an HTTP server (cmd/rollup's serve does).
+package api

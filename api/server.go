@@ -1,0 +1,235 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/bulk"
+)
+
+// Server serves the ingest API; it is an http.Handler.
+type Server struct {
+	cfg  Config
+	lim  limits
+	auth *authCache
+	log  *zap.Logger
+	mux  *http.ServeMux
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// NewServer returns the API of cfg (defaults applied). Tokens are looked up in cfg.DB and
+// counts handed to cfg.Sink.
+func NewServer(cfg Config) *Server {
+	return newServer(cfg, mongoTokens{db: cfg.DB})
+}
+
+func newServer(cfg Config, store tokenStore) *Server {
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg: cfg,
+		lim: limits{
+			maxItems: cfg.MaxItems, maxOnline: cfg.MaxOnline, tick: cfg.Tick,
+			lateWindow: cfg.LateWindow, futureSkew: cfg.FutureSkew,
+		},
+		auth: newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
+		log:  cfg.Logger.Named("api"),
+		mux:  http.NewServeMux(),
+	}
+	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
+	return s
+}
+
+// Handler returns the routes of the API (POST /v1/counts).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// ServeHTTP serves the API's routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
+	now := s.cfg.Now()
+	ctx := r.Context()
+
+	// 1. Who: before reading the body, so an unauthenticated caller learns nothing.
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		s.unauthorized(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\"")
+		return
+	}
+	info, found, err := s.auth.lookup(ctx, HashToken(token))
+	if err != nil {
+		s.unavailable(w, "token lookup", err)
+		return
+	}
+	if !found {
+		s.unauthorized(w, "unknown token")
+		return
+	}
+
+	// 2. The body.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.fail(w, &httpError{status: http.StatusRequestEntityTooLarge, body: apiv1.ErrorResponse{
+				Error: apiv1.ErrBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the submission", s.cfg.MaxBodyBytes),
+			}})
+			return
+		}
+		s.fail(w, malformed("", "reading the body: %s", err.Error()))
+		return
+	}
+	raw, herr := parseRequest(body, s.lim.maxItems)
+	if herr != nil {
+		s.fail(w, herr)
+		return
+	}
+
+	// 3. Which project: any other project than the token's is 403, existing or not.
+	if raw.project != nil && *raw.project != info.project {
+		s.fail(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrForbidden, Message: "the token does not belong to this project",
+			Errors: []apiv1.FieldError{{Field: "project", Message: "not the token's project"}},
+		}})
+		return
+	}
+	if !info.projectExists {
+		s.fail(w, &httpError{status: http.StatusNotFound, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrUnknownProject, Message: fmt.Sprintf("project %q does not exist (any more)", info.project),
+			Errors: []apiv1.FieldError{{Field: "project", Message: "unknown project"}},
+		}})
+		return
+	}
+
+	// 4. What: every value, all or nothing.
+	sub, herr := validate(raw, s.lim, now)
+	if herr != nil {
+		s.fail(w, herr)
+		return
+	}
+
+	// 5. Write.
+	resp, herr := s.write(ctx, sub)
+	if herr != nil {
+		s.fail(w, herr)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// write hands sub to the Sink and builds the 200 answer, or the 503/500 when any outcome is
+// not final.
+func (s *Server) write(ctx context.Context, sub *submission) (*apiv1.CountsResponse, *httpError) {
+	resp := &apiv1.CountsResponse{
+		SubmissionID: sub.submissionID, Project: sub.project, Timestamp: sub.timestamp,
+		Version: sub.version, Items: make([]apiv1.ItemResult, len(sub.items)),
+	}
+	if len(sub.items) > 0 {
+		if s.cfg.Sink == nil {
+			return nil, s.internal("no sink configured", errors.New("api: nil Sink"))
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
+		results, err := s.cfg.Sink.Submit(sctx, sub.items)
+		cancel()
+		switch {
+		case err != nil && (errors.Is(err, bulk.ErrUnavailable) || errors.Is(err, bulk.ErrClosed) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+			return nil, s.unavailableErr("write", err)
+		case err != nil:
+			return nil, s.internal("write", err)
+		case len(results) != len(sub.items):
+			return nil, s.internal("write", fmt.Errorf("sink returned %d results for %d items", len(results), len(sub.items)))
+		}
+		for i, res := range results {
+			it := &resp.Items[i]
+			switch res.Outcome {
+			case bulk.OutcomeApplied:
+				it.Status = apiv1.StatusApplied
+				resp.Summary.Applied++
+			case bulk.OutcomeStale:
+				it.Status = apiv1.StatusStale
+				resp.Summary.Stale++
+			case bulk.OutcomeRejected:
+				it.Status = apiv1.StatusRejected
+				it.Error = "the store refused the write"
+				if res.Err != nil {
+					it.Error = res.Err.Error()
+				}
+				resp.Summary.Rejected++
+			default:
+				// Not final: the whole request is resent (safe: applied items come back stale).
+				return nil, s.unavailableErr("write", fmt.Errorf("item %d outcome %s: %w", i, res.Outcome, res.Err))
+			}
+		}
+	}
+	for i, it := range sub.items {
+		resp.Items[i].Index, resp.Items[i].ID, resp.Items[i].Type = i, it.ID, it.Type
+	}
+	if resp.Summary.Rejected > 0 {
+		s.log.Warn("items rejected by the store", zap.String("project", sub.project),
+			zap.String("submission_id", sub.submissionID), zap.Int("rejected", resp.Summary.Rejected))
+	}
+	return resp, nil
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="rollup"`)
+	s.fail(w, &httpError{status: http.StatusUnauthorized, body: apiv1.ErrorResponse{Error: apiv1.ErrUnauthorized, Message: msg}})
+}
+
+func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
+	s.fail(w, s.unavailableErr(what, err))
+}
+
+func (s *Server) unavailableErr(what string, err error) *httpError {
+	s.log.Warn("store unavailable", zap.String("during", what), zap.Error(err))
+	return &httpError{status: http.StatusServiceUnavailable, body: apiv1.ErrorResponse{
+		Error:      apiv1.ErrUnavailable,
+		Message:    "the store is unavailable; part of this request may or may not have been written, resending the same request unchanged is safe",
+		ResendSafe: true,
+	}}
+}
+
+func (s *Server) internal(what string, err error) *httpError {
+	s.log.Error("internal error", zap.String("during", what), zap.Error(err))
+	return &httpError{status: http.StatusInternalServerError, body: apiv1.ErrorResponse{
+		Error: apiv1.ErrInternal, Message: "internal error; resending the same request unchanged is safe", ResendSafe: true,
+	}}
+}
+
+// fail writes e; a 503 gets a Retry-After jittered in [RetryAfter, 2×RetryAfter] seconds.
+func (s *Server) fail(w http.ResponseWriter, e *httpError) {
+	if e.status == http.StatusServiceUnavailable {
+		secs := retryAfterSeconds(s.cfg.RetryAfter)
+		e.body.RetryAfterSeconds = secs
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	if e.status < 500 {
+		s.log.Debug("request rejected", zap.Int("status", e.status), zap.String("error", e.body.Error), zap.String("message", e.body.Message))
+	}
+	writeJSON(w, e.status, e.body)
+}
+
+// retryAfterSeconds draws a whole number of seconds uniformly in [base, 2×base], at least 1.
+func retryAfterSeconds(base time.Duration) int {
+	b := int(max(1, (base+time.Second-1)/time.Second))
+	return b + rand.IntN(b+1)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	// A write error means the client went away; there is nobody to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}

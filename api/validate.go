@@ -1,0 +1,204 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/tree"
+)
+
+// maxListedErrors bounds the errors listed in one answer; the message gives the total.
+const maxListedErrors = 100
+
+// limits are the validation parameters of a Server.
+type limits struct {
+	maxItems   int
+	maxOnline  int64
+	tick       time.Duration
+	lateWindow time.Duration
+	futureSkew time.Duration
+}
+
+// submission is a valid request, ready for the Sink.
+type submission struct {
+	project      string
+	submissionID string
+	timestamp    time.Time
+	version      int64
+	items        []bulk.Item
+}
+
+// rfc3339Example shows the accepted date-time form in messages.
+const rfc3339Example = "2024-05-01T10:05:00Z"
+
+// validate checks every value of a parsed request against lim at server time now: 400 with
+// every invalid field (item errors carry their index), then 422 for timestamps outside the
+// window. Nothing is partially accepted.
+func validate(raw *rawRequest, lim limits, now time.Time) (*submission, *httpError) {
+	var top, items []apiv1.FieldError
+	topErr := func(field, format string, args ...any) {
+		top = append(top, apiv1.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	sub := &submission{}
+
+	name := func(field string, v *string) string {
+		if v == nil {
+			topErr(field, "required")
+			return ""
+		}
+		if err := tree.ValidateName(field, *v); err != nil {
+			topErr(field, "%s", reason(err))
+		}
+		return *v
+	}
+	sub.project = name("project", raw.project)
+	sub.submissionID = name("submission_id", raw.submissionID)
+
+	var tsOK bool
+	if raw.timestamp == nil {
+		topErr("timestamp", "required")
+	} else if ts, err := time.Parse(time.RFC3339Nano, *raw.timestamp); err != nil {
+		topErr("timestamp", "must be an RFC 3339 date-time such as %s", rfc3339Example)
+	} else if al := tree.AlignTick(ts, lim.tick); !al.Equal(ts) {
+		topErr("timestamp", "%s is not the start of a %s tick; the tick it falls in starts at %s",
+			*raw.timestamp, lim.tick, al.Format(time.RFC3339))
+	} else {
+		sub.timestamp, tsOK = al, true
+	}
+
+	observed := now
+	var obsOK bool
+	if raw.observedAt != nil {
+		ts, err := time.Parse(time.RFC3339Nano, *raw.observedAt)
+		switch {
+		case err != nil:
+			topErr("observed_at", "must be an RFC 3339 date-time such as %s", rfc3339Example)
+		case ts.Year() < 1970 || ts.Year() > 2200:
+			topErr("observed_at", "year %d is outside 1970–2200", ts.Year())
+		default:
+			observed, obsOK = ts, true
+		}
+	}
+	sub.version = observed.UnixNano()
+
+	if !raw.hasCounts {
+		topErr("counts", "required (an array of {id, type, online}; it may be empty)")
+	}
+	sub.items = make([]bulk.Item, 0, len(raw.counts))
+	firstAt := make(map[[2]string]int, len(raw.counts))
+	for i, c := range raw.counts {
+		items = append(items, c.problems...)
+		itemErr := func(field, format string, args ...any) {
+			items = append(items, apiv1.FieldError{Index: &i, Field: fmt.Sprintf("counts[%d].%s", i, field), Message: fmt.Sprintf(format, args...)})
+		}
+		var it bulk.Item
+		okID, okType := false, false
+		switch {
+		case c.id == nil:
+			if !hasProblem(c.problems, "id") {
+				itemErr("id", "required")
+			}
+		case tree.ValidateID(*c.id) != nil:
+			itemErr("id", "%s", reason(tree.ValidateID(*c.id)))
+		default:
+			it.ID, okID = *c.id, true
+		}
+		switch {
+		case c.typ == nil:
+			if !hasProblem(c.problems, "type") {
+				itemErr("type", "required")
+			}
+		case tree.ValidateType(*c.typ) != nil:
+			itemErr("type", "%s", reason(tree.ValidateType(*c.typ)))
+		default:
+			it.Type, okType = *c.typ, true
+		}
+		if !c.hasOnl {
+			if !hasProblem(c.problems, "online") {
+				itemErr("online", "required")
+			}
+		} else if v, msg := parseOnline(c.online, lim.maxOnline); msg != "" {
+			itemErr("online", "%s", msg)
+		} else {
+			it.Online = v
+		}
+		if okID && okType {
+			k := [2]string{it.ID, it.Type}
+			if j, dup := firstAt[k]; dup {
+				items = append(items, apiv1.FieldError{Index: &i, Field: fmt.Sprintf("counts[%d]", i),
+					Message: fmt.Sprintf("duplicate of counts[%d]: same id and type (send one count per id and type)", j)})
+			} else {
+				firstAt[k] = i
+			}
+		}
+		it.Timestamp = sub.timestamp
+		it.Project = sub.project
+		it.Version = sub.version
+		it.SubmissionID = sub.submissionID
+		sub.items = append(sub.items, it)
+	}
+	if len(top)+len(items) > 0 {
+		code := apiv1.ErrInvalidRequest
+		msg := "the request is invalid; nothing was written"
+		if len(items) > 0 {
+			code = apiv1.ErrInvalidItem
+			msg = fmt.Sprintf("%d invalid field(s) in the request; nothing was written, fix and resend the whole request", len(top)+len(items))
+		}
+		all := append(top, items...)
+		if len(all) > maxListedErrors {
+			msg += fmt.Sprintf(" (the first %d are listed)", maxListedErrors)
+			all = all[:maxListedErrors]
+		}
+		return nil, &httpError{status: http.StatusBadRequest, body: apiv1.ErrorResponse{Error: code, Message: msg, Errors: all}}
+	}
+
+	// The window (422): only for well-formed requests.
+	var window []apiv1.FieldError
+	if tsOK {
+		oldest := tree.AlignTick(now.Add(-lim.lateWindow), lim.tick)
+		switch {
+		case sub.timestamp.Before(oldest):
+			window = append(window, apiv1.FieldError{Field: "timestamp", Message: fmt.Sprintf(
+				"%s is older than the late-data window (%s): the oldest accepted tick is %s",
+				sub.timestamp.Format(time.RFC3339), lim.lateWindow, oldest.Format(time.RFC3339))})
+		case sub.timestamp.After(now.Add(lim.futureSkew)):
+			window = append(window, apiv1.FieldError{Field: "timestamp", Message: fmt.Sprintf(
+				"%s is in the future (server time %s, allowed clock skew %s); check the agent's clock",
+				sub.timestamp.Format(time.RFC3339), now.UTC().Format(time.RFC3339), lim.futureSkew)})
+		}
+	}
+	if obsOK && observed.After(now.Add(lim.futureSkew)) {
+		window = append(window, apiv1.FieldError{Field: "observed_at", Message: fmt.Sprintf(
+			"%s is in the future (server time %s, allowed clock skew %s); it is the version of the write and would block later values",
+			observed.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339), lim.futureSkew)})
+	}
+	if len(window) > 0 {
+		return nil, &httpError{status: http.StatusUnprocessableEntity, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrOutOfWindow, Message: "outside the accepted time window; nothing was written", Errors: window,
+		}}
+	}
+	return sub, nil
+}
+
+// reason is the part of a tree name error that says what is wrong (the field is named apart).
+func reason(err error) string {
+	var ne *tree.NameError
+	if errors.As(err, &ne) {
+		return ne.Reason
+	}
+	return err.Error()
+}
+
+func hasProblem(ps []apiv1.FieldError, field string) bool {
+	for _, p := range ps {
+		if strings.HasSuffix(p.Field, "."+field) {
+			return true
+		}
+	}
+	return false
+}
