@@ -20,24 +20,30 @@ import (
 const benchUsage = `usage: rollup bench <benchmark> [flags]
 
 Benchmarks:
-  mongod    unordered bulk upserts through the official driver on a unique
-            (id, type, timestamp) index, against the embedded server (or --mongodb-uri)
+  mongod        unordered bulk upserts through the official driver on a unique
+                (id, type, timestamp) index, against the embedded server (or --mongodb-uri)
+  changestream  events/s one change-stream consumer drains while writers upsert, and event
+                latency (write acknowledged -> event received) at a fixed write rate
 
 Examples:
   rollup bench mongod                       # 1,000,000 upserts, in memory
   rollup bench mongod --durable             # the same with a data directory (fsync before ack)
   rollup bench mongod --n 200000 --batch 500
+  rollup bench changestream --rate 10000 --duration 5s
 
 Flags of mongod:
 `
 
 func runBench(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == "changestream" {
+		return runBenchChangeStream(ctx, e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "mongod" {
 		_, _ = fmt.Fprint(e.stderr, benchUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
-		return fmt.Errorf("%w: bench needs a benchmark name (mongod)", errUsage)
+		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream)", errUsage)
 	}
 	fs := flag.NewFlagSet("bench mongod", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -58,7 +64,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *n < 100_000 || *n%100_000 != 0 || *batch < 1 {
 		return fmt.Errorf("%w: --n must be a positive multiple of 100000 and --batch positive", errUsage)
 	}
-	res, err := benchMongod(ctx, benchConfig{n: *n, batch: *batch, durable: *durable, uri: *uri})
+	storeURI, stop, err := benchStore(ctx, *uri, *durable)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	res, err := benchMongod(ctx, storeURI, benchConfig{n: *n, batch: *batch, durable: *durable, uri: *uri})
 	if err != nil {
 		return fmt.Errorf("bench mongod: %w", err)
 	}
@@ -99,45 +110,61 @@ func (r benchResult) print(w io.Writer) {
 	_, _ = fmt.Fprintln(w)
 }
 
-func benchMongod(ctx context.Context, cfg benchConfig) (benchResult, error) {
-	uri := cfg.uri
-	if uri == "" {
-		var dir string
-		if cfg.durable {
-			d, err := os.MkdirTemp("", "rollup-bench-*")
-			if err != nil {
-				return benchResult{}, fmt.Errorf("temp dir: %w", err)
-			}
-			defer func() { _ = os.RemoveAll(d) }()
-			dir = d
-		}
-		srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: zap.NewNop()})
-		if err != nil {
-			return benchResult{}, fmt.Errorf("start embedded server: %w", err)
-		}
-		sctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(sctx) }()
-		defer func() {
-			cancel()
-			<-done
-		}()
-		uri = srv.URI()
+// benchStore returns the URI to benchmark: uri itself, or a fresh embedded server (in memory,
+// or durable in a temporary directory) stopped by the returned function.
+func benchStore(ctx context.Context, uri string, durable bool) (string, func(), error) {
+	if uri != "" {
+		return uri, func() {}, nil
 	}
+	var dir string
+	if durable {
+		d, err := os.MkdirTemp("", "rollup-bench-*")
+		if err != nil {
+			return "", nil, fmt.Errorf("temp dir: %w", err)
+		}
+		dir = d
+	}
+	srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: zap.NewNop()})
+	if err != nil {
+		return "", nil, fmt.Errorf("start embedded server: %w", err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(sctx) }()
+	return srv.URI(), func() {
+		cancel()
+		<-done
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+	}, nil
+}
+
+// benchCountsCollection creates a fresh collection with rollup's unique key index; drop
+// removes it.
+func benchCountsCollection(ctx context.Context, client *mongo.Client) (*mongo.Collection, func(), error) {
+	coll := client.Database("rollup_bench").Collection(fmt.Sprintf("counts_%d", time.Now().UnixNano()))
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}},
+		Options: options.Index().SetUnique(true),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create index: %w", err)
+	}
+	return coll, func() { _ = coll.Drop(context.Background()) }, nil
+}
+
+func benchMongod(ctx context.Context, uri string, cfg benchConfig) (benchResult, error) {
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		return benchResult{}, fmt.Errorf("connect: %w", err)
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	coll := client.Database("rollup_bench").Collection(fmt.Sprintf("counts_%d", time.Now().UnixNano()))
-	defer func() { _ = coll.Drop(context.Background()) }()
-	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}},
-		Options: options.Index().SetUnique(true),
-	})
+	coll, drop, err := benchCountsCollection(ctx, client)
 	if err != nil {
-		return benchResult{}, fmt.Errorf("create index: %w", err)
+		return benchResult{}, err
 	}
+	defer drop()
 	res := benchResult{cfg: cfg}
 	ts := bson.NewDateTimeFromTime(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))
 	models := make([]mongo.WriteModel, 0, cfg.batch)
