@@ -243,7 +243,14 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if ent.Index == nil {
 			return fmt.Errorf("no index spec")
 		}
-		ix := newIndex(*ent.Index)
+		spec := *ent.Index
+		if err := validateIndexSpec(&spec); err != nil || spec.Name != ent.Index.Name {
+			return fmt.Errorf("bad index spec: %w", err)
+		}
+		if _, ix := c.index(spec.Name); ix != nil {
+			return fmt.Errorf("index %q exists", spec.Name)
+		}
+		ix := newIndex(spec)
 		if err := c.buildIndex(ix); err != nil {
 			return err
 		}

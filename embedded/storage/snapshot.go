@@ -283,14 +283,11 @@ func (e *Engine) loadCollMeta(body []byte) (*collection, error) {
 	specs, _ := get("ix").(bson.A)
 	for _, s := range specs {
 		sd, _ := s.(bson.D)
-		var spec IndexSpec
-		n, _ := bsonval.Get(sd, "name")
-		spec.Name, _ = n.(string)
-		k, _ := bsonval.Get(sd, "key")
-		spec.Key, _ = k.(bson.D)
-		u, _ := bsonval.Get(sd, "unique")
-		spec.Unique, _ = u.(bool)
-		c.indexes = append(c.indexes, newIndex(spec))
+		spec := specFromDoc(sd)
+		if err := validateIndexSpec(spec); err != nil {
+			return nil, fmt.Errorf("bad snapshot index: %w", err)
+		}
+		c.indexes = append(c.indexes, newIndex(*spec))
 	}
 	return c, nil
 }

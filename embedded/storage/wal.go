@@ -120,56 +120,88 @@ func decodeEntry(raw []byte) (Entry, error) {
 	elems, _ := doc.Elements()
 	for _, el := range elems {
 		v := el.Value()
+		ok := true
 		switch el.Key() {
 		case "ts":
-			t, i := v.Timestamp()
+			var t, i uint32
+			t, i, ok = v.TimestampOK()
 			ent.TS = OpTime{T: t, I: i}
 		case "w":
-			ent.Wall = time.UnixMilli(v.DateTime())
+			var ms int64
+			ms, ok = v.DateTimeOK()
+			ent.Wall = time.UnixMilli(ms)
 		case "op":
-			ent.Op = v.StringValue()
+			ent.Op, ok = v.StringValueOK()
 		case "db":
-			ent.DB = v.StringValue()
+			ent.DB, ok = v.StringValueOK()
 		case "c":
-			ent.Coll = v.StringValue()
+			ent.Coll, ok = v.StringValueOK()
 		case "uuid":
-			st, data := v.Binary()
+			var st byte
+			var data []byte
+			st, data, ok = v.BinaryOK()
 			ent.UUID = bson.Binary{Subtype: st, Data: append([]byte(nil), data...)}
 		case "d":
-			ent.raw = bson.Raw(v.Document())
+			var d bsoncore.Document
+			d, ok = v.DocumentOK()
+			ent.raw = bson.Raw(d)
 		case "k":
-			d, _ := bsonval.Decode(v.Document())
-			ent.DocKey = d
+			var d bsoncore.Document
+			if d, ok = v.DocumentOK(); ok {
+				ent.DocKey, _ = bsonval.Decode(d)
+			}
 		case "u":
-			d, _ := bsonval.Decode(v.Document())
-			u := &UpdateDesc{RemovedFields: []string{}}
-			if uf, ok := bsonval.Get(d, "uf"); ok {
-				u.UpdatedFields, _ = uf.(bson.D)
+			var d bsoncore.Document
+			if d, ok = v.DocumentOK(); ok {
+				ent.Update = decodeUpdateDesc(d)
 			}
-			if rf, ok := bsonval.Get(d, "rf"); ok {
-				a, _ := rf.(bson.A)
-				for _, f := range a {
-					s, _ := f.(string)
-					u.RemovedFields = append(u.RemovedFields, s)
-				}
-			}
-			ent.Update = u
 		case "ix":
-			d, _ := bsonval.Decode(v.Document())
-			spec := &IndexSpec{}
-			n, _ := bsonval.Get(d, "name")
-			spec.Name, _ = n.(string)
-			k, _ := bsonval.Get(d, "key")
-			spec.Key, _ = k.(bson.D)
-			u, _ := bsonval.Get(d, "unique")
-			spec.Unique, _ = u.(bool)
-			ent.Index = spec
+			var d bsoncore.Document
+			if d, ok = v.DocumentOK(); ok {
+				ent.Index = decodeIndexSpec(d)
+			}
+		}
+		if !ok {
+			return ent, mongoerr.New(mongoerr.InternalError, "log entry field %q has type %s", el.Key(), v.Type)
 		}
 	}
 	if ent.Op == "" || ent.DB == "" {
 		return ent, mongoerr.New(mongoerr.InternalError, "log entry without op or db")
 	}
 	return ent, nil
+}
+
+func decodeUpdateDesc(raw []byte) *UpdateDesc {
+	d, _ := bsonval.Decode(raw)
+	u := &UpdateDesc{RemovedFields: []string{}}
+	if uf, ok := bsonval.Get(d, "uf"); ok {
+		u.UpdatedFields, _ = uf.(bson.D)
+	}
+	if rf, ok := bsonval.Get(d, "rf"); ok {
+		a, _ := rf.(bson.A)
+		for _, f := range a {
+			if s, ok := f.(string); ok {
+				u.RemovedFields = append(u.RemovedFields, s)
+			}
+		}
+	}
+	return u
+}
+
+func decodeIndexSpec(raw []byte) *IndexSpec {
+	d, _ := bsonval.Decode(raw)
+	return specFromDoc(d)
+}
+
+func specFromDoc(d bson.D) *IndexSpec {
+	spec := &IndexSpec{}
+	n, _ := bsonval.Get(d, "name")
+	spec.Name, _ = n.(string)
+	k, _ := bsonval.Get(d, "key")
+	spec.Key, _ = k.(bson.D)
+	u, _ := bsonval.Get(d, "unique")
+	spec.Unique, _ = u.(bool)
+	return spec
 }
 
 // walFile is an open log file; it is only written by the commit leader.
