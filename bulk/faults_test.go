@@ -1,0 +1,154 @@
+package bulk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// TestFaults drives the writer through the driver into fail points and checks outcomes, the
+// stored state and how many update commands reached the store.
+func TestFaults(t *testing.T) {
+	times := func(n int) bson.D { return bson.D{{Key: "times", Value: n}} }
+	cases := []struct {
+		name    string
+		timeout time.Duration // client-side timeout (CSOT), 0 = none
+		mode    any
+		data    bson.D
+		// outcomes every item may end with
+		allowed []Outcome
+		// update commands that reach the store: at least min, at most max
+		minUpdates, maxUpdates int
+		unavailable            bool
+	}{
+		{
+			name: "closeConnection once: the driver's retry applies everything once",
+			mode: times(1), data: bson.D{{Key: "closeConnection", Value: true}},
+			allowed: []Outcome{OutcomeApplied}, minUpdates: 2, maxUpdates: 2,
+		},
+		{
+			name:    "NotWritablePrimary with RetryableWriteError once: the driver retries",
+			mode:    times(1),
+			data:    bson.D{{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}},
+			allowed: []Outcome{OutcomeApplied}, minUpdates: 2, maxUpdates: 2,
+		},
+		{
+			name:    "NotWritablePrimary twice: the driver retries, then the writer resends once",
+			mode:    times(2),
+			data:    bson.D{{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}},
+			allowed: []Outcome{OutcomeApplied}, minUpdates: 3, maxUpdates: 3,
+		},
+		{
+			// The writes happened but are not confirmed: the resend finds its own versions
+			// stored (E11000), and their retry reports stale.
+			name:    "writeConcernError once: the writer resends the batch once",
+			mode:    times(1),
+			data:    bson.D{{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}},
+			allowed: []Outcome{OutcomeStale}, minUpdates: 3, maxUpdates: 3,
+		},
+		{
+			name:    "blockConnection past the client timeout once: unknown outcome, the writer resends",
+			timeout: 300 * time.Millisecond, mode: times(1),
+			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1500}},
+			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3,
+		},
+		{
+			name: "closeConnection always: fail fast with ErrUnavailable",
+			mode: "alwaysOn", data: bson.D{{Key: "closeConnection", Value: true}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 4, maxUpdates: 4, unavailable: true,
+		},
+		{
+			name:    "NotWritablePrimary always: fail fast with ErrUnavailable",
+			mode:    "alwaysOn",
+			data:    bson.D{{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 4, maxUpdates: 4, unavailable: true,
+		},
+		{
+			name:    "writeConcernError always: fail fast with ErrUnavailable",
+			mode:    "alwaysOn",
+			data:    bson.D{{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 2, unavailable: true,
+		},
+		{
+			name:    "blockConnection always past the client timeout: fail fast with ErrUnavailable",
+			timeout: 200 * time.Millisecond, mode: "alwaysOn",
+			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1000}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 4, unavailable: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []*options.ClientOptions
+			if tc.timeout > 0 {
+				opts = append(opts, options.Client().SetTimeout(tc.timeout))
+			}
+			e := newEnv(t, opts...)
+			w := startWriter(t, e.coll, Options{Workers: 1})
+			var batch []Item
+			for i := range 50 {
+				batch = append(batch, item(fmt.Sprintf("n%02d", i), int64(i), 100))
+			}
+			// Warm the connection pool so the handshake is not what fails.
+			if _, err := e.coll.CountDocuments(context.Background(), bson.D{}); err != nil {
+				t.Fatal(err)
+			}
+			e.failPoint(t, tc.mode, tc.data)
+			e.proxy.ResetStats()
+
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			res, err := w.Submit(ctx, batch)
+			took := time.Since(start)
+			if tc.unavailable != errors.Is(err, ErrUnavailable) {
+				t.Fatalf("submit error %v, want unavailable=%v", err, tc.unavailable)
+			}
+			if !tc.unavailable && err != nil {
+				t.Fatalf("submit: %v", err)
+			}
+			for i, r := range res {
+				if !contains(tc.allowed, r.Outcome) {
+					t.Fatalf("item %d: %v (%v), want one of %v", i, r.Outcome, r.Err, tc.allowed)
+				}
+				if r.Outcome == OutcomeUnknown && !errors.Is(r.Err, ErrUnavailable) {
+					t.Fatalf("item %d: unknown outcome with error %v", i, r.Err)
+				}
+			}
+			updates := e.proxy.Stats().Commands["update"]
+			t.Logf("%d update commands, submit took %v", updates, took)
+			if updates < tc.minUpdates || updates > tc.maxUpdates {
+				t.Fatalf("%d update commands reached the store, want %d..%d", updates, tc.minUpdates, tc.maxUpdates)
+			}
+			if tc.unavailable {
+				if took > 10*time.Second {
+					t.Fatalf("fail fast took %v", took)
+				}
+				return
+			}
+			docs := byKey(t, e.leaves(t))
+			if len(docs) != len(batch) {
+				t.Fatalf("%d leaves stored, want %d", len(docs), len(batch))
+			}
+			for _, it := range batch {
+				d := docs[keyOf(it.Key)]
+				if d.Online != it.Online || d.Version != it.Version {
+					t.Fatalf("%s: stored %+v, want online %d version %d", it.ID, d, it.Online, it.Version)
+				}
+			}
+		})
+	}
+}
+
+func contains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+package bulk
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func TestWriterVersions(t *testing.T) {
+	e := newEnv(t)
+	w := startWriter(t, e.coll, Options{})
+
+	steps := []struct {
+		name  string
+		items []Item
+		want  []Outcome
+		// stored online per id after the step
+		online map[string]int64
+	}{
+		{
+			name:   "new keys are inserted",
+			items:  []Item{item("a", 1, 10), item("b", 2, 10), item("c", 3, 10)},
+			want:   []Outcome{OutcomeApplied, OutcomeApplied, OutcomeApplied},
+			online: map[string]int64{"a": 1, "b": 2, "c": 3},
+		},
+		{
+			name:   "a resend of the same versions is stale and changes nothing",
+			items:  []Item{item("a", 1, 10), item("b", 2, 10)},
+			want:   []Outcome{OutcomeStale, OutcomeStale},
+			online: map[string]int64{"a": 1, "b": 2, "c": 3},
+		},
+		{
+			name:   "older versions never overwrite, newer ones do",
+			items:  []Item{item("a", 100, 9), item("b", 200, 11), item("c", 300, 10)},
+			want:   []Outcome{OutcomeStale, OutcomeApplied, OutcomeStale},
+			online: map[string]int64{"a": 1, "b": 200, "c": 3},
+		},
+		{
+			name:   "duplicates in one submit: the highest version wins, ties share the outcome",
+			items:  []Item{item("d", 1, 5), item("d", 2, 7), item("d", 3, 6), item("e", 4, 1), item("e", 4, 1)},
+			want:   []Outcome{OutcomeStale, OutcomeApplied, OutcomeStale, OutcomeApplied, OutcomeApplied},
+			online: map[string]int64{"a": 1, "b": 200, "c": 3, "d": 2, "e": 4},
+		},
+		{
+			name:   "zero counts are written",
+			items:  []Item{item("a", 0, 20)},
+			want:   []Outcome{OutcomeApplied},
+			online: map[string]int64{"a": 0, "b": 200, "c": 3, "d": 2, "e": 4},
+		},
+	}
+	for _, s := range steps {
+		res := submit(t, w, s.items)
+		if got := outcomes(res); !slices.Equal(got, s.want) {
+			t.Fatalf("%s: outcomes %v, want %v", s.name, got, s.want)
+		}
+		docs := e.leaves(t)
+		got := map[string]int64{}
+		for _, d := range docs {
+			got[d.ID] = d.Online
+		}
+		byKey(t, docs)
+		for id, want := range s.online {
+			if got[id] != want {
+				t.Fatalf("%s: stored online[%s] = %d, want %d (all %v)", s.name, id, got[id], want, got)
+			}
+		}
+		if len(got) != len(s.online) {
+			t.Fatalf("%s: %d documents, want %d", s.name, len(got), len(s.online))
+		}
+	}
+
+	docs := e.leaves(t)
+	d := docs[0]
+	if d.ID != "a" || d.Project != "p" || d.Version != 20 || d.SubmissionID != "s-a-20" || !d.Timestamp.Equal(tick0) {
+		t.Fatalf("stored leaf %+v", d)
+	}
+	var raw bson.M
+	if err := e.check.FindOne(context.Background(), bson.D{{Key: "id", Value: "a"}}).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw["online"].(int64); !ok {
+		t.Fatalf("online stored as %T, want int64", raw["online"])
+	}
+	if _, ok := raw["written_at"].(bson.DateTime); !ok {
+		t.Fatalf("written_at stored as %T, want DateTime", raw["written_at"])
+	}
+}
+
+func TestSubmitEmptyAndClosed(t *testing.T) {
+	e := newEnv(t)
+	w := New(e.coll, Options{MaxDelay: time.Hour}, nil)
+	res, err := w.Submit(context.Background(), nil)
+	if err != nil || len(res) != 0 {
+		t.Fatalf("empty submit: %v %v", res, err)
+	}
+
+	// Items pending when Run's context ends are written before Run returns.
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(ctx) }()
+	type answer struct {
+		res []Result
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		r, err := w.Submit(context.Background(), []Item{item("a", 1, 1), item("b", 2, 1)})
+		got <- answer{r, err}
+	}()
+	pollUntil(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.buf) == 2 })
+	cancel()
+	a := <-got
+	if a.err != nil || !slices.Equal(outcomes(a.res), []Outcome{OutcomeApplied, OutcomeApplied}) {
+		t.Fatalf("drained submit: %v %v", a.res, a.err)
+	}
+	if err := <-runDone; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := len(e.leaves(t)); n != 2 {
+		t.Fatalf("%d leaves after drain, want 2", n)
+	}
+	if _, err := w.Submit(context.Background(), []Item{item("c", 1, 1)}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("submit after Run: %v, want ErrClosed", err)
+	}
+	if err := w.Run(context.Background()); err == nil {
+		t.Fatal("second Run succeeded")
+	}
+}
+
+// pollUntil waits for cond with a deadline.
+func pollUntil(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
