@@ -765,8 +765,12 @@ func TestLockRenewedDuringLongStep(t *testing.T) {
 			}
 			if len(seen) == 0 || !d.ExpiresAt.Equal(seen[len(seen)-1]) {
 				seen = append(seen, d.ExpiresAt)
-				if _, err := other.Up(ctx, UpOptions{LockWait: -1}); !errors.Is(err, ErrLocked) {
-					return fmt.Errorf("other instance's Up = %w, want ErrLocked", err)
+				_, err := other.Up(ctx, UpOptions{LockWait: -1})
+				if err == nil {
+					return errors.New("another instance's Up ran while the lock was held")
+				}
+				if !errors.Is(err, ErrLocked) {
+					return fmt.Errorf("another instance's Up: %w, want ErrLocked", err)
 				}
 			}
 			select {

@@ -70,8 +70,11 @@ func (r Report) Format(w io.Writer) error {
 	}
 	for _, s := range r.Applied {
 		fmt.Fprintf(&b, "%s step %d %s", verb, s.Version, s.Name)
-		if s.Took > 0 {
+		switch {
+		case s.Took >= time.Millisecond:
 			fmt.Fprintf(&b, " (%s)", s.Took.Round(time.Millisecond))
+		case s.Took > 0:
+			b.WriteString(" (<1ms)")
 		}
 		b.WriteString("\n")
 	}

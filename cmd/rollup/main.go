@@ -34,6 +34,8 @@ func commands() map[string]command {
 		"mongod": {summary: "serve the embedded MongoDB-compatible server on its own", run: runMongod},
 		"bench":  {summary: "run a benchmark (mongod: bulk upserts through the driver)", run: runBench},
 		"serve":  {summary: "run rollup (starts the embedded store without --mongodb-uri)", run: runServe},
+
+		"migrate": {summary: "apply or show schema migrations (up [--dry-run], status)", run: runMigrate},
 	}
 }
 

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/gameops/rollup/migrations"
+)
+
+const migrateUsage = `usage: rollup migrate up [--dry-run] [flags]
+       rollup migrate status [flags]
+
+Apply rollup's schema migrations to a MongoDB deployment, or show which are applied.
+'up' applies the pending steps under a lock (a second instance waits for the first). The
+step that builds the unique index on counts (id, type, timestamp) first removes duplicate
+documents, keeping the newest of each group, and prints every document it removed;
+--dry-run prints what it would do and changes nothing.
+'rollup serve' applies pending migrations at start, so this command is for operators
+who want to run or inspect them on their own.
+
+Examples:
+  rollup migrate up --dry-run --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0'
+  ROLLUP_MONGODB_URI='mongodb://db1/?replicaSet=rs0' rollup migrate up
+  rollup migrate status --mongodb-uri 'mongodb://db1/?replicaSet=rs0' --database rollup
+
+Flags:
+`
+
+// migrateConfig is the parsed command line of rollup migrate.
+type migrateConfig struct {
+	sub      string
+	uri      string
+	database string
+	dryRun   bool
+	lockWait time.Duration
+	logLevel string
+}
+
+// parseMigrate parses "migrate <up|status> [flags]"; flags may also come before the subcommand.
+func parseMigrate(e *env, args []string) (migrateConfig, error) {
+	var c migrateConfig
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(e.stderr, migrateUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.uri, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI)")
+	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "up: report what would be done, change nothing")
+	fs.DurationVar(&c.lockWait, "lock-wait", migrations.DefaultLockWait, "up: how long to wait for another instance's migration lock (0: fail at once)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return c, errors.New("a subcommand is required: up or status")
+	}
+	c.sub = fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case c.sub != "up" && c.sub != "status":
+		fs.Usage()
+		return c, fmt.Errorf("unknown subcommand %q: want up or status", c.sub)
+	case c.sub == "status" && c.dryRun:
+		return c, errors.New("--dry-run is for 'migrate up'")
+	case c.lockWait < 0:
+		return c, errors.New("--lock-wait must not be negative")
+	case c.database == "":
+		return c, errors.New("--database must not be empty")
+	case c.uri == "":
+		return c, errors.New("migrations need a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+			"with the embedded store, use 'rollup serve', which applies migrations at start")
+	}
+	return c, nil
+}
+
+func runMigrate(ctx context.Context, e *env, args []string) error {
+	c, err := parseMigrate(e, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	log, err := newLogger(c.logLevel, e.stderr)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	defer func() { _ = log.Sync() }()
+
+	client, err := mongo.Connect(options.Client().ApplyURI(c.uri).SetServerSelectionTimeout(15 * time.Second))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = client.Disconnect(dctx)
+	}()
+	db := client.Database(c.database, options.Database().SetWriteConcern(writeconcern.Majority()))
+	m := migrations.New(db, log.Named("migrate"))
+
+	if c.sub == "status" {
+		st, err := m.Status(ctx)
+		if err != nil {
+			return err
+		}
+		return printMigrateStatus(e.stdout, c.database, st)
+	}
+	wait := c.lockWait
+	if wait == 0 {
+		wait = -1 // UpOptions: negative means do not wait
+	}
+	r, err := m.Up(ctx, migrations.UpOptions{DryRun: c.dryRun, LockWait: wait})
+	if fmtErr := r.Format(e.stdout); fmtErr != nil && err == nil {
+		err = fmt.Errorf("print report: %w", fmtErr)
+	}
+	return err
+}
+
+// printMigrateStatus prints one line per step and the number pending.
+func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "database %s:\n", database)
+	pending, width := 0, 0
+	for _, s := range st {
+		width = max(width, len(s.Name))
+	}
+	for _, s := range st {
+		state := "pending"
+		switch {
+		case s.Applied && s.Unknown:
+			state = "applied " + s.AppliedAt.UTC().Format(time.RFC3339) + " (unknown to this rollup: a newer version applied it)"
+		case s.Applied:
+			state = "applied " + s.AppliedAt.UTC().Format(time.RFC3339)
+		default:
+			pending++
+		}
+		fmt.Fprintf(&b, "  %3d  %-*s  %s\n", s.Version, width, s.Name, state)
+	}
+	if pending == 0 {
+		b.WriteString("up to date\n")
+	} else {
+		fmt.Fprintf(&b, "%d pending: run 'rollup migrate up'\n", pending)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

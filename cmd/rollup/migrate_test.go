@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/migrations"
+)
+
+func TestParseMigrate(t *testing.T) {
+	t.Setenv("ROLLUP_MONGODB_URI", "")
+	tests := []struct {
+		args    []string
+		want    migrateConfig
+		wantErr string
+	}{
+		{args: []string{"up", "--mongodb-uri", "mongodb://h"}, want: migrateConfig{sub: "up", uri: "mongodb://h", database: "rollup", lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
+		{args: []string{"--mongodb-uri", "mongodb://h", "--database", "x", "up", "--dry-run"}, want: migrateConfig{sub: "up", uri: "mongodb://h", database: "x", dryRun: true, lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
+		{args: []string{"status", "--mongodb-uri", "mongodb://h", "--lock-wait", "0s"}, want: migrateConfig{sub: "status", uri: "mongodb://h", database: "rollup", logLevel: "warn"}},
+		{args: []string{"up"}, wantErr: "pass --mongodb-uri"},
+		{args: []string{}, wantErr: "subcommand is required"},
+		{args: []string{"down", "--mongodb-uri", "m"}, wantErr: `unknown subcommand "down"`},
+		{args: []string{"status", "--dry-run", "--mongodb-uri", "m"}, wantErr: "--dry-run is for"},
+		{args: []string{"up", "--mongodb-uri", "m", "extra"}, wantErr: `unexpected argument "extra"`},
+		{args: []string{"up", "--mongodb-uri", "m", "--lock-wait", "-1s"}, wantErr: "must not be negative"},
+		{args: []string{"up", "--mongodb-uri", "m", "--database", ""}, wantErr: "--database"},
+		{args: []string{"up", "--bogus"}, wantErr: "bogus"},
+	}
+	for _, tc := range tests {
+		var out, errOut strings.Builder
+		got, err := parseMigrate(&env{stdout: &out, stderr: &errOut}, tc.args)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
+		}
+	}
+}
+
+func TestRunMigrateNoURIIsUsageError(t *testing.T) {
+	t.Setenv("ROLLUP_MONGODB_URI", "")
+	var out, errOut strings.Builder
+	err := run(context.Background(), &env{stdout: &out, stderr: &errOut}, []string{"migrate", "up"})
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "rollup serve") {
+		t.Fatalf("err = %v, want a usage error pointing to --mongodb-uri and rollup serve", err)
+	}
+	if code := exitCode(&errOut, err); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+}
+
+// TestRunMigrate drives the command end to end: status, dry run over seeded duplicates, up,
+// status again, and a second up.
+func TestRunMigrate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	store := embeddedtest.Start(t)
+	db := store.Database(t, store.Client(t))
+	ts := time.Date(2024, 1, 1, 0, 5, 0, 0, time.UTC)
+	older, newer := bson.NewObjectID(), bson.NewObjectID()
+	seed := []any{
+		bson.D{{Key: "_id", Value: older}, {Key: "id", Value: "srv-1"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: ts}, {Key: "online", Value: int64(3)}, {Key: "version", Value: int64(1)}},
+		bson.D{{Key: "_id", Value: newer}, {Key: "id", Value: "srv-1"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: ts}, {Key: "online", Value: int64(5)}, {Key: "version", Value: int64(2)}},
+	}
+	if _, err := db.Collection(migrations.CountsCollection).InsertMany(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ROLLUP_MONGODB_URI", store.URI)
+	migrate := func(args ...string) string {
+		t.Helper()
+		var out, errOut strings.Builder
+		err := run(ctx, &env{stdout: &out, stderr: &errOut}, append([]string{"migrate"}, append(args, "--database", db.Name())...))
+		if err != nil {
+			t.Fatalf("migrate %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	steps := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"status"}, []string{"3 pending", "pending\n"}},
+		{[]string{"up", "--dry-run"}, []string{"dry run", "would apply step 1", "documents to remove: 1",
+			`id="srv-1" type="server" timestamp=2024-01-01T00:05:00Z`, "kept:    _id=" + newer.Hex() + " version=2",
+			"would remove: _id=" + older.Hex() + " version=1 written_at=missing online=3"}},
+		{[]string{"status"}, []string{"3 pending"}},
+		{[]string{"up"}, []string{"applied step 1", "applied step 3", "documents removed: 1", "removed: _id=" + older.Hex()}},
+		{[]string{"status"}, []string{"up to date", "applied 20"}},
+		{[]string{"up"}, []string{"up to date"}},
+	}
+	for _, s := range steps {
+		out := migrate(s.args...)
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("migrate %v: output lacks %q:\n%s", s.args, w, out)
+			}
+		}
+	}
+	n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, bson.D{})
+	if err != nil || n != 1 {
+		t.Fatalf("counts = %d, %v; want the newer doc only", n, err)
+	}
+}
