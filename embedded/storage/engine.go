@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gameops/rollup/embedded/mongoerr"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 )
@@ -144,7 +145,7 @@ func (e *Engine) Write(ctx context.Context, fn func(w *Writer) error) (OpTime, e
 	if e.wal != nil {
 		w.rec = beginRecord(w.rec)
 	}
-	fnErr := fn(&w)
+	fnErr := e.run(fn, &w)
 	if cap(w.rec) <= 1<<20 {
 		e.scratch = w.rec[:0]
 	}
@@ -169,6 +170,18 @@ func (e *Engine) Write(ctx context.Context, fn func(w *Writer) error) (OpTime, e
 		e.publish(ts)
 	}
 	return ts, fnErr
+}
+
+// run calls fn, turning a panic into an error: the mutations fn made before panicking are
+// still logged, and the lock is released normally.
+func (e *Engine) run(fn func(w *Writer) error, w *Writer) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.logger.Error("storage: panic in Write", zap.Any("panic", p), zap.Stack("stack"))
+			err = mongoerr.New(mongoerr.InternalError, "panic during write: %v", p)
+		}
+	}()
+	return fn(w)
 }
 
 func (e *Engine) failure() error {

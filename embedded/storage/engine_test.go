@@ -442,3 +442,25 @@ func TestWriteSemantics(t *testing.T) {
 		t.Errorf("write after close: %v", err)
 	}
 }
+
+func TestWritePanicIsAnError(t *testing.T) {
+	e := openMem(t)
+	_, err := e.Write(context.Background(), func(w *Writer) error {
+		if _, err := w.Insert("db", "c", d("_id", 1)); err != nil {
+			return err
+		}
+		panic("boom")
+	})
+	var me *mongoerr.Error
+	if !errors.As(err, &me) || me.Code != mongoerr.InternalError {
+		t.Fatalf("err = %v", err)
+	}
+	// The lock was released and the mutation made before the panic is kept and logged.
+	mustWrite(t, e, func(w *Writer) error { _, err := w.Insert("db", "c", d("_id", 2)); return err })
+	if n := count(e, "db", "c"); n != 2 {
+		t.Errorf("count = %d", n)
+	}
+	if n := len(e.OplogAfter(OpTime{}, 0)); n != 3 {
+		t.Errorf("oplog entries = %d", n)
+	}
+}
