@@ -745,7 +745,7 @@ func TestLockRenewedDuringLongStep(t *testing.T) {
 	ctx := testCtx(t)
 	db := newDB(t)
 	m := newTestMigrator(t, db)
-	m.ttl = 150 * time.Millisecond
+	m.ttl = 400 * time.Millisecond // renewed every ~133ms; generous for a loaded 2-core machine
 	other := newTestMigrator(t, db)
 	lockColl := db.Collection(LockCollection)
 	m.steps = m.steps[:1]
@@ -857,5 +857,40 @@ func TestReportFormat(t *testing.T) {
 				t.Errorf("%s: output lacks %q:\n%s", tc.name, w, b.String())
 			}
 		}
+	}
+}
+
+// TestStepsAreIdempotent runs every step twice in a row (as a rerun after a crash between the
+// step and its record would) and a dry run over the result: nothing fails, nothing changes.
+func TestStepsAreIdempotent(t *testing.T) {
+	ctx := testCtx(t)
+	db := newDB(t)
+	ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := db.Collection(CountsCollection).InsertMany(ctx, []any{
+		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 1},
+		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Steps() {
+		for run := range 2 {
+			var r Report
+			if err := s.Up(ctx, db, &r); err != nil {
+				t.Fatalf("step %d run %d: %v", s.Version, run, err)
+			}
+			if s.Version == 1 && len(r.Duplicates) != 1-run {
+				t.Fatalf("step 1 run %d reported %d duplicate groups", run, len(r.Duplicates))
+			}
+		}
+	}
+	before := allDocs(ctx, t, db.Collection(CountsCollection))
+	for _, s := range Steps() {
+		r := Report{DryRun: true}
+		if err := s.Up(ctx, db, &r); err != nil || len(r.Duplicates) != 0 {
+			t.Fatalf("dry run of step %d over a migrated db: %+v, %v", s.Version, r, err)
+		}
+	}
+	if after := allDocs(ctx, t, db.Collection(CountsCollection)); len(after) != 1 || len(before) != 1 {
+		t.Fatalf("counts: %d docs before dry runs, %d after; want 1", len(before), len(after))
 	}
 }
