@@ -129,6 +129,12 @@ func Classify(err error) Class {
 	if errors.As(err, &wce) {
 		return ClassWriteConcern
 	}
+	var me mongo.MarshalError
+	var ia mongo.InvalidArgumentError
+	if errors.As(err, &me) || errors.As(err, &ia) {
+		// The models cannot be sent at all.
+		return ClassPermanent
+	}
 	// Server selection failures, pool errors and anything unrecognised: the command may or
 	// may not have run.
 	return ClassUnknownOutcome
