@@ -15,6 +15,11 @@
 // still lose. If writing the log fails, Write returns the error and the engine refuses all
 // later writes; mutations made in memory but never logged are lost at the next restart.
 //
+// The retained oplog is kept encoded (the log form) in pointer-free byte segments, so its
+// size costs the garbage collector nothing; OplogAfter decodes the entries it returns.
+// A panic inside a Write's function is returned as an InternalError after the mutations
+// made before it are logged, so the lock is never left held.
+//
 // On disk (Options.Dir): snapshot-<seq>.snap holds a consistent image of everything up to the
 // start of log-<seq>.wal; logs with a sequence number at or after the snapshot's are replayed
 // in order. Both are sequences of records [uint32 length][uint32 CRC-32C][payload]. The log's

@@ -266,6 +266,9 @@ func TestCreateIndexRules(t *testing.T) {
 		{"zero", IndexSpec{Name: "z", Key: d("a", 0)}, false, mongoerr.CannotCreateIndex},
 		{"empty", IndexSpec{Name: "e"}, false, mongoerr.CannotCreateIndex},
 		{"id index exists", IndexSpec{Name: "_id_", Key: d("_id", 1), Unique: true}, false, 0},
+		{"id index exists without unique", IndexSpec{Name: "_id_", Key: d("_id", 1)}, false, 0},
+		{"id key other name", IndexSpec{Name: "myid", Key: d("_id", 1)}, false, mongoerr.IndexOptionsConflict},
+		{"id descending is another index", IndexSpec{Name: "_id_-1", Key: d("_id", -1)}, true, 0},
 		{"default name", IndexSpec{Key: d("b", -1)}, true, 0},
 		{"compound unique ok", IndexSpec{Name: "ab", Key: d("a", 1, "b", 1), Unique: true}, true, 0},
 	}
@@ -289,7 +292,7 @@ func TestCreateIndexRules(t *testing.T) {
 			names = append(names, ix.Name)
 		}
 	})
-	if want := []string{"_id_", "a_1", "b_-1", "ab"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"_id_", "a_1", "_id_-1", "b_-1", "ab"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("indexes = %v, want %v", names, want)
 	}
 	dropTests := []struct {

@@ -182,6 +182,9 @@ func checkIndexConflict(c *collection, spec IndexSpec) (exists bool, err error) 
 		ex := ix.spec
 		sameKey := sameKeyPattern(ex.Key, spec.Key)
 		switch {
+		case ix.isID && sameKey && ex.Name == spec.Name:
+			// The _id index: uniqueness is implied, whatever the request says.
+			return true, nil
 		case ex.Name == spec.Name && sameKey && ex.Unique == spec.Unique:
 			return true, nil
 		case ex.Name == spec.Name && sameKey:
