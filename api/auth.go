@@ -124,10 +124,11 @@ type cacheEntry struct {
 }
 
 type lookupCall struct {
-	done  chan struct{}
-	info  tokenInfo
-	found bool
-	err   error
+	done    chan struct{}
+	waiters int // callers that joined after the first (tests observe it)
+	info    tokenInfo
+	found   bool
+	err     error
 }
 
 func newAuthCache(store tokenStore, ttl time.Duration, now func() time.Time) *authCache {
@@ -144,36 +145,41 @@ func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, e
 		return e.info, e.found, nil
 	}
 	call, running := a.inflight[hash]
-	if !running {
+	if running {
+		call.waiters++
+	} else {
 		call = &lookupCall{done: make(chan struct{})}
 		a.inflight[hash] = call
+		// The shared query must not die with the request that started it; it is bounded by
+		// lookupTimeout instead.
+		go a.run(context.WithoutCancel(ctx), hash, call)
 	}
 	a.mu.Unlock()
-
-	if !running {
-		// The shared query must not die with the first caller's request.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
-		call.info, call.found, call.err = a.store.lookupToken(lctx, hash)
-		cancel()
-		a.mu.Lock()
-		delete(a.inflight, hash)
-		if call.err == nil {
-			ttl := a.ttl
-			if !call.found {
-				ttl = a.negTTL
-			}
-			a.evictLocked()
-			a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: a.now().Add(ttl)}
-		}
-		a.mu.Unlock()
-		close(call.done)
-	}
 	select {
 	case <-call.done:
 		return call.info, call.found, call.err
 	case <-ctx.Done():
 		return tokenInfo{}, false, fmt.Errorf("token lookup: %w", ctx.Err())
 	}
+}
+
+// run performs one shared lookup and publishes its result.
+func (a *authCache) run(ctx context.Context, hash string, call *lookupCall) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	call.info, call.found, call.err = a.store.lookupToken(ctx, hash)
+	cancel()
+	a.mu.Lock()
+	delete(a.inflight, hash)
+	if call.err == nil {
+		ttl := a.ttl
+		if !call.found {
+			ttl = a.negTTL
+		}
+		a.evictLocked()
+		a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: a.now().Add(ttl)}
+	}
+	a.mu.Unlock()
+	close(call.done)
 }
 
 // evictLocked makes room for one entry: expired entries go first, then arbitrary ones.

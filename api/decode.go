@@ -29,6 +29,7 @@ type rawCount struct {
 	id, typ  *string
 	online   json.Number
 	hasOnl   bool
+	notObj   bool
 	problems []apiv1.FieldError
 }
 
@@ -179,6 +180,7 @@ func parseCount(dec *json.Decoder, index int) (rawCount, error) {
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		problem("", "must be an object {id, type, online}, not %s", jsonKind(tok))
+		c.notObj = true
 		return c, skipValue(dec, tok)
 	}
 	var seenID, seenType, seenOnline bool

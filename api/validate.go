@@ -93,6 +93,9 @@ func validate(raw *rawRequest, lim limits, now time.Time) (*submission, *httpErr
 	firstAt := make(map[[2]string]int, len(raw.counts))
 	for i, c := range raw.counts {
 		items = append(items, c.problems...)
+		if c.notObj {
+			continue
+		}
 		itemErr := func(field, format string, args ...any) {
 			items = append(items, apiv1.FieldError{Index: &i, Field: fmt.Sprintf("counts[%d].%s", i, field), Message: fmt.Sprintf(format, args...)})
 		}
