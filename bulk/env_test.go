@@ -203,6 +203,40 @@ func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
 	return out
 }
 
+// updateQs returns the q filters (extended JSON) of the ops of every recorded update command,
+// one slice per command, sorted.
+func updateQs(t testing.TB, p *blackpipe.Proxy) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, cmd := range p.Commands("update") {
+		var body struct {
+			Updates []struct {
+				Q bson.Raw `bson:"q"`
+			} `bson:"updates"`
+		}
+		if err := bson.Unmarshal(cmd, &body); err != nil {
+			t.Fatalf("decode update command: %v", err)
+		}
+		qs := make([]string, len(body.Updates))
+		for i, u := range body.Updates {
+			qs[i] = u.Q.String()
+		}
+		slices.Sort(qs)
+		out = append(out, qs)
+	}
+	return out
+}
+
+// guardFilter is the q filter the writer sends for it, as extended JSON.
+func guardFilter(t testing.TB, it Item) string {
+	t.Helper()
+	b, err := bson.Marshal(model(it, time.Time{}).(*mongo.UpdateOneModel).Filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bson.Raw(b).String()
+}
+
 var tick0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // item builds a leaf item for node id at tick0.

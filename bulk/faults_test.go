@@ -18,6 +18,7 @@ func TestFaults(t *testing.T) {
 	cases := []struct {
 		name    string
 		timeout time.Duration // client-side timeout (CSOT), 0 = none
+		attempt time.Duration // Options.AttemptTimeout
 		mode    any
 		data    bson.D
 		// outcomes every item may end with
@@ -58,6 +59,12 @@ func TestFaults(t *testing.T) {
 			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3,
 		},
 		{
+			name:    "blockConnection past the writer's attempt timeout once: the writer resends",
+			attempt: 300 * time.Millisecond, mode: times(1),
+			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1500}},
+			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3,
+		},
+		{
 			name: "closeConnection always: fail fast with ErrUnavailable",
 			mode: "alwaysOn", data: bson.D{{Key: "closeConnection", Value: true}},
 			allowed: []Outcome{OutcomeUnknown}, minUpdates: 4, maxUpdates: 4, unavailable: true,
@@ -88,7 +95,7 @@ func TestFaults(t *testing.T) {
 				opts = append(opts, options.Client().SetTimeout(tc.timeout))
 			}
 			e := newEnv(t, opts...)
-			w := startWriter(t, e.coll, Options{Workers: 1})
+			w := startWriter(t, e.coll, Options{Workers: 1, AttemptTimeout: tc.attempt})
 			var batch []Item
 			for i := range 50 {
 				batch = append(batch, item(fmt.Sprintf("n%02d", i), int64(i), 100))

@@ -71,6 +71,17 @@ func TestDuplicateKeyRetriesExactlyFailedOps(t *testing.T) {
 	if !slices.Equal(cmds[1], wantStale) {
 		t.Fatalf("retry command carried %v, want exactly the failed ops %v", cmds[1], wantStale)
 	}
+	// Byte for byte: the retry's q filters are the failed ops' guarded filters.
+	var wantQs []string
+	for _, it := range batch {
+		if slices.Contains(wantStale, it.ID) {
+			wantQs = append(wantQs, guardFilter(t, it))
+		}
+	}
+	slices.Sort(wantQs)
+	if qs := updateQs(t, e.proxy)[1]; !slices.Equal(qs, wantQs) {
+		t.Fatalf("retry q filters:\n%v\nwant:\n%v", qs, wantQs)
+	}
 }
 
 // TestDoubleCountRegression replays the original incident: one upsert of an unordered bulk

@@ -89,6 +89,10 @@ type Options struct {
 	MaxPending int
 	// Workers is how many BulkWrites may be in flight at once (default 2).
 	Workers int
+	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included); a
+	// timeout counts as an unknown outcome. 0 leaves it to the client's timeout (CSOT) and
+	// server selection timeout.
+	AttemptTimeout time.Duration
 	// DrainTimeout bounds how long Run keeps writing pending items after its context is done
 	// (default 5s); items still unwritten then end as OutcomeUnknown.
 	DrainTimeout time.Duration

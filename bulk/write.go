@@ -73,7 +73,7 @@ func (w *Writer) phase(ctx context.Context, models []mongo.WriteModel, idx []int
 		sub[j] = models[i]
 	}
 	for attempt := 0; ; attempt++ {
-		_, err := w.coll.BulkWrite(ctx, sub, options.BulkWrite().SetOrdered(false))
+		err := w.bulkWrite(ctx, sub)
 		if err == nil {
 			for _, i := range idx {
 				res[i] = Result{Outcome: OutcomeApplied}
@@ -101,6 +101,17 @@ func (w *Writer) phase(ctx context.Context, models []mongo.WriteModel, idx []int
 		}
 		return nil
 	}
+}
+
+// bulkWrite runs one unordered BulkWrite, bounded by Options.AttemptTimeout.
+func (w *Writer) bulkWrite(ctx context.Context, models []mongo.WriteModel) error {
+	if w.opts.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.opts.AttemptTimeout)
+		defer cancel()
+	}
+	_, err := w.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	return err
 }
 
 // perIndex maps the write errors of a BulkWriteException back to the items: Index is the
