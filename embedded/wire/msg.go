@@ -3,8 +3,8 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -223,7 +223,7 @@ func (m Msg) MergedBody() bson.Raw {
 		out = appendInt32(out, 0)
 		for i, d := range s.Docs {
 			out = append(out, byte(bson.TypeEmbeddedDocument))
-			key = fmt.Appendf(key[:0], "%d", i)
+			key = strconv.AppendInt(key[:0], int64(i), 10)
 			out = append(out, key...)
 			out = append(out, 0)
 			out = append(out, d...)
