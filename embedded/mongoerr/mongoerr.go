@@ -7,86 +7,109 @@ import (
 
 // Codes used by the embedded server. Names and numbers follow MongoDB's error_codes.yml.
 const (
-	InternalError            int32 = 1
-	BadValue                 int32 = 2
-	NoSuchKey                int32 = 4
-	FailedToParse            int32 = 9
-	TypeMismatch             int32 = 14
-	InvalidLength            int32 = 16
-	IllegalOperation         int32 = 20
-	NamespaceNotFound        int32 = 26
-	IndexNotFound            int32 = 27
-	CursorNotFound           int32 = 43
-	NamespaceExists          int32 = 48
-	DollarPrefixedFieldName  int32 = 52
-	InvalidIDField           int32 = 53
-	CommandNotFound          int32 = 59
-	ImmutableField           int32 = 66
-	InvalidOptions           int32 = 72
-	InvalidNamespace         int32 = 73
-	IndexOptionsConflict     int32 = 85
-	IndexKeySpecsConflict    int32 = 86
-	NetworkTimeout           int32 = 89
-	WriteConcernFailed       int32 = 64
-	ConflictingUpdateOps     int32 = 40
-	NotWritablePrimary       int32 = 10107
-	InterruptedDueToStepDown int32 = 11602
-	Location40352            int32 = 40352
-	NotImplemented           int32 = 238
-	ChangeStreamHistoryLost  int32 = 286
-	ChangeStreamFatalError   int32 = 280
-	DuplicateKey             int32 = 11000
-	InvalidPipelineOperator  int32 = 168
-	IndexAlreadyExists       int32 = 68
-	CannotCreateIndex        int32 = 67
-	OperationFailed          int32 = 96
-	MaxTimeMSExpired         int32 = 50
-	Unauthorized             int32 = 13
-	BSONObjectTooLarge       int32 = 10334
-	InvalidResumeToken       int32 = 260
-	ProtocolError            int32 = 17
-	APIStrictError           int32 = 323
+	InternalError             int32 = 1
+	BadValue                  int32 = 2
+	NoSuchKey                 int32 = 4
+	FailedToParse             int32 = 9
+	TypeMismatch              int32 = 14
+	InvalidLength             int32 = 16
+	IllegalOperation          int32 = 20
+	NamespaceNotFound         int32 = 26
+	IndexNotFound             int32 = 27
+	CursorNotFound            int32 = 43
+	NamespaceExists           int32 = 48
+	DollarPrefixedFieldName   int32 = 52
+	InvalidIDField            int32 = 53
+	CommandNotFound           int32 = 59
+	ImmutableField            int32 = 66
+	InvalidOptions            int32 = 72
+	InvalidNamespace          int32 = 73
+	IndexOptionsConflict      int32 = 85
+	IndexKeySpecsConflict     int32 = 86
+	NetworkTimeout            int32 = 89
+	WriteConcernFailed        int32 = 64
+	ConflictingUpdateOps      int32 = 40
+	NotWritablePrimary        int32 = 10107
+	InterruptedDueToStepDown  int32 = 11602
+	Location40352             int32 = 40352
+	NotImplemented            int32 = 238
+	ChangeStreamHistoryLost   int32 = 286
+	ChangeStreamFatalError    int32 = 280
+	DuplicateKey              int32 = 11000
+	InvalidPipelineOperator   int32 = 168
+	IndexAlreadyExists        int32 = 68
+	CannotCreateIndex         int32 = 67
+	OperationFailed           int32 = 96
+	MaxTimeMSExpired          int32 = 50
+	Unauthorized              int32 = 13
+	BSONObjectTooLarge        int32 = 10334
+	InvalidResumeToken        int32 = 260
+	ProtocolError             int32 = 17
+	APIStrictError            int32 = 323
+	InvalidBSON               int32 = 22
+	IllegalOpMsgFlag          int32 = 223
+	TooManyDocumentSequences  int32 = 233
+	ChecksumMismatch          int32 = 288
+	NotSingleValueField       int32 = 54
+	PathNotViable             int32 = 28
+	EmptyFieldName            int32 = 56
+	UnsatisfiableWriteConcern int32 = 100
+	UnknownReplWriteConcern   int32 = 79
+	TransactionTooOld         int32 = 225
 )
 
 var names = map[int32]string{
-	InternalError:            "InternalError",
-	BadValue:                 "BadValue",
-	NoSuchKey:                "NoSuchKey",
-	FailedToParse:            "FailedToParse",
-	TypeMismatch:             "TypeMismatch",
-	InvalidLength:            "InvalidLength",
-	IllegalOperation:         "IllegalOperation",
-	NamespaceNotFound:        "NamespaceNotFound",
-	IndexNotFound:            "IndexNotFound",
-	CursorNotFound:           "CursorNotFound",
-	NamespaceExists:          "NamespaceExists",
-	DollarPrefixedFieldName:  "DollarPrefixedFieldName",
-	InvalidIDField:           "InvalidIdField",
-	CommandNotFound:          "CommandNotFound",
-	ImmutableField:           "ImmutableField",
-	InvalidOptions:           "InvalidOptions",
-	InvalidNamespace:         "InvalidNamespace",
-	IndexOptionsConflict:     "IndexOptionsConflict",
-	IndexKeySpecsConflict:    "IndexKeySpecsConflict",
-	NetworkTimeout:           "NetworkTimeout",
-	WriteConcernFailed:       "WriteConcernFailed",
-	ConflictingUpdateOps:     "ConflictingUpdateOperators",
-	NotWritablePrimary:       "NotWritablePrimary",
-	InterruptedDueToStepDown: "InterruptedDueToStepDown",
-	NotImplemented:           "NotImplemented",
-	ChangeStreamHistoryLost:  "ChangeStreamHistoryLost",
-	ChangeStreamFatalError:   "ChangeStreamFatalError",
-	DuplicateKey:             "DuplicateKey",
-	InvalidPipelineOperator:  "InvalidPipelineOperator",
-	IndexAlreadyExists:       "IndexAlreadyExists",
-	CannotCreateIndex:        "CannotCreateIndex",
-	OperationFailed:          "OperationFailed",
-	MaxTimeMSExpired:         "MaxTimeMSExpired",
-	Unauthorized:             "Unauthorized",
-	BSONObjectTooLarge:       "BSONObjectTooLarge",
-	InvalidResumeToken:       "InvalidResumeToken",
-	ProtocolError:            "ProtocolError",
-	APIStrictError:           "APIStrictError",
+	InternalError:             "InternalError",
+	BadValue:                  "BadValue",
+	NoSuchKey:                 "NoSuchKey",
+	FailedToParse:             "FailedToParse",
+	TypeMismatch:              "TypeMismatch",
+	InvalidLength:             "InvalidLength",
+	IllegalOperation:          "IllegalOperation",
+	NamespaceNotFound:         "NamespaceNotFound",
+	IndexNotFound:             "IndexNotFound",
+	CursorNotFound:            "CursorNotFound",
+	NamespaceExists:           "NamespaceExists",
+	DollarPrefixedFieldName:   "DollarPrefixedFieldName",
+	InvalidIDField:            "InvalidIdField",
+	CommandNotFound:           "CommandNotFound",
+	ImmutableField:            "ImmutableField",
+	InvalidOptions:            "InvalidOptions",
+	InvalidNamespace:          "InvalidNamespace",
+	IndexOptionsConflict:      "IndexOptionsConflict",
+	IndexKeySpecsConflict:     "IndexKeySpecsConflict",
+	NetworkTimeout:            "NetworkTimeout",
+	WriteConcernFailed:        "WriteConcernFailed",
+	ConflictingUpdateOps:      "ConflictingUpdateOperators",
+	NotWritablePrimary:        "NotWritablePrimary",
+	InterruptedDueToStepDown:  "InterruptedDueToStepDown",
+	NotImplemented:            "NotImplemented",
+	ChangeStreamHistoryLost:   "ChangeStreamHistoryLost",
+	ChangeStreamFatalError:    "ChangeStreamFatalError",
+	DuplicateKey:              "DuplicateKey",
+	InvalidPipelineOperator:   "InvalidPipelineOperator",
+	IndexAlreadyExists:        "IndexAlreadyExists",
+	CannotCreateIndex:         "CannotCreateIndex",
+	OperationFailed:           "OperationFailed",
+	MaxTimeMSExpired:          "MaxTimeMSExpired",
+	Unauthorized:              "Unauthorized",
+	BSONObjectTooLarge:        "BSONObjectTooLarge",
+	InvalidResumeToken:        "InvalidResumeToken",
+	ProtocolError:             "ProtocolError",
+	APIStrictError:            "APIStrictError",
+	InvalidBSON:               "InvalidBSON",
+	IllegalOpMsgFlag:          "IllegalOpMsgFlag",
+	TooManyDocumentSequences:  "TooManyDocumentSequences",
+	ChecksumMismatch:          "ChecksumMismatch",
+	NotSingleValueField:       "NotSingleValueField",
+	PathNotViable:             "PathNotViable",
+	EmptyFieldName:            "EmptyFieldName",
+	UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern",
+	UnknownReplWriteConcern:   "UnknownReplWriteConcern",
+	TransactionTooOld:         "TransactionTooOld",
+	171:                       "CannotIndexParallelArrays",
+	292:                       "QueryExceededMemoryLimitNoDiskUseAllowed",
+	352:                       "UnsupportedOpQueryCommand",
 }
 
 // Name returns MongoDB's code name for code, or "" when the server does not know it.
