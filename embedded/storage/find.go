@@ -69,7 +69,21 @@ func addCond(conds []cond, c cond) []cond {
 	return append(conds, c)
 }
 
+// eqNarrowable reports whether an equality to v (or a $in element) can be narrowed: the
+// narrowable scalars, and documents (equal exactly when their index keys are equal; a
+// multikey entry covers arrays containing the document).
+func eqNarrowable(v any) bool {
+	if _, ok := v.(bson.D); ok {
+		return true
+	}
+	return narrowable(v)
+}
+
 func fieldCond(path string, v any) (cond, bool) {
+	if d, ok := v.(bson.D); ok && (len(d) == 0 || len(d[0].Key) == 0 || d[0].Key[0] != '$') {
+		// A literal document: equality.
+		return cond{path: path, isPt: true, points: [][]byte{bsonval.KeyOf(v)}}, true
+	}
 	if narrowable(v) {
 		return cond{path: path, isPt: true, points: [][]byte{bsonval.KeyOf(v)}}, true
 	}
@@ -82,7 +96,7 @@ func fieldCond(path string, v any) (cond, bool) {
 	for _, op := range ops {
 		switch op.Key {
 		case "$eq":
-			if narrowable(op.Value) {
+			if eqNarrowable(op.Value) {
 				return cond{path: path, isPt: true, points: [][]byte{bsonval.KeyOf(op.Value)}}, true
 			}
 		case "$in":
@@ -127,7 +141,7 @@ func inCond(path string, v any) (cond, bool) {
 	}
 	c := cond{path: path, isPt: true, points: make([][]byte, 0, len(arr))}
 	for _, el := range arr {
-		if !narrowable(el) {
+		if !eqNarrowable(el) {
 			return cond{}, false
 		}
 		c.points = append(c.points, bsonval.KeyOf(el))
