@@ -58,7 +58,6 @@ const (
 	TransactionTooOld         int32 = 225
 )
 
-
 // Name returns MongoDB's code name for code, or "" when the server does not know it.
 func Name(code int32) string {
 	switch code {
