@@ -41,6 +41,8 @@
 //     as OutcomeUnknown and Submit returns an error wrapping ErrUnavailable: no retry loops
 //     during an outage. A command-level error a resend cannot fix (e.g. Unauthorized) ends the
 //     same way without the resend, so agents keep their data and resend later.
+//   - Options.AttemptTimeout (default none: the client's timeout and server selection timeout
+//     apply) bounds each attempt; a timeout is an unknown outcome like any other.
 //   - An item applied by a command whose reply was lost reports stale after the resend (its own
 //     version is stored). Stale means "a same-or-newer version is stored": success either way.
 //

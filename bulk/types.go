@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -12,8 +13,9 @@ import (
 var ErrUnavailable = errors.New("store unavailable")
 
 // ErrClosed reports that the writer stopped accepting items because its Run returned or is
-// draining. Resending to a running writer is safe.
-var ErrClosed = errors.New("bulk writer closed")
+// draining (shutdown). It wraps ErrUnavailable: nothing of the refused items was accepted, and
+// resending to a running writer is safe.
+var ErrClosed = fmt.Errorf("bulk writer closed: %w", ErrUnavailable)
 
 // Key identifies one leaf document: the unique (id, type, timestamp) of the counts collection.
 type Key struct {

@@ -123,7 +123,7 @@ func TestSubmitEmptyAndClosed(t *testing.T) {
 	if n := len(e.leaves(t)); n != 2 {
 		t.Fatalf("%d leaves after drain, want 2", n)
 	}
-	if _, err := w.Submit(context.Background(), []Item{item("c", 1, 1)}); !errors.Is(err, ErrClosed) {
+	if _, err := w.Submit(context.Background(), []Item{item("c", 1, 1)}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("submit after Run: %v, want ErrClosed", err)
 	}
 	if err := w.Run(context.Background()); err == nil {
