@@ -15,8 +15,12 @@ import (
 	"github.com/gameops/rollup/embedded/embeddedtest"
 )
 
-// benchUpsertsEnv sets the number of upserts per benchmark iteration (default 100,000), e.g.
-// ROLLUP_BENCH_UPSERTS=1000000 go test -run '^$' -bench UpsertThroughDriver -benchtime 1x ./embedded/
+// benchUpsertsEnv sets the number of upserts per benchmark iteration (default 100,000). The
+// reference run is:
+//
+//	ROLLUP_BENCH_UPSERTS=1000000 go test -run '^$' -bench UpsertThroughDriver -benchtime 1x ./embedded/
+//
+// (one iteration of one million upserts, in memory and durable).
 const benchUpsertsEnv = "ROLLUP_BENCH_UPSERTS"
 
 const (
