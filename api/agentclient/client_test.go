@@ -245,35 +245,44 @@ func TestSubmissionIDs(t *testing.T) {
 	}
 }
 
-// TestCancelDuringBackoff: a cancelled context ends Submit during its wait.
+// TestCancelDuringBackoff: a cancelled context ends Submit during its wait, and the error
+// carries both the cancellation and the last failure.
 func TestCancelDuringBackoff(t *testing.T) {
 	s := &script{t: t, steps: []func(http.ResponseWriter, apiv1.CountsRequest){status(503, "30")}}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{BaseURL: srv.URL, Token: "tok", MaxDelay: time.Minute}
+	inWait := make(chan struct{})
+	c := &Client{BaseURL: srv.URL, Token: "tok", MaxDelay: time.Minute, sleep: func(ctx context.Context, d time.Duration) error {
+		if d < 30*time.Second {
+			t.Errorf("wait %v, want the 30s Retry-After", d)
+		}
+		close(inWait)
+		<-ctx.Done()
+		return ctx.Err()
+	}}
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Submit(ctx, sub())
 		done <- err
 	}()
-	// Cancel once the first attempt has been answered (the client is then in its 30s wait).
-	deadline := time.Now().Add(5 * time.Second)
-	for len(s.requests()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no attempt")
-		}
-		time.Sleep(time.Millisecond) // polling interval
-	}
+	<-inWait
 	cancel()
-	select {
-	case err := <-done:
-		var apiErr *APIError
-		if !errors.Is(err, context.Canceled) || !errors.As(err, &apiErr) {
-			t.Fatalf("error %v: want context.Canceled wrapping the last failure", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Submit did not return after cancel")
+	err := <-done
+	var apiErr *APIError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &apiErr) || apiErr.StatusCode != 503 {
+		t.Fatalf("error %v: want context.Canceled wrapping the last failure", err)
+	}
+}
+
+// TestCancelRealTimer: the real wait returns promptly when the context ends.
+func TestCancelRealTimer(t *testing.T) {
+	c := &Client{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := c.wait(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
+		t.Fatalf("wait returned %v after %v", err, time.Since(start))
 	}
 }
 
