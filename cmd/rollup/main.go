@@ -36,6 +36,8 @@ func commands() map[string]command {
 		"serve":  {summary: "run rollup (starts the embedded store without --mongodb-uri)", run: runServe},
 
 		"migrate": {summary: "apply or show schema migrations (up [--dry-run], status)", run: runMigrate},
+		"submit":  {summary: "send one tick's counts to a rollup server (for shell agents)", run: runSubmit},
+		"token":   {summary: "create or list a project's API tokens (create, list)", run: runToken},
 	}
 }
 

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gameops/rollup/api/agentclient"
+	"github.com/gameops/rollup/tree"
+)
+
+const submitUsage = `usage: rollup submit --url URL --project P --timestamp TS [flags] (--file counts.json | -)
+
+Send one tick's counts to a rollup server (POST /v1/counts), for agents written in shell.
+The counts are a JSON array of {"id", "type", "online"} read from --file or, with "-",
+from stdin. Network errors and 5xx answers are retried with backoff (same submission id
+and observed-at, so a retry is always safe); 4xx answers are not. One line per item is
+printed: its index, id, type and status (applied, stale = a same-or-newer value is
+already stored, or rejected). The exit status is 0 when no item was rejected, 1 otherwise.
+
+To resend a submission from a later run of your script, pass the same --submission-id
+and --observed-at as the first run.
+
+Examples:
+  echo '[{"id":"srv-1","type":"proc","online":3}]' |
+    ROLLUP_TOKEN=... rollup submit --url https://rollup.example.com --project mygame --timestamp now -
+  rollup submit --url http://127.0.0.1:8080 --token "$TOKEN" --project mygame \
+    --timestamp 2024-05-01T10:05:00Z --observed-at 2024-05-01T10:05:02Z --file counts.json
+
+Flags:
+`
+
+// submitConfig is the parsed command line of rollup submit.
+type submitConfig struct {
+	url, token, project string
+	timestamp, observed string
+	submissionID, file  string
+	tick                time.Duration
+	attempts            int
+	jsonOut             bool
+}
+
+func parseSubmit(e *env, args []string) (submitConfig, error) {
+	var c submitConfig
+	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(e.stderr, submitUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.url, "url", os.Getenv("ROLLUP_URL"), "server base URL (env ROLLUP_URL)")
+	fs.StringVar(&c.token, "token", os.Getenv("ROLLUP_TOKEN"), "the project's bearer token (env ROLLUP_TOKEN; the env var keeps it out of the process list)")
+	fs.StringVar(&c.project, "project", "", "project name")
+	fs.StringVar(&c.timestamp, "timestamp", "", `tick start, RFC 3339 (e.g. 2024-05-01T10:05:00Z), or "now" for the start of the current tick`)
+	fs.StringVar(&c.observed, "observed-at", "", "when the counts were sampled, RFC 3339 (default: now); it is the version of the values")
+	fs.StringVar(&c.submissionID, "submission-id", "", "submission id (default: a random one)")
+	fs.StringVar(&c.file, "file", "", `file with the counts JSON array ("-" = stdin)`)
+	fs.DurationVar(&c.tick, "tick", tree.DefaultTick, `the server's tick (for --timestamp now)`)
+	fs.IntVar(&c.attempts, "attempts", agentclient.DefaultMaxAttempts, "attempts in all, the first included")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the server's JSON answer instead of one line per item")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() == 1 && fs.Arg(0) == "-" && c.file == "":
+		c.file = "-"
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case c.url == "":
+		return c, errors.New("--url is required")
+	case c.token == "":
+		return c, errors.New("--token (or ROLLUP_TOKEN) is required")
+	case c.project == "":
+		return c, errors.New("--project is required")
+	case c.timestamp == "":
+		return c, errors.New(`--timestamp is required (RFC 3339 or "now")`)
+	case c.file == "":
+		return c, errors.New(`the counts are required: --file PATH, or "-" for stdin`)
+	case c.attempts < 1:
+		return c, errors.New("--attempts must be at least 1")
+	case c.tick <= 0:
+		return c, errors.New("--tick must be positive")
+	}
+	return c, nil
+}
+
+// submitInput reads the submission the command line describes (stdin for "-").
+func submitInput(c submitConfig, stdin io.Reader, now time.Time) (agentclient.Submission, error) {
+	s := agentclient.Submission{Project: c.project, SubmissionID: c.submissionID}
+	if c.timestamp == "now" {
+		s.Timestamp = tree.AlignTick(now, c.tick)
+	} else {
+		ts, err := time.Parse(time.RFC3339Nano, c.timestamp)
+		if err != nil {
+			return s, fmt.Errorf("--timestamp %q: want RFC 3339 such as 2024-05-01T10:05:00Z, or now", c.timestamp)
+		}
+		s.Timestamp = ts
+	}
+	s.ObservedAt = now
+	if c.observed != "" {
+		ts, err := time.Parse(time.RFC3339Nano, c.observed)
+		if err != nil {
+			return s, fmt.Errorf("--observed-at %q: want RFC 3339 such as 2024-05-01T10:05:02Z", c.observed)
+		}
+		s.ObservedAt = ts
+	}
+	var data []byte
+	var err error
+	if c.file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(c.file)
+	}
+	if err != nil {
+		return s, fmt.Errorf("read counts: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s.Counts); err != nil {
+		return s, fmt.Errorf(`counts: want a JSON array of {"id", "type", "online"}: %w`, err)
+	}
+	if dec.More() {
+		return s, errors.New("counts: unexpected data after the JSON array")
+	}
+	return s, nil
+}
+
+func runSubmit(ctx context.Context, e *env, args []string) error {
+	return runSubmitWith(ctx, e, os.Stdin, args)
+}
+
+func runSubmitWith(ctx context.Context, e *env, stdin io.Reader, args []string) error {
+	c, err := parseSubmit(e, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	s, err := submitInput(c, stdin, time.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	client := &agentclient.Client{BaseURL: c.url, Token: c.token, MaxAttempts: c.attempts}
+	resp, err := client.Submit(ctx, s)
+	if err != nil {
+		var apiErr *agentclient.APIError
+		if errors.As(err, &apiErr) && c.jsonOut {
+			out, _ := json.Marshal(apiErr.Body)
+			_, _ = fmt.Fprintln(e.stdout, string(out))
+		}
+		return err
+	}
+	if c.jsonOut {
+		out, err := json.MarshalIndent(resp, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode answer: %w", err)
+		}
+		if _, err := fmt.Fprintln(e.stdout, string(out)); err != nil {
+			return err
+		}
+	} else {
+		var b strings.Builder
+		for _, it := range resp.Items {
+			fmt.Fprintf(&b, "%d\t%s\t%s\t%s", it.Index, it.ID, it.Type, it.Status)
+			if it.Error != "" {
+				fmt.Fprintf(&b, "\t%s", it.Error)
+			}
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "submission %s: %d applied, %d stale, %d rejected\n",
+			resp.SubmissionID, resp.Summary.Applied, resp.Summary.Stale, resp.Summary.Rejected)
+		if _, err := io.WriteString(e.stdout, b.String()); err != nil {
+			return err
+		}
+	}
+	if resp.Summary.Rejected > 0 {
+		return fmt.Errorf("%d of %d items rejected by the store", resp.Summary.Rejected, len(resp.Items))
+	}
+	return nil
+}

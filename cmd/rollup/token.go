@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/migrations"
+)
+
+const tokenUsage = `usage: rollup token create --project P [--name N] [flags]
+       rollup token list --project P [flags]
+
+Manage the per-project bearer tokens agents send to POST /v1/counts.
+'create' creates the project if needed and a new token, and prints the token once on stdout:
+only its sha256 is stored, so it cannot be shown again. 'list' shows a project's tokens
+(id = the first 12 hex digits of the token's sha256, name, creation time), never the tokens.
+
+Examples:
+  TOKEN=$(rollup token create --project mygame --name eu-agents --mongodb-uri 'mongodb://db1/?replicaSet=rs0')
+  ROLLUP_MONGODB_URI='mongodb://db1/?replicaSet=rs0' rollup token list --project mygame
+
+Flags:
+`
+
+// tokenConfig is the parsed command line of rollup token.
+type tokenConfig struct {
+	sub      string
+	uri      string
+	database string
+	project  string
+	name     string
+}
+
+// parseToken parses "token <create|list> [flags]"; flags may also come before the subcommand.
+func parseToken(e *env, args []string) (tokenConfig, error) {
+	var c tokenConfig
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(e.stderr, tokenUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.uri, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI)")
+	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
+	fs.StringVar(&c.project, "project", "", "project name (1-128 bytes of A-Z a-z 0-9 _ : -)")
+	fs.StringVar(&c.name, "name", "", "create: a label for the token (default \""+api.DefaultTokenName+"\")")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return c, errors.New("a subcommand is required: create or list")
+	}
+	c.sub = fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case c.sub != "create" && c.sub != "list":
+		fs.Usage()
+		return c, fmt.Errorf("unknown subcommand %q: want create or list", c.sub)
+	case c.project == "":
+		return c, errors.New("--project is required")
+	case c.sub == "list" && c.name != "":
+		return c, errors.New("--name is for 'token create'")
+	case c.database == "":
+		return c, errors.New("--database must not be empty")
+	case c.uri == "":
+		return c, errors.New("tokens live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+			"'rollup serve --demo' prints a demo token")
+	}
+	return c, nil
+}
+
+func runToken(ctx context.Context, e *env, args []string) error {
+	c, err := parseToken(e, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(c.uri).SetServerSelectionTimeout(15 * time.Second))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = client.Disconnect(dctx)
+	}()
+	db := client.Database(c.database, options.Database().SetWriteConcern(writeconcern.Majority()))
+
+	if c.sub == "create" {
+		token, err := api.CreateToken(ctx, db, c.project, c.name)
+		if err != nil {
+			return err
+		}
+		name := c.name
+		if name == "" {
+			name = api.DefaultTokenName
+		}
+		_, _ = fmt.Fprintf(e.stderr, "created token %q for project %q (id %s); it is printed once, store it now:\n",
+			name, c.project, api.HashToken(token)[:12])
+		_, err = fmt.Fprintln(e.stdout, token)
+		return err
+	}
+	list, err := api.ListTokens(ctx, db, c.project)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		_, err := fmt.Fprintf(e.stdout, "project %q has no tokens\n", c.project)
+		return err
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "ID\tNAME\tCREATED")
+	for _, t := range list {
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
+	}
+	_ = tw.Flush()
+	_, err = fmt.Fprint(e.stdout, b.String())
+	return err
+}
