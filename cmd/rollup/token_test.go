@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/migrations"
+)
+
+func TestParseToken(t *testing.T) {
+	t.Setenv("ROLLUP_MONGODB_URI", "")
+	tests := []struct {
+		args    []string
+		want    tokenConfig
+		wantErr string
+	}{
+		{args: []string{"create", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", uri: "m", database: "rollup", project: "p"}},
+		{args: []string{"--mongodb-uri", "m", "create", "--project", "p", "--name", "eu agents", "--database", "x"}, want: tokenConfig{sub: "create", uri: "m", database: "x", project: "p", name: "eu agents"}},
+		{args: []string{"list", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "list", uri: "m", database: "rollup", project: "p"}},
+		{args: []string{"create", "--project", "p"}, wantErr: "pass --mongodb-uri"},
+		{args: []string{"create", "--mongodb-uri", "m"}, wantErr: "--project is required"},
+		{args: []string{"list", "--project", "p", "--name", "n", "--mongodb-uri", "m"}, wantErr: "--name is for"},
+		{args: []string{"revoke", "--project", "p", "--mongodb-uri", "m"}, wantErr: `unknown subcommand "revoke"`},
+		{args: []string{}, wantErr: "subcommand is required"},
+		{args: []string{"list", "--project", "p", "--mongodb-uri", "m", "x"}, wantErr: "unexpected argument"},
+	}
+	for _, tc := range tests {
+		var out, errOut strings.Builder
+		got, err := parseToken(&env{stdout: &out, stderr: &errOut}, tc.args)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
+		}
+	}
+}
+
+// TestTokenAndSubmitEndToEnd: 'rollup token create' prints a token that 'rollup submit'
+// then uses against the real API, bulk writer and embedded store; 'token list' never shows it.
+func TestTokenAndSubmitEndToEnd(t *testing.T) {
+	t.Setenv("ROLLUP_MONGODB_URI", "")
+	t.Setenv("ROLLUP_TOKEN", "")
+	store := embeddedtest.Start(t)
+	client := store.Client(t)
+	db := store.Database(t, client)
+	log := zaptest.NewLogger(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, log)
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() {
+		wcancel()
+		if err := <-wdone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("writer: %v", err)
+		}
+	}()
+	ts := httptest.NewServer(api.NewServer(api.Config{DB: db, Sink: w, Logger: log}))
+	defer ts.Close()
+
+	var out, errOut strings.Builder
+	e := &env{stdout: &out, stderr: &errOut}
+	if err := run(ctx, e, []string{"token", "create", "--project", "mygame", "--name", "eu agents", "--mongodb-uri", store.URI, "--database", db.Name()}); err != nil {
+		t.Fatalf("token create: %v (%s)", err, errOut.String())
+	}
+	token := strings.TrimSpace(out.String())
+	if len(token) != 43 || !strings.Contains(errOut.String(), "printed once") {
+		t.Fatalf("token create printed %q, stderr %q", out.String(), errOut.String())
+	}
+
+	out.Reset()
+	if err := run(ctx, e, []string{"token", "list", "--project", "mygame", "--mongodb-uri", store.URI, "--database", db.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "eu agents") || !strings.Contains(out.String(), api.HashToken(token)[:12]) || strings.Contains(out.String(), token) {
+		t.Fatalf("token list printed %q", out.String())
+	}
+
+	out.Reset()
+	err := runSubmitWith(ctx, e, strings.NewReader(`[{"id":"srv-1","type":"proc","online":3}]`),
+		[]string{"--url", ts.URL, "--token", token, "--project", "mygame", "--timestamp", "now", "-"})
+	if err != nil || !strings.Contains(out.String(), "0\tsrv-1\tproc\tapplied\n") {
+		t.Fatalf("submit: %v, printed %q", err, out.String())
+	}
+	n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, map[string]any{"id": "srv-1", "project": "mygame", "online": 3})
+	if err != nil || n != 1 {
+		t.Fatalf("%d documents (%v)", n, err)
+	}
+}
