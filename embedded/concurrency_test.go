@@ -35,7 +35,7 @@ func TestConcurrentUpserts(t *testing.T) {
 		written[w] = map[k][]int32{}
 		c := e.c
 		if w%2 == 1 {
-			c = e.store.Client(t)
+			c = e.store.Client(t, quickMonitor())
 		}
 		wcoll := c.Database(e.db.Name()).Collection("events")
 		wg.Go(func() {

@@ -42,7 +42,7 @@ func seedCursorDocs(t testing.TB, e env, coll *mongo.Collection) []cursorDoc {
 func TestFindAcrossBatches(t *testing.T) {
 	store := embeddedtest.Start(t)
 	var log commandLog
-	c := store.Client(t, options.Client().SetMonitor(log.monitor()))
+	c := store.Client(t, quickMonitor(), options.Client().SetMonitor(log.monitor()))
 	e := env{store: store, c: c, db: store.Database(t, c), ctx: ctxFor(t)}
 	coll := e.db.Collection("c")
 	all := seedCursorDocs(t, e, coll)

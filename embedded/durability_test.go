@@ -49,7 +49,7 @@ func runServer(t *testing.T, dir string) (*embeddedtest.Store, func()) {
 // end of the test).
 func connect(t *testing.T, uri string, opts ...*options.ClientOptions) (*mongo.Client, func()) {
 	t.Helper()
-	o := append([]*options.ClientOptions{options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second)}, opts...)
+	o := append([]*options.ClientOptions{options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second), quickMonitor()}, opts...)
 	c, err := mongo.Connect(o...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)

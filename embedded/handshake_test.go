@@ -159,7 +159,7 @@ func TestLegacyOpQueryHandshake(t *testing.T) {
 func TestHandshakeDirectConnection(t *testing.T) {
 	store := embeddedtest.Start(t)
 	store.SkipIfReal(t)
-	c := store.Client(t, options.Client().ApplyURI("mongodb://"+store.Server.Addr()+"/?directConnection=true"))
+	c := store.Client(t, quickMonitor(), options.Client().ApplyURI("mongodb://"+store.Server.Addr()+"/?directConnection=true"))
 	ctx := ctxFor(t)
 	if err := c.Ping(ctx, readpref.Primary()); err != nil {
 		t.Fatalf("ping: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/embedded/wire"
@@ -35,10 +36,18 @@ type env struct {
 	ctx   context.Context
 }
 
+// quickMonitor shortens the driver's heartbeat. The driver can miss the cancellation of an
+// in-flight awaitable hello when a client disconnects; Disconnect then waits for the server
+// to answer it, which takes maxAwaitTimeMS = the heartbeat interval (10 s by default, and
+// the same with a real mongod). With 1 s a test never stalls long.
+func quickMonitor() *options.ClientOptions {
+	return options.Client().SetHeartbeatInterval(time.Second)
+}
+
 func newEnv(t testing.TB) env {
 	t.Helper()
 	store := embeddedtest.Start(t)
-	c := store.Client(t)
+	c := store.Client(t, quickMonitor())
 	return env{store: store, c: c, db: store.Database(t, c), ctx: ctxFor(t)}
 }
 

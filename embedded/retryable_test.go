@@ -69,7 +69,7 @@ func failPointCmd(mode any, data bson.D) bson.D {
 func TestRetryableWriteAfterClosedConnection(t *testing.T) {
 	store := embeddedtest.Start(t)
 	var log commandLog
-	c := store.Client(t, options.Client().SetMonitor(log.monitor()).SetRetryWrites(true))
+	c := store.Client(t, quickMonitor(), options.Client().SetMonitor(log.monitor()).SetRetryWrites(true))
 	db := store.Database(t, c)
 	ctx := ctxFor(t)
 	coll := db.Collection("c")
@@ -104,7 +104,7 @@ func TestRetryableWriteAfterClosedConnection(t *testing.T) {
 func TestRetryableWriteErrorLabel(t *testing.T) {
 	store := embeddedtest.Start(t)
 	var log commandLog
-	c := store.Client(t, options.Client().SetMonitor(log.monitor()).SetRetryWrites(true))
+	c := store.Client(t, quickMonitor(), options.Client().SetMonitor(log.monitor()).SetRetryWrites(true))
 	db := store.Database(t, c)
 	ctx := ctxFor(t)
 	coll := db.Collection("c")
@@ -232,7 +232,7 @@ func TestWriteConcern(t *testing.T) {
 // on a single pooled connection, then acknowledged commands on the same connection.
 func TestUnacknowledgedWrites(t *testing.T) {
 	store := embeddedtest.Start(t)
-	c := store.Client(t, options.Client().SetMaxPoolSize(1))
+	c := store.Client(t, quickMonitor(), options.Client().SetMaxPoolSize(1))
 	db := store.Database(t, c)
 	ctx := ctxFor(t)
 	if err := db.CreateCollection(ctx, "c"); err != nil {
