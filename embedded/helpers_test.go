@@ -116,15 +116,15 @@ func dialRaw(t testing.TB, addr string) *rawConn {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.SetDeadline(time.Now().Add(testTimeout)); err != nil {
-		t.Fatalf("set deadline: %v", err)
-	}
 	return &rawConn{c: c, r: bufio.NewReader(c)}
 }
 
 // roundTrip writes one message and reads the reply, checking responseTo.
 func (rc *rawConn) roundTrip(t testing.TB, msg []byte, reqID int32) (wire.Header, []byte) {
 	t.Helper()
+	if err := rc.c.SetDeadline(time.Now().Add(testTimeout)); err != nil {
+		t.Fatalf("set deadline: %v", err)
+	}
 	if _, err := rc.c.Write(msg); err != nil {
 		t.Fatalf("write: %v", err)
 	}
