@@ -165,6 +165,33 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("listCollections {name: b} = %+v, %v", specs, err)
 	}
 
+	// Catalog cursors continue with getMore on "<db>.$cmd.listCollections" and the collection.
+	for _, name := range []string{"c1", "c2", "c3"} {
+		if err := e.db.CreateCollection(e.ctx, name); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	cur, err := e.db.ListCollections(e.ctx, bson.D{}, options.ListCollections().SetBatchSize(1).SetNameOnly(true))
+	if err != nil {
+		t.Fatalf("listCollections: %v", err)
+	}
+	var colls []struct{ Name string }
+	if err := cur.All(e.ctx, &colls); err != nil || len(colls) != 5 {
+		t.Errorf("listCollections in batches of 1 = %v, %v; want 5", colls, err)
+	}
+	for _, name := range []string{"c1", "c2", "c3"} {
+		if err := e.db.Collection(name).Drop(e.ctx); err != nil {
+			t.Fatalf("drop %s: %v", name, err)
+		}
+	}
+	cur, err = e.db.Collection("b").Indexes().List(e.ctx, options.ListIndexes().SetBatchSize(1))
+	if err != nil {
+		t.Fatalf("listIndexes: %v", err)
+	}
+	if err := cur.All(e.ctx, &colls); err != nil || len(colls) != 1 {
+		t.Errorf("listIndexes in batches of 1 = %v, %v", colls, err)
+	}
+
 	dbs, err := e.c.ListDatabaseNames(e.ctx, bson.D{{Key: "name", Value: e.db.Name()}})
 	if err != nil || !slices.Equal(dbs, []string{e.db.Name()}) {
 		t.Errorf("listDatabases filtered = %v, %v", dbs, err)

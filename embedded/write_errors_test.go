@@ -371,6 +371,24 @@ func TestUpsertOnUniqueKey(t *testing.T) {
 	if n, err := coll.CountDocuments(e.ctx, bson.D{}); err != nil || n != 2 {
 		t.Errorf("count = %d, %v; want 2", n, err)
 	}
+
+	// findAndModify: the same guard failure is a command error E11000.
+	err = coll.FindOneAndUpdate(e.ctx, guard(key("a", "p", 100), 2), set(1, 99), options.FindOneAndUpdate().SetUpsert(true)).Err()
+	if !mongo.IsDuplicateKeyError(err) || errCode(err) != 11000 {
+		t.Errorf("findAndModify guarded upsert: %v, want E11000", err)
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		var kv bson.D
+		if lerr := ce.Raw.Lookup("keyValue").Unmarshal(&kv); lerr != nil || fmt.Sprint(kv) != fmt.Sprint(key("a", "p", 100)) {
+			t.Errorf("findAndModify keyValue = %v (%v)", kv, lerr)
+		}
+	}
+	var after struct{ Value int32 }
+	if err := coll.FindOneAndUpdate(e.ctx, key("c", "p", 100), set(1, 5),
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&after); err != nil || after.Value != 5 {
+		t.Errorf("findAndModify exact-key upsert = %+v, %v", after, err)
+	}
 }
 
 // TestMixedBulkWriteErrorIndices checks that write errors map back to positions in the
