@@ -214,8 +214,7 @@ func TestTreeRandomAgainstNaive(t *testing.T) {
 		for _, x := range nodes {
 			parentOf[x.ID] = x.Parent
 		}
-		var children func(id string) []string
-		children = func(id string) []string {
+		children := func(id string) []string {
 			var out []string
 			for _, x := range nodes {
 				if x.Parent == id {
