@@ -5,34 +5,47 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/sourcegraph/conc/pool"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/migrations"
 )
 
 const serveUsage = `usage: rollup serve [flags]
 
-Run rollup. Without --mongodb-uri it starts the embedded MongoDB-compatible server in-process
-(the embedded default): durable in --data, or in memory with --demo.
+Run rollup: the ingest API, the bulk writer and (with --demo) simulated agents. Without
+--mongodb-uri it starts the embedded MongoDB-compatible server in-process (the embedded
+default): durable in --data, or in memory with --demo. Pending migrations are applied at start.
 
 Examples:
-  rollup serve --demo                                   # in memory, demo data, for a first look
-  rollup serve --data ./rollup-data                     # embedded server, durable
-  rollup serve --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0'
+  rollup serve --demo                                   # in memory, demo project, token and agents
+  rollup serve --data ./rollup-data                     # embedded store, durable
+  rollup serve --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0' --listen :8080
 
 Flags:
 `
 
 // serveConfig is the parsed configuration of the serve command.
 type serveConfig struct {
-	mongoURI  string
-	dataDir   string
-	demo      bool
-	mongoAddr string
-	logLevel  string
+	mongoURI     string
+	database     string
+	dataDir      string
+	demo         bool
+	demoAgents   int
+	embeddedAddr string
+	listen       string
+	logLevel     string
 }
 
 func parseServe(e *env, args []string) (serveConfig, error) {
@@ -44,9 +57,12 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.mongoURI, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI); empty starts the embedded server")
+	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
 	fs.StringVar(&c.dataDir, "data", "rollup-data", "data directory of the embedded server")
-	fs.BoolVar(&c.demo, "demo", false, "demo mode: embedded server in memory, a demo project, token and simulated agents")
-	fs.StringVar(&c.mongoAddr, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
+	fs.BoolVar(&c.demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
+	fs.IntVar(&c.demoAgents, "demo-agents", 20, "simulated agents in --demo")
+	fs.StringVar(&c.embeddedAddr, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address of the API (and, later, the dashboard)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -56,6 +72,9 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	}
 	if c.demo && c.mongoURI != "" {
 		return c, errors.New("--demo runs on the embedded server: drop --mongodb-uri")
+	}
+	if c.demoAgents < 1 {
+		return c, errors.New("--demo-agents must be at least 1")
 	}
 	return c, nil
 }
@@ -76,25 +95,103 @@ func runServe(ctx context.Context, e *env, args []string) error {
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	uri := cfg.mongoURI
+	// The embedded store outlives the components that write to it: it stops only once they
+	// have drained, and its failure stops them through the pool.
+	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStore()
 	if uri == "" {
 		dir := cfg.dataDir
 		if cfg.demo {
 			dir = ""
 		}
-		srv, err := embedded.New(embedded.Config{Listen: cfg.mongoAddr, DataDir: dir, Logger: log.Named("mongod")})
+		srv, err := embedded.New(embedded.Config{Listen: cfg.embeddedAddr, DataDir: dir, Logger: log.Named("mongod")})
 		if err != nil {
 			return fmt.Errorf("start embedded server: %w", err)
 		}
 		uri = srv.URI()
-		log.Info("embedded server listening", zap.String("uri", uri), zap.String("data", dirOrMemory(dir)))
-		p.Go(srv.Run)
+		log.Info("embedded store started", zap.String("addr", srv.Addr()), zap.String("data", dirOrMemory(dir)))
+		p.Go(func(context.Context) error { return srv.Run(storeCtx) })
 	}
-	_, _ = fmt.Fprintf(e.stdout, "rollup store: %s\n", uri)
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		stopStore()
+		_ = p.Wait()
+		return fmt.Errorf("listen: %w", err)
+	}
+	p.Go(func(ctx context.Context) error {
+		defer stopStore()
+		return serveApp(ctx, e, log, cfg, uri, ln)
+	})
 	if err := p.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
 }
+
+// serveApp runs the components that use the store until ctx is done.
+func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri string, ln net.Listener) error {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).
+		SetAppName("rollup").
+		SetServerSelectionTimeout(5 * time.Second))
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("connect to store: %w", err)
+	}
+	defer func() { _ = client.Disconnect(context.WithoutCancel(ctx)) }()
+	db := client.Database(cfg.database, options.Database().SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: boolPtr(true)}))
+
+	report, err := migrations.New(db, log.Named("migrations")).Up(ctx, migrations.UpOptions{})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if !report.UpToDate() {
+		log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
+	}
+
+	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
+	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, Logger: log})
+	httpServer := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	p := pool.New().WithContext(ctx).WithCancelOnError()
+	p.Go(writer.Run)
+	p.Go(func(ctx context.Context) error { return runHTTP(ctx, httpServer, ln) })
+	baseURL := "http://" + ln.Addr().String()
+	log.Info("api listening", zap.String("url", baseURL))
+	_, _ = fmt.Fprintf(e.stdout, "rollup API: %s\n", baseURL)
+	if cfg.demo {
+		demo, err := setupDemo(ctx, db, baseURL, cfg.demoAgents, log.Named("demo"))
+		if err != nil {
+			p.Go(func(context.Context) error { return err })
+		} else {
+			_, _ = fmt.Fprintf(e.stdout, "demo project %q, token %s\n", demo.project, demo.token)
+			p.Go(demo.Run)
+		}
+	}
+	return p.Wait()
+}
+
+// runHTTP serves until ctx is done, then shuts down gracefully within a bounded time.
+func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	return nil
+}
+
+func boolPtr(b bool) *bool { return &b }
 
 func dirOrMemory(dir string) string {
 	if dir == "" {
