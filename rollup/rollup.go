@@ -97,6 +97,11 @@ func (p Parent) Contribution() Contribution {
 // sums over the children, Expected and TreeVersion come from cs. If nothing changed, p is
 // returned as is with false; otherwise Rev is p.Rev+1. A parent never written before (Rev 0)
 // that gets no child is not created: (p, false). Merge does not modify p or in.
+//
+// Callers going up the tree must pass the result's Contribution to the node's own parent
+// whether it changed or not (unless Rev is 0): after a crash between two levels, the redelivered
+// events leave the lower parent unchanged, and only its unchanged contribution repairs the
+// levels above (testdata/partial.txt). Unchanged contributions cost a merge, never a write.
 func Merge(p Parent, in []Contribution, cs ChildSet) (Parent, bool) {
 	return merge(p, p.Children, in, cs)
 }
