@@ -24,12 +24,15 @@ Benchmarks:
                 (id, type, timestamp) index, against the embedded server (or --mongodb-uri)
   changestream  events/s one change-stream consumer drains while writers upsert, and event
                 latency (write acknowledged -> event received) at a fixed write rate
+  ingest        end to end: simulated agents -> HTTP API -> bulk writer -> store, against raw
+                driver bulk upserts of the same documents in the same run
 
 Examples:
   rollup bench mongod                       # 1,000,000 upserts, in memory
   rollup bench mongod --durable             # the same with a data directory (fsync before ack)
   rollup bench mongod --n 200000 --batch 500
   rollup bench changestream --rate 10000 --duration 5s
+  rollup bench ingest --agents 10000 --leaves 10 --ticks 3
 
 Flags of mongod:
 `
@@ -38,12 +41,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "changestream" {
 		return runBenchChangeStream(ctx, e, args[1:])
 	}
+	if len(args) > 0 && args[0] == "ingest" {
+		return runBenchIngest(ctx, e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "mongod" {
 		_, _ = fmt.Fprint(e.stderr, benchUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
-		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream)", errUsage)
+		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest)", errUsage)
 	}
 	fs := flag.NewFlagSet("bench mongod", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)

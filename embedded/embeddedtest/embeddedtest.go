@@ -87,7 +87,8 @@ func Start(t testing.TB, opts ...Options) *Store {
 // Client connects the official driver to the store; it is disconnected when the test ends.
 func (s *Store) Client(t testing.TB, opts ...*options.ClientOptions) *mongo.Client {
 	t.Helper()
-	o := options.Client().ApplyURI(s.URI).SetServerSelectionTimeout(10 * time.Second)
+	// A short heartbeat bounds how long Disconnect can wait for an in-flight monitoring hello.
+	o := options.Client().ApplyURI(s.URI).SetServerSelectionTimeout(10 * time.Second).SetHeartbeatInterval(time.Second)
 	all := append([]*options.ClientOptions{o}, opts...)
 	c, err := mongo.Connect(all...)
 	if err != nil {

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/agentsim"
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/api/agentclient"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/embedded/blackpipe"
+	"github.com/gameops/rollup/migrations"
+)
+
+type ingestBenchConfig struct {
+	agents, leavesPerAgent, ticks int
+	durable                       bool
+	uri                           string
+}
+
+type ingestTick struct {
+	leaves        int
+	ingest        time.Duration // HTTP → durable leaves
+	raw           time.Duration // raw driver bulk upserts of the same documents
+	ingestUpdates int           // update commands the bulk writer sent
+	rawUpdates    int
+}
+
+func runBenchIngest(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("bench ingest", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var cfg ingestBenchConfig
+	fs.IntVar(&cfg.agents, "agents", 10_000, "simulated agents per tick")
+	fs.IntVar(&cfg.leavesPerAgent, "leaves", 10, "leaves per agent")
+	fs.IntVar(&cfg.ticks, "ticks", 3, "ticks to run")
+	fs.BoolVar(&cfg.durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
+	fs.StringVar(&cfg.uri, "mongodb-uri", "", "benchmark against this MongoDB instead of an embedded server (use directConnection=true)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if cfg.agents < 1 || cfg.leavesPerAgent < 1 || cfg.ticks < 1 {
+		return fmt.Errorf("%w: --agents, --leaves and --ticks must be positive", errUsage)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	uri, stop, err := benchStore(ctx, cfg.uri, cfg.durable)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	ticks, err := benchIngest(ctx, uri, cfg)
+	if err != nil {
+		return fmt.Errorf("bench ingest: %w", err)
+	}
+	printIngest(e.stdout, cfg, ticks)
+	return nil
+}
+
+func printIngest(w io.Writer, cfg ingestBenchConfig, ticks []ingestTick) {
+	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d)\n",
+		cfg.agents, cfg.leavesPerAgent, bulk.DefaultMaxBatch)
+	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  update cmds (ingest/raw)  bound ceil(leaves/batch)")
+	for i, t := range ticks {
+		ir := float64(t.leaves) / t.ingest.Seconds()
+		rr := float64(t.leaves) / t.raw.Seconds()
+		bound := (t.leaves + bulk.DefaultMaxBatch - 1) / bulk.DefaultMaxBatch
+		_, _ = fmt.Fprintf(w, "%4d  %6d  %15.0f  %12.0f  %5.2f  %10d / %-10d  %d\n", i+1, t.leaves, ir, rr, ir/rr, t.ingestUpdates, t.rawUpdates, bound)
+	}
+}
+
+func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]ingestTick, error) {
+	log := zap.NewNop()
+	// Everything the store sees passes through the black-pipe proxy, which counts commands.
+	target, err := hostOf(uri)
+	if err != nil {
+		return nil, err
+	}
+	proxy := blackpipe.New(target, log)
+	if err := proxy.Listen("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	p := pool.New().WithContext(ctx).WithCancelOnError()
+	pctx, stopAll := context.WithCancel(ctx)
+	defer func() {
+		stopAll()
+		_ = p.Wait()
+	}()
+	p.Go(func(context.Context) error { return proxy.Run(pctx) })
+
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + proxy.Addr() + "/?directConnection=true"))
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	dbName := fmt.Sprintf("rollup_bench_%d", time.Now().UnixNano())
+	db := client.Database(dbName, options.Database().SetWriteConcern(writeconcern.Majority()))
+	defer func() { _ = db.Drop(context.Background()) }()
+	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	token, err := api.CreateToken(ctx, db, "bench", "bench")
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{}, log)
+	p.Go(func(context.Context) error { return writer.Run(pctx) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	httpServer := &http.Server{Handler: api.NewServer(api.Config{DB: db, Sink: writer, Logger: log}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	p.Go(func(context.Context) error { return runHTTP(pctx, httpServer, ln) })
+
+	var leaves []agentsim.Leaf
+	for i := range cfg.agents * cfg.leavesPerAgent {
+		leaves = append(leaves, agentsim.Leaf{ID: fmt.Sprintf("bench-p%07d", i), Type: "process"})
+	}
+	transport := &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}
+	sim := agentsim.New(agentsim.Config{
+		Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
+		Project: "bench", Leaves: leaves, Agents: cfg.agents, Seed: 7,
+	})
+	raw := client.Database(dbName).Collection("raw_counts")
+	if _, err := raw.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}},
+		Options: options.Index().SetUnique(true),
+	}); err != nil {
+		return nil, fmt.Errorf("raw index: %w", err)
+	}
+
+	now := time.Now().UTC()
+	first := now.Truncate(5 * time.Minute).Add(-time.Duration(cfg.ticks) * 5 * time.Minute)
+	var out []ingestTick
+	for i := range cfg.ticks {
+		tick := first.Add(time.Duration(i) * 5 * time.Minute)
+		var t ingestTick
+		t.leaves = len(leaves)
+		proxy.ResetStats()
+		start := time.Now()
+		if err := sim.SubmitTick(ctx, tick, now, 0); err != nil {
+			return nil, err
+		}
+		t.ingest = time.Since(start)
+		t.ingestUpdates = proxy.Stats().Commands["update"]
+
+		proxy.ResetStats()
+		start = time.Now()
+		if err := rawUpserts(ctx, raw, leaves, tick, now); err != nil {
+			return nil, err
+		}
+		t.raw = time.Since(start)
+		t.rawUpdates = proxy.Stats().Commands["update"]
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// rawUpserts writes the same leaf documents the ingest path writes, with plain unordered
+// driver bulk writes of 1,000 from 2 goroutines (the bulk writer's default workers).
+func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time) error {
+	ts := bson.NewDateTimeFromTime(tick)
+	version := observed.UnixNano()
+	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(bulk.DefaultWorkers)
+	for lo := 0; lo < len(leaves); lo += bulk.DefaultMaxBatch {
+		hi := min(lo+bulk.DefaultMaxBatch, len(leaves))
+		p.Go(func(ctx context.Context) error {
+			models := make([]mongo.WriteModel, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				models = append(models, mongo.NewUpdateOneModel().
+					SetFilter(bson.D{{Key: "id", Value: leaves[i].ID}, {Key: "type", Value: leaves[i].Type}, {Key: "timestamp", Value: ts},
+						{Key: "version", Value: bson.D{{Key: "$lt", Value: version}}}}).
+					SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "online", Value: agentsim.Online(7, i, observed)}, {Key: "version", Value: version},
+						{Key: "project", Value: "bench"}, {Key: "written_at", Value: bson.NewDateTimeFromTime(time.Now())}}}}).
+					SetUpsert(true))
+			}
+			if _, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+				return fmt.Errorf("raw bulk write: %w", err)
+			}
+			return nil
+		})
+	}
+	return p.Wait()
+}
+
+// hostOf returns the host:port of a single-host MongoDB URI.
+func hostOf(uri string) (string, error) {
+	opts := options.Client().ApplyURI(uri)
+	if len(opts.Hosts) != 1 {
+		return "", fmt.Errorf("the benchmark proxies exactly one host, the URI has %d", len(opts.Hosts))
+	}
+	return opts.Hosts[0], nil
+}
