@@ -1,0 +1,103 @@
+package watcher
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// CheckpointsCollection holds one document per watcher: {_id: name, token, cluster_time, saved_at}.
+const CheckpointsCollection = "checkpoints"
+
+// checkpoint is a saved resume token. Everything the stream delivered before the token has its
+// rollups durably written.
+type checkpoint struct {
+	Token bson.Raw `bson:"token"`
+	// ClusterTime is the position the token encodes (zero when the token is not decodable).
+	ClusterTime bson.Timestamp `bson:"cluster_time"`
+	SavedAt     time.Time      `bson:"saved_at"`
+}
+
+// since returns the wall-clock time from which leaves written after the checkpoint may be
+// missing: the token's cluster time (seconds) when known, else the save time.
+func (c checkpoint) since() time.Time {
+	if c.ClusterTime.T != 0 {
+		return time.Unix(int64(c.ClusterTime.T), 0).UTC()
+	}
+	return c.SavedAt
+}
+
+// checkpoints loads and stores the resume token of one watcher.
+type checkpoints struct {
+	coll *mongo.Collection
+	id   string
+}
+
+func newCheckpoints(db *mongo.Database, id string) checkpoints {
+	return checkpoints{coll: db.Collection(CheckpointsCollection, durable()), id: id}
+}
+
+// durable is the collection option for every write the watcher makes: w:majority, j:true.
+func durable() *options.CollectionOptionsBuilder {
+	j := true
+	return options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &j})
+}
+
+// load returns the saved checkpoint; ok is false when there is none.
+func (c checkpoints) load(ctx context.Context) (checkpoint, bool, error) {
+	var cp checkpoint
+	err := c.coll.FindOne(ctx, bson.D{{Key: "_id", Value: c.id}}).Decode(&cp)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return checkpoint{}, false, nil
+	}
+	if err != nil {
+		return checkpoint{}, false, fmt.Errorf("load checkpoint: %w", err)
+	}
+	if len(cp.Token) == 0 {
+		return checkpoint{}, false, nil
+	}
+	return cp, true, nil
+}
+
+// save stores token durably (majority, journaled).
+func (c checkpoints) save(ctx context.Context, token bson.Raw, now time.Time) (checkpoint, error) {
+	cp := checkpoint{Token: token, ClusterTime: tokenTime(token), SavedAt: now.UTC().Truncate(time.Millisecond)}
+	_, err := c.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.id}}, bson.D{
+		{Key: "token", Value: cp.Token},
+		{Key: "cluster_time", Value: cp.ClusterTime},
+		{Key: "saved_at", Value: cp.SavedAt},
+	}, options.Replace().SetUpsert(true))
+	if err != nil {
+		return checkpoint{}, fmt.Errorf("save checkpoint: %w", err)
+	}
+	return cp, nil
+}
+
+// tokenTime decodes the cluster time at the start of a resume token's _data: the key-string
+// encoding of a Timestamp (type byte 0x82, then 8 bytes big endian), the format of MongoDB 4.2+
+// and of the embedded server. It returns the zero Timestamp for any other token.
+func tokenTime(token bson.Raw) bson.Timestamp {
+	v, err := token.LookupErr("_data")
+	if err != nil {
+		return bson.Timestamp{}
+	}
+	s, ok := v.StringValueOK()
+	if !ok || len(s) < 18 {
+		return bson.Timestamp{}
+	}
+	b, err := hex.DecodeString(s[:18])
+	if err != nil || b[0] != 0x82 {
+		return bson.Timestamp{}
+	}
+	return bson.Timestamp{
+		T: uint32(b[1])<<24 | uint32(b[2])<<16 | uint32(b[3])<<8 | uint32(b[4]),
+		I: uint32(b[5])<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8]),
+	}
+}

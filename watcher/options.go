@@ -1,0 +1,130 @@
+package watcher
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Options tune a Watcher (and Replay). Zero fields take their defaults.
+type Options struct {
+	// Name is the checkpoint's _id in the checkpoints collection (default "watcher").
+	Name string
+	// BatchSize is the change stream's batch size (0 = the server's default).
+	BatchSize int32
+	// MaxAwait is how long a getMore waits for events (default 1s).
+	MaxAwait time.Duration
+	// CheckpointInterval is the least time between two checkpoint saves while events flow or
+	// the stream is idle (default 1s). Checkpoints are also saved after a recovery and at
+	// shutdown.
+	CheckpointInterval time.Duration
+	// ReplayMargin is subtracted from the last checkpoint's time when a lost history window is
+	// replayed from the leaves' written_at (default 5m): it covers clock skew between the
+	// writers and the server and writes that took long between their written_at and their
+	// commit.
+	ReplayMargin time.Duration
+	// ChunkSize is the most parents read with one find and written with one BulkWrite
+	// (default 500).
+	ChunkSize int
+	// Workers is how many chunks of one level are recomputed at once (default 2).
+	Workers int
+	// MaxConflicts bounds the re-reads of one chunk after conflicting or unknown-outcome
+	// writes before the batch fails (default 20).
+	MaxConflicts int
+	// ShutdownTimeout bounds how long the batch in progress may still be written after the
+	// Run context is done (default 10s).
+	ShutdownTimeout time.Duration
+	// ReplayChunk is the number of leaves recomputed together when a lost window is replayed
+	// (default 10,000).
+	ReplayChunk int
+}
+
+// Defaults of Options.
+const (
+	DefaultName               = "watcher"
+	DefaultMaxAwait           = time.Second
+	DefaultCheckpointInterval = time.Second
+	DefaultReplayMargin       = 5 * time.Minute
+	DefaultChunkSize          = 500
+	DefaultWorkers            = 2
+	DefaultMaxConflicts       = 20
+	DefaultShutdownTimeout    = 10 * time.Second
+	DefaultReplayChunk        = 10_000
+)
+
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.MaxAwait <= 0 {
+		o.MaxAwait = DefaultMaxAwait
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.ReplayMargin <= 0 {
+		o.ReplayMargin = DefaultReplayMargin
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.MaxConflicts <= 0 {
+		o.MaxConflicts = DefaultMaxConflicts
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.ReplayChunk <= 0 {
+		o.ReplayChunk = DefaultReplayChunk
+	}
+	return o
+}
+
+// Stats are the watcher's counters since New, for the metrics layer.
+type Stats struct {
+	// Events is the number of leaf events processed (replayed leaves included).
+	Events int64
+	// Batches is the number of non-empty server batches processed.
+	Batches int64
+	// ParentWrites is the number of parent and root document writes sent (conflicting and
+	// resent ones included).
+	ParentWrites int64
+	// Conflicts is the number of parent writes that lost the rev guard and were re-merged.
+	Conflicts int64
+	// Replays is the number of lost history windows replayed from the leaves
+	// (ChangeStreamHistoryLost, or a missing checkpoint with leaves stored).
+	Replays int64
+	// Orphans is the number of leaf events whose id is not a leaf of the tree version of
+	// their tick (or has another type there, or whose project has no tree): kept, excluded
+	// from totals.
+	Orphans int64
+	// Invalid is the number of documents skipped because they are not well formed: leaf
+	// events missing a field, and documents at a parent's key that are not parent documents.
+	Invalid int64
+	// LastEventTime is the wall time of the last event processed.
+	LastEventTime time.Time
+}
+
+// counters are the live Stats.
+type counters struct {
+	events, batches, parentWrites, conflicts, replays, orphans, invalid atomic.Int64
+	lastEvent                                                           atomic.Int64 // unix ns
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{
+		Events:       c.events.Load(),
+		Batches:      c.batches.Load(),
+		ParentWrites: c.parentWrites.Load(),
+		Conflicts:    c.conflicts.Load(),
+		Replays:      c.replays.Load(),
+		Orphans:      c.orphans.Load(),
+		Invalid:      c.invalid.Load(),
+	}
+	if ns := c.lastEvent.Load(); ns != 0 {
+		s.LastEventTime = time.Unix(0, ns).UTC()
+	}
+	return s
+}

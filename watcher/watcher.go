@@ -1,0 +1,306 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/migrations"
+)
+
+// Watcher consumes the change stream of the counts collection and keeps every parent and root
+// total equal to the sum of its children.
+type Watcher struct {
+	engine
+	db      *mongo.Database
+	cps     checkpoints
+	started atomic.Bool
+}
+
+// New returns a watcher of db's counts collection. It writes parents and checkpoints with
+// w:majority, j:true and reads parents with read concern majority, whatever db's defaults.
+func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *Watcher {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	opts = opts.withDefaults()
+	w := &Watcher{db: db, cps: newCheckpoints(db, opts.Name)}
+	w.engine = engine{
+		counts: countsCollection(db),
+		trees:  trees,
+		opts:   opts,
+		log:    log.Named("watcher"),
+		stats:  &counters{},
+		now:    time.Now,
+	}
+	return w
+}
+
+func countsCollection(db *mongo.Database) *mongo.Collection {
+	return db.Collection(migrations.CountsCollection, durable().SetReadConcern(readconcern.Majority()))
+}
+
+// Stats returns the counters since New.
+func (w *Watcher) Stats() Stats { return w.stats.snapshot() }
+
+// errHistoryLost marks a stream that cannot resume from the saved position.
+var errHistoryLost = errors.New("change stream history lost")
+
+// codeHistoryLost is the server's ChangeStreamHistoryLost error code.
+const codeHistoryLost = 286
+
+func isHistoryLost(err error) bool {
+	if errors.Is(err, errHistoryLost) {
+		return true
+	}
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(codeHistoryLost)
+}
+
+// Run watches until ctx is done, then finishes the batch in progress (bounded by
+// Options.ShutdownTimeout), saves the last safe checkpoint and returns nil. It returns an error
+// when the stream or the writes fail in a way a restart from the checkpoint must handle.
+// Run may be called once.
+//
+// Start-up: with a checkpoint the stream resumes after its token (startAfter, which also
+// works after an invalidate). Without a checkpoint, or when the server no longer has the
+// history after it (ChangeStreamHistoryLost), a new stream is opened first and the leaves
+// written since the checkpoint (minus Options.ReplayMargin; all leaves when there is none)
+// are recomputed from the collection; events the new stream delivers meanwhile are processed
+// afterwards, and the overlap is harmless because recomputing is idempotent.
+func (w *Watcher) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("watcher: Run called twice")
+	}
+	// work outlives ctx by ShutdownTimeout so the batch in progress can finish.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopTimer := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(w.opts.ShutdownTimeout, cancelWork)
+		context.AfterFunc(work, func() { t.Stop() })
+	})
+	defer stopTimer()
+
+	cp, ok, err := w.cps.load(ctx)
+	if err != nil {
+		return shutdownOr(ctx, err)
+	}
+	s := &streamState{}
+	if ok {
+		s.resume, s.safe = cp.Token, cp
+	} else {
+		s.recover, s.reason = true, "no checkpoint"
+	}
+	for {
+		err := w.runStream(ctx, work, s)
+		switch {
+		case errors.Is(err, errCrashed):
+			return err
+		case ctx.Err() != nil:
+			return w.shutdown(work, s)
+		case errors.Is(err, errInvalidated):
+			w.log.Info("change stream invalidated; restarting after the invalidate event")
+			continue
+		case isHistoryLost(err):
+			from := s.safe.since()
+			if t := tokenTime(s.token); t.T != 0 {
+				from = time.Unix(int64(t.T), 0).UTC() // everything before s.token is processed
+			}
+			s.resume, s.recover, s.reason = nil, true, "change stream history lost"
+			s.from = from.Add(-w.opts.ReplayMargin)
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// shutdownOr returns nil when ctx is done (a shutdown), else err.
+func shutdownOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// streamState is the position of the watcher across stream restarts.
+type streamState struct {
+	// resume is the token to start after (nil: now).
+	resume bson.Raw
+	// safe is the last checkpoint saved; token is the last safe token, maybe not saved yet.
+	safe  checkpoint
+	token bson.Raw
+	// recover asks for the lost window since from to be replayed once the stream is open.
+	recover bool
+	from    time.Time
+	reason  string
+}
+
+// errInvalidated ends a stream on an invalidate event; streamState.resume is then its token.
+var errInvalidated = errors.New("change stream invalidated")
+
+// open starts the change stream after s.resume, or now.
+func (w *Watcher) open(ctx context.Context, s *streamState) (*mongo.ChangeStream, error) {
+	o := options.ChangeStream().
+		SetFullDocument(options.UpdateLookup).
+		SetMaxAwaitTime(w.opts.MaxAwait)
+	if w.opts.BatchSize > 0 {
+		o.SetBatchSize(w.opts.BatchSize)
+	}
+	if s.resume != nil {
+		o.SetStartAfter(s.resume)
+	}
+	cs, err := w.db.Collection(migrations.CountsCollection).Watch(ctx, leafFilter(), o)
+	if err != nil {
+		return nil, fmt.Errorf("open change stream: %w", err)
+	}
+	return cs, nil
+}
+
+// runStream opens a stream, replays a lost window if asked, and processes batches until the
+// stream ends or ctx is done.
+func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
+	cs, err := w.open(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = cs.Close(cctx)
+	}()
+	s.token = cs.ResumeToken()
+	if s.recover {
+		if err := w.recoverWindow(work, s); err != nil {
+			return err
+		}
+		s.recover = false
+		if err := w.save(work, s, s.token); err != nil {
+			return err
+		}
+	}
+	for {
+		batch, invalidate, err := w.nextBatch(ctx, cs)
+		if err != nil {
+			return err
+		}
+		if len(batch) > 0 {
+			if err := w.processBatch(work, batch); err != nil {
+				return err
+			}
+		}
+		if invalidate != nil {
+			s.resume = invalidate
+			if err := w.save(work, s, invalidate); err != nil {
+				return err
+			}
+			return errInvalidated
+		}
+		if tok := cs.ResumeToken(); tok != nil {
+			s.token = tok
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token) {
+			if err := w.save(work, s, s.token); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
+
+// nextBatch returns the leaf events of the next server batch (possibly none, when the
+// getMore timed out empty), and the token of an invalidate event ending it.
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf, bson.Raw, error) {
+	if !cs.TryNext(ctx) {
+		if err := cs.Err(); err != nil {
+			return nil, nil, fmt.Errorf("change stream: %w", err)
+		}
+		if cs.ID() == 0 {
+			return nil, nil, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
+		}
+		return nil, nil, nil
+	}
+	var out []leaf
+	for {
+		ev := decodeEvent(cs.Current)
+		switch ev.op {
+		case "invalidate":
+			id, err := cs.Current.LookupErr("_id")
+			if err != nil {
+				return nil, nil, fmt.Errorf("change stream: invalidate event without _id")
+			}
+			return out, bson.Raw(id.Value), nil
+		case "insert", "update", "replace":
+			if ev.doc == nil {
+				break // deleted before the lookup: its delete is not a leaf write
+			}
+			l, err := decodeLeaf(ev.doc)
+			if err != nil {
+				w.stats.invalid.Add(1)
+				w.log.Warn("skipping a malformed leaf", zap.Error(err))
+				break
+			}
+			out = append(out, l)
+			if !ev.wall.IsZero() {
+				w.stats.lastEvent.Store(ev.wall.UnixNano())
+			}
+		}
+		if cs.RemainingBatchLength() == 0 || !cs.TryNext(ctx) {
+			break
+		}
+	}
+	if err := cs.Err(); err != nil {
+		return nil, nil, fmt.Errorf("change stream: %w", err)
+	}
+	return out, nil, nil
+}
+
+// processBatch recomputes the ancestors of one batch of leaves.
+func (w *Watcher) processBatch(ctx context.Context, leaves []leaf) error {
+	r := newRound()
+	if err := w.addLeaves(ctx, r, leaves); err != nil {
+		return err
+	}
+	if err := w.recompute(ctx, r); err != nil {
+		return err
+	}
+	w.stats.events.Add(int64(len(leaves)))
+	w.stats.batches.Add(1)
+	return nil
+}
+
+// save stores token as the checkpoint (every event before it has its rollups durable).
+func (w *Watcher) save(ctx context.Context, s *streamState, token bson.Raw) error {
+	if token == nil {
+		return nil
+	}
+	cp, err := w.cps.save(ctx, token, w.now())
+	if err != nil {
+		return err
+	}
+	s.safe = cp
+	return nil
+}
+
+// shutdown saves the last safe token under the work context and returns.
+func (w *Watcher) shutdown(work context.Context, s *streamState) error {
+	if s.token == nil || bytesEqual(s.token, s.safe.Token) || s.recover {
+		return nil
+	}
+	if err := w.save(work, s, s.token); err != nil {
+		w.log.Warn("could not save the last checkpoint at shutdown; the next start resumes from the previous one", zap.Error(err))
+	}
+	return nil
+}

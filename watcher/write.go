@@ -1,0 +1,99 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/migrations"
+)
+
+// docKey is the unique key of a counts document.
+type docKey struct {
+	ID   string
+	Type string
+	Tick time.Time
+}
+
+// guardedWrite is one parent document write under optimistic concurrency on its rev (the
+// document's version field).
+type guardedWrite struct {
+	key docKey
+	// exists says a stored document was read; rev is its version then.
+	exists bool
+	rev    int64
+	// update is the absolute {$set: ...} document (every field of the parent, new rev
+	// included), from rollup.Parent.Update.
+	update bson.D
+}
+
+// model returns the write as an upsert whose filter holds the rev guard: when the stored rev
+// is still the one read it is updated; when the document is absent it is inserted; in every
+// other case (someone changed or created it meanwhile) the upsert tries to insert a second
+// document with the same unique key and fails with E11000 at its own index, because the guard
+// field keeps the server from retrying the upsert as an update (see MONGODB-FACTS.md). So
+// every conflict surfaces as a write error of exactly that op — a plain filter miss would not.
+func (g guardedWrite) model() mongo.WriteModel {
+	guard := any(g.rev)
+	if !g.exists {
+		guard = bson.D{{Key: "$exists", Value: false}}
+	}
+	return mongo.NewUpdateOneModel().
+		SetFilter(bson.D{
+			{Key: migrations.FieldID, Value: g.key.ID},
+			{Key: migrations.FieldType, Value: g.key.Type},
+			{Key: migrations.FieldTimestamp, Value: g.key.Tick},
+			{Key: migrations.FieldVersion, Value: guard},
+		}).
+		SetUpdate(g.update).
+		SetUpsert(true)
+}
+
+// errUnknownOutcome marks a write whose effect is unknown (write-concern error, network error,
+// timeout): the caller re-reads and re-merges every document of the write, which is safe
+// because merging is idempotent and the writes are absolute.
+var errUnknownOutcome = errors.New("parent write outcome unknown")
+
+// writeGuarded sends ws in one unordered BulkWrite and returns the indices of ws that
+// conflicted (another writer changed the document since it was read). Any other write error
+// is returned as is (permanent); a write-concern or command-level failure wraps
+// errUnknownOutcome.
+func writeGuarded(ctx context.Context, coll *mongo.Collection, ws []guardedWrite) ([]int, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	models := make([]mongo.WriteModel, len(ws))
+	for i, w := range ws {
+		models[i] = w.model()
+	}
+	_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	switch c := bulk.Classify(err); c {
+	case bulk.ClassNone:
+		return nil, nil
+	case bulk.ClassContext:
+		return nil, fmt.Errorf("write parents: %w", err)
+	case bulk.ClassWriteConcern, bulk.ClassUnknownOutcome:
+		return nil, fmt.Errorf("write parents: %w: %w", errUnknownOutcome, err)
+	}
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) {
+		return nil, fmt.Errorf("write parents: %w", err)
+	}
+	var conflicts []int
+	for _, we := range bwe.WriteErrors {
+		if we.Index < 0 || we.Index >= len(ws) {
+			return nil, fmt.Errorf("write parents: write error for index %d of %d: %w", we.Index, len(ws), err)
+		}
+		if bulk.ClassifyWriteError(we.WriteError) != bulk.ClassDuplicateKey {
+			return nil, fmt.Errorf("write parent %d (%s %s): %w", we.Index, ws[we.Index].key.ID, ws[we.Index].key.Tick.Format(time.RFC3339), err)
+		}
+		conflicts = append(conflicts, we.Index)
+	}
+	return conflicts, nil
+}
