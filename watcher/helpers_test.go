@@ -1,0 +1,326 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/tree"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const tick = tree.DefaultTick
+
+// staticTrees is a TreeSource stand-in for tree/treedb: versions per project, each effective
+// from a tick.
+type staticTrees struct {
+	mu       sync.Mutex
+	versions map[string][]treeVersion
+}
+
+type treeVersion struct {
+	from time.Time
+	tr   *tree.Tree
+	v    int
+}
+
+func newStaticTrees() *staticTrees { return &staticTrees{versions: map[string][]treeVersion{}} }
+
+// add imports nodes as the next version of project, effective from from.
+func (s *staticTrees) add(t testing.TB, project string, from time.Time, nodes []tree.Node) int {
+	t.Helper()
+	tr, err := tree.Build(project, nodes)
+	if err != nil {
+		t.Fatalf("build tree: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vs := s.versions[project]
+	v := len(vs) + 1
+	vs = append(vs, treeVersion{from: from, tr: tr, v: v})
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].from.Before(vs[j].from) })
+	s.versions[project] = vs
+	return v
+}
+
+func (s *staticTrees) TreeAt(_ context.Context, project string, at time.Time) (*tree.Tree, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *treeVersion
+	for i := range s.versions[project] {
+		tv := &s.versions[project][i]
+		if !tv.from.After(at) && (best == nil || !tv.from.Before(best.from)) {
+			best = tv
+		}
+	}
+	if best == nil {
+		return nil, 0, nil
+	}
+	return best.tr, best.v, nil
+}
+
+// env is an embedded store with the counts collection's unique index, a bulk writer for
+// leaves and a tree source.
+type env struct {
+	t      testing.TB
+	store  *embeddedtest.Store
+	client *mongo.Client
+	db     *mongo.Database
+	counts *mongo.Collection
+	trees  *staticTrees
+	leaves *bulk.Writer
+}
+
+func newEnv(t testing.TB, opts ...embeddedtest.Options) *env {
+	t.Helper()
+	store := embeddedtest.Start(t, opts...)
+	client := store.Client(t)
+	db := store.Database(t, client)
+	e := &env{t: t, store: store, client: client, db: db, counts: db.Collection(migrations.CountsCollection), trees: newStaticTrees()}
+	e.createIndex()
+	e.leaves = bulk.New(e.counts, bulk.Options{}, zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.leaves.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("bulk writer: %v", err)
+		}
+	})
+	return e
+}
+
+func (e *env) createIndex() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := e.counts.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{
+			{Key: migrations.FieldID, Value: 1},
+			{Key: migrations.FieldType, Value: 1},
+			{Key: migrations.FieldTimestamp, Value: 1},
+		},
+		Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex),
+	})
+	if err != nil {
+		e.t.Fatalf("create index: %v", err)
+	}
+}
+
+// submit writes leaves through the bulk writer and fails the test on any error.
+func (e *env) submit(items ...bulk.Item) []bulk.Result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := e.leaves.Submit(ctx, items)
+	if err != nil {
+		e.t.Fatalf("submit: %v", err)
+	}
+	for i, r := range res {
+		if r.Outcome == bulk.OutcomeRejected || r.Outcome == bulk.OutcomeUnknown {
+			e.t.Fatalf("submit item %d: %v %v", i, r.Outcome, r.Err)
+		}
+	}
+	return res
+}
+
+func item(project, id, typ string, at time.Time, online, version int64) bulk.Item {
+	return bulk.Item{
+		Key:     bulk.Key{ID: id, Type: typ, Timestamp: at},
+		Project: project, Online: online, Version: version, SubmissionID: fmt.Sprintf("s-%s-%d", id, version),
+	}
+}
+
+// running is a watcher whose Run goroutine the test owns.
+type running struct {
+	w      *Watcher
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func (e *env) newWatcher(opts Options) *Watcher {
+	return New(e.db, e.trees, opts, zaptest.NewLogger(e.t, zaptest.Level(zap.WarnLevel)))
+}
+
+func (e *env) start(w *Watcher) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- w.Run(ctx) }()
+	e.t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+// stop cancels the watcher and returns what Run returned.
+func (r *running) stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		r.err = <-r.done
+	})
+	return r.err
+}
+
+// mismatch compares every parent document of project with the naive full recompute of the
+// final leaves, tick by tick; it returns a description of the first difference, "" if none.
+func (e *env) mismatch(project string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cur, err := e.counts.Find(ctx, bson.D{{Key: migrations.FieldProject, Value: project}})
+	if err != nil {
+		e.t.Fatalf("find: %v", err)
+	}
+	var docs []bson.Raw
+	if err := cur.All(ctx, &docs); err != nil {
+		e.t.Fatalf("find: %v", err)
+	}
+	leaves := map[time.Time]map[string]rollup.Leaf{}
+	parents := map[time.Time]map[string]rollup.Parent{}
+	for _, d := range docs {
+		if r, ok := d.Lookup(fieldRollup).BooleanOK(); ok && r {
+			p, err := rollup.ParentFromDoc(d)
+			if err != nil {
+				return fmt.Sprintf("bad parent doc: %v", err)
+			}
+			if parents[p.Timestamp] == nil {
+				parents[p.Timestamp] = map[string]rollup.Parent{}
+			}
+			if _, dup := parents[p.Timestamp][p.ID]; dup {
+				return fmt.Sprintf("two parent docs for %s at %s", p.ID, p.Timestamp)
+			}
+			parents[p.Timestamp][p.ID] = p
+			continue
+		}
+		l, err := decodeLeaf(d)
+		if err != nil {
+			return fmt.Sprintf("bad leaf doc: %v", err)
+		}
+		if leaves[l.Tick] == nil {
+			leaves[l.Tick] = map[string]rollup.Leaf{}
+		}
+		leaves[l.Tick][l.ID] = rollup.Leaf{Type: l.Type, Online: l.Online, Version: l.Version}
+	}
+	ticks := map[time.Time]bool{}
+	for t := range leaves {
+		ticks[t] = true
+	}
+	for t := range parents {
+		ticks[t] = true
+	}
+	sorted := make([]time.Time, 0, len(ticks))
+	for t := range ticks {
+		sorted = append(sorted, t)
+	}
+	slices.SortFunc(sorted, time.Time.Compare)
+	for _, at := range sorted {
+		tr, v, _ := e.trees.TreeAt(ctx, project, at)
+		if tr == nil {
+			if len(parents[at]) > 0 {
+				return fmt.Sprintf("tick %s: parents without a tree", at)
+			}
+			continue
+		}
+		nodes := tr.Nodes()
+		rn := make([]rollup.Node, len(nodes))
+		for i, n := range nodes {
+			rn[i] = rollup.Node(n)
+		}
+		want, err := rollup.FullRecompute(rn, leaves[at])
+		if err != nil {
+			e.t.Fatalf("full recompute: %v", err)
+		}
+		for _, n := range nodes {
+			if tr.IsLeaf(n.ID) {
+				continue
+			}
+			w := want[n.ID]
+			got, ok := parents[at][n.ID]
+			switch {
+			case w.Reported == 0 && (!ok || (got.Online == 0 && got.Reported == 0)):
+			case !ok:
+				return fmt.Sprintf("tick %s node %s: no document, want %+v", at, n.ID, w)
+			case got.Online != w.Online || got.Reported != w.Reported || got.Expected != w.Expected || got.TreeVersion != v:
+				return fmt.Sprintf("tick %s node %s: online=%d reported=%d expected=%d tree=%d, want %+v tree=%d",
+					at, n.ID, got.Online, got.Reported, got.Expected, got.TreeVersion, w, v)
+			}
+		}
+	}
+	return ""
+}
+
+// waitCorrect polls until every parent of project matches the full recompute.
+func (e *env) waitCorrect(project string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		if last = e.mismatch(project); last == "" {
+			return
+		}
+		pollPause()
+	}
+	e.t.Fatalf("totals never became correct: %s", last)
+}
+
+// pollPause yields between two polls of a condition (a bounded wait on a timer, not a sleep
+// standing in for a signal: every caller re-checks its condition with a deadline).
+func pollPause() {
+	t := time.NewTimer(5 * time.Millisecond)
+	<-t.C
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		pollPause()
+	}
+}
+
+// parentDoc reads the parent document of id at tick (ok false if absent).
+func (e *env) parentDoc(id, typ string, at time.Time) (rollup.Parent, bool) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raw, err := e.counts.FindOne(ctx, bson.D{
+		{Key: migrations.FieldID, Value: id}, {Key: migrations.FieldType, Value: typ}, {Key: migrations.FieldTimestamp, Value: at},
+	}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return rollup.Parent{}, false
+	}
+	if err != nil {
+		e.t.Fatalf("find parent: %v", err)
+	}
+	p, err := rollup.ParentFromDoc(raw)
+	if err != nil {
+		e.t.Fatalf("parent doc: %v", err)
+	}
+	return p, true
+}
+
+func baseTick() time.Time {
+	return tree.AlignTick(time.Now().UTC(), tick)
+}
