@@ -389,43 +389,7 @@ func collArg(r *request) (string, error) {
 }
 
 // typeName names a decoded value's BSON type as mongod's messages do.
-func typeName(v any) string {
-	switch v.(type) {
-	case float64:
-		return "double"
-	case string:
-		return "string"
-	case bson.D:
-		return "object"
-	case bson.A:
-		return "array"
-	case bson.Binary:
-		return "binData"
-	case bson.ObjectID:
-		return "objectId"
-	case bool:
-		return "bool"
-	case bson.DateTime:
-		return "date"
-	case nil:
-		return "null"
-	case bson.Regex:
-		return "regex"
-	case int32:
-		return "int"
-	case bson.Timestamp:
-		return "timestamp"
-	case int64:
-		return "long"
-	case bson.Decimal128:
-		return "decimal"
-	case bson.MinKey:
-		return "minKey"
-	case bson.MaxKey:
-		return "maxKey"
-	}
-	return "unknown"
-}
+func typeName(v any) string { return bsonval.TypeName(v) }
 
 // isStateChangeCode reports "not writable primary" and "node is recovering" errors (SDAM spec).
 func isStateChangeCode(code int32) bool {

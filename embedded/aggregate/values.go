@@ -36,55 +36,13 @@ func missingToNull(v any) any {
 	return v
 }
 
-// typeName returns MongoDB's name for the BSON type of a value, as used in error messages.
+// typeName returns MongoDB's name for the BSON type of a value, as used in error messages;
+// a missing value is "missing".
 func typeName(v any) string {
-	switch v.(type) {
-	case missingValue:
+	if isMissing(v) {
 		return "missing"
-	case float64:
-		return "double"
-	case string:
-		return "string"
-	case bson.D:
-		return "object"
-	case bson.A:
-		return "array"
-	case bson.Binary:
-		return "binData"
-	case bson.Undefined:
-		return "undefined"
-	case bson.ObjectID:
-		return "objectId"
-	case bool:
-		return "bool"
-	case bson.DateTime:
-		return "date"
-	case nil, bson.Null:
-		return "null"
-	case bson.Regex:
-		return "regex"
-	case bson.DBPointer:
-		return "dbPointer"
-	case bson.JavaScript:
-		return "javascript"
-	case bson.Symbol:
-		return "symbol"
-	case bson.CodeWithScope:
-		return "javascriptWithScope"
-	case int32:
-		return "int"
-	case bson.Timestamp:
-		return "timestamp"
-	case int64:
-		return "long"
-	case bson.Decimal128:
-		return "decimal"
-	case bson.MinKey:
-		return "minKey"
-	case bson.MaxKey:
-		return "maxKey"
 	}
-	return "unknown"
+	return bsonval.TypeName(v)
 }
 
 // compareValues orders two expression values as MongoDB's ValueComparator does: like

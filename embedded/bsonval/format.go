@@ -154,3 +154,52 @@ func formatArray(sb *strings.Builder, a []any) {
 	}
 	sb.WriteString(" ]")
 }
+
+// TypeName returns MongoDB's alias of a value's BSON type ("string", "object", "array", ...).
+func TypeName(v any) string {
+	switch v.(type) {
+	case float64:
+		return "double"
+	case string:
+		return "string"
+	case bson.D:
+		return "object"
+	case bson.A:
+		return "array"
+	case bson.Binary:
+		return "binData"
+	case bson.Undefined:
+		return "undefined"
+	case bson.ObjectID:
+		return "objectId"
+	case bool:
+		return "bool"
+	case bson.DateTime:
+		return "date"
+	case nil, bson.Null:
+		return "null"
+	case bson.Regex:
+		return "regex"
+	case bson.DBPointer:
+		return "dbPointer"
+	case bson.JavaScript:
+		return "javascript"
+	case bson.Symbol:
+		return "symbol"
+	case bson.CodeWithScope:
+		return "javascriptWithScope"
+	case int32, int:
+		return "int"
+	case bson.Timestamp:
+		return "timestamp"
+	case int64:
+		return "long"
+	case bson.Decimal128:
+		return "decimal"
+	case bson.MinKey:
+		return "minKey"
+	case bson.MaxKey:
+		return "maxKey"
+	}
+	return "unknown"
+}
