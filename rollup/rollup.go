@@ -1,6 +1,9 @@
 package rollup
 
-import "time"
+import (
+	"maps"
+	"time"
+)
 
 // Contribution is what one child gives its parent at a tick: its online total, the version
 // that orders its contributions (a leaf's observation time in unix ns, a parent's Rev), and how
@@ -103,7 +106,7 @@ func (p Parent) Contribution() Contribution {
 // events leave the lower parent unchanged, and only its unchanged contribution repairs the
 // levels above (testdata/partial.txt). Unchanged contributions cost a merge, never a write.
 func Merge(p Parent, in []Contribution, cs ChildSet) (Parent, bool) {
-	return merge(p, p.Children, in, cs)
+	return merge(p, false, in, cs)
 }
 
 // Rebuild is Merge with the stored children replaced: the result's children are exactly the
@@ -112,14 +115,26 @@ func Merge(p Parent, in []Contribution, cs ChildSet) (Parent, bool) {
 // in must be the children's current values: a stored child missing from in is dropped even if
 // it is still in the tree.
 func Rebuild(p Parent, in []Contribution, cs ChildSet) (Parent, bool) {
-	return merge(p, nil, in, cs)
+	return merge(p, true, in, cs)
 }
 
-func merge(p Parent, base map[string]ChildState, in []Contribution, cs ChildSet) (Parent, bool) {
-	next := make(map[string]ChildState, len(base)+len(in))
-	for id, st := range base {
-		if typ, ok := cs.lookup(id); ok && typ == st.Type {
-			next[id] = st
+// merge is Merge, or Rebuild with replace: then the children start empty instead of stored.
+func merge(p Parent, replace bool, in []Contribution, cs ChildSet) (Parent, bool) {
+	base := p.Children
+	if replace {
+		base = nil
+	}
+	// Every change makes the children differ from base for good: a stored entry is replaced
+	// only by a greater version, which a later contribution can raise but never take back.
+	changed := false
+	next := maps.Clone(base)
+	if next == nil {
+		next = make(map[string]ChildState, len(in))
+	}
+	for id, st := range next {
+		if typ, ok := cs.lookup(id); !ok || typ != st.Type {
+			delete(next, id)
+			changed = true
 		}
 	}
 	for _, c := range in {
@@ -133,6 +148,7 @@ func merge(p Parent, base map[string]ChildState, in []Contribution, cs ChildSet)
 			continue
 		}
 		next[c.Child] = st
+		changed = true
 	}
 	if p.Rev == 0 && len(next) == 0 {
 		return p, false
@@ -146,7 +162,11 @@ func merge(p Parent, base map[string]ChildState, in []Contribution, cs ChildSet)
 	}
 	q.Expected = cs.Expected
 	q.TreeVersion = cs.TreeVersion
-	if sameState(p, q) {
+	if replace {
+		changed = !maps.Equal(next, p.Children)
+	}
+	if !changed && q.Online == p.Online && q.Reported == p.Reported && q.Expected == p.Expected &&
+		q.TreeVersion == p.TreeVersion {
 		return p, false
 	}
 	q.Rev = p.Rev + 1
@@ -169,18 +189,4 @@ func wins(st, cur ChildState, base map[string]ChildState, id string) bool {
 	default:
 		return st.Expected > cur.Expected
 	}
-}
-
-// sameState reports whether a and b have the same totals, tree version and children.
-func sameState(a, b Parent) bool {
-	if a.Online != b.Online || a.Reported != b.Reported || a.Expected != b.Expected ||
-		a.TreeVersion != b.TreeVersion || len(a.Children) != len(b.Children) {
-		return false
-	}
-	for id, st := range a.Children {
-		if other, ok := b.Children[id]; !ok || other != st {
-			return false
-		}
-	}
-	return true
 }
