@@ -14,6 +14,12 @@
 // type equals the tree node's type; anything else (an orphan leaf, a child moved or removed by a
 // tree edit, a document of the same id but another type) is excluded from the totals.
 //
+// Rebuild is Merge with the stored children replaced by the given current values: the form a
+// full recompute (replay) of a tick needs, in particular after a tree edit that turned an
+// interior node into a leaf. Parent.Update is the absolute $set for the watcher's write (no
+// $inc); ParentFromDoc reads a stored parent document back, strictly. Whoever walks up the tree
+// must pass every merged parent's contribution to its own parent, changed or not (see Merge).
+//
 // The package does not decide which parents to recompute, read or write documents, or route
 // leaves to parents (package watcher does), and it does not validate trees (package tree does).
 package rollup
