@@ -6,11 +6,11 @@ import "slices"
 // parent ("" for the root).
 type Node struct {
 	// ID names the node; unique within a deployment (see ValidateID).
-	ID string `json:"id"`
+	ID string `json:"id" yaml:"id"`
 	// Type is the count type the node is reported under (see ValidateType).
-	Type string `json:"type"`
+	Type string `json:"type" yaml:"type"`
 	// Parent is the id of the parent node, "" for the root.
-	Parent string `json:"parent,omitempty"`
+	Parent string `json:"parent,omitempty" yaml:"parent,omitempty"`
 }
 
 // Tree is a validated, immutable hierarchy: exactly one root, every other node reachable from

@@ -28,7 +28,7 @@ func TestBuildValidation(t *testing.T) {
 		{"bad project", "a b", []Node{n("r", "t", "")}, []want{{InvalidProject, nil, `byte 1 is " "`}}},
 		{"bad id", "p", []Node{n("r", "t", ""), n("a.b", "t", "r")}, []want{{InvalidID, []string{"a.b"}, `byte 1 is "."`}}},
 		{"empty id", "p", []Node{n("r", "t", ""), n("", "t", "r")}, []want{{InvalidID, []string{""}, "empty"}}},
-		{"bad type", "p", []Node{n("r", "t", ""), n("a", "$t", "r")}, []want{{InvalidType, []string{"a"}, `invalid type: byte 0 is "$"`}}},
+		{"bad type", "p", []Node{n("r", "t", ""), n("a", "$t", "r")}, []want{{InvalidType, []string{"a"}, `type "$t" of node "a": byte 0 is "$"`}}},
 		{"bad parent id", "p", []Node{n("r", "t", ""), n("a", "t", "r/x")}, []want{{InvalidID, []string{"a"}, `parent "r/x" of node "a"`}}},
 		{"duplicate", "p", []Node{n("r", "t", ""), n("a", "t", "r"), n("b", "t", "r"), n("a", "u", "b"), n("a", "t", "r")},
 			[]want{{DuplicateID, []string{"a"}, "appears 3 times (positions 1, 3, 4)"}}},

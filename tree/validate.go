@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -96,23 +97,23 @@ func validate(project string, nodes []Node) []Problem {
 		badID, badType, dups, missing, cycles []Problem
 	)
 	if err := ValidateName("project", project); err != nil {
-		ps = append(ps, Problem{Kind: InvalidProject, Detail: err.Error()})
+		ps = append(ps, Problem{Kind: InvalidProject, Detail: fmt.Sprintf("project %q: %s", project, reason(err))})
 	}
 	first := make(map[string]int, len(nodes)) // id → first position
 	dupAt := map[string][]int{}
 	for i, n := range nodes {
 		if err := ValidateID(n.ID); err != nil {
 			badID = append(badID, Problem{Kind: InvalidID, Nodes: []string{n.ID},
-				Detail: fmt.Sprintf("node %d (%q): %v", i, n.ID, err)})
+				Detail: fmt.Sprintf("node %d (%q): %s", i, n.ID, reason(err))})
 		}
 		if err := ValidateType(n.Type); err != nil {
 			badType = append(badType, Problem{Kind: InvalidType, Nodes: []string{n.ID},
-				Detail: fmt.Sprintf("node %q: %v", n.ID, err)})
+				Detail: fmt.Sprintf("type %q of node %q: %s", n.Type, n.ID, reason(err))})
 		}
 		if n.Parent != "" {
 			if err := ValidateID(n.Parent); err != nil {
 				badID = append(badID, Problem{Kind: InvalidID, Nodes: []string{n.ID},
-					Detail: fmt.Sprintf("parent %q of node %q: %v", n.Parent, n.ID, err)})
+					Detail: fmt.Sprintf("parent %q of node %q: %s", n.Parent, n.ID, reason(err))})
 			}
 		}
 		if j, ok := first[n.ID]; ok {
@@ -215,6 +216,15 @@ func validate(project string, nodes []Node) []Problem {
 		ps = append(ps, Problem{Kind: NoRoot, Detail: "every node has a parent"})
 	}
 	return ps
+}
+
+// reason returns the Reason of a *NameError, else the error text.
+func reason(err error) string {
+	var ne *NameError
+	if errors.As(err, &ne) {
+		return ne.Reason
+	}
+	return err.Error()
 }
 
 // quoteList quotes ids, listing at most limit of them.
