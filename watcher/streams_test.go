@@ -1,0 +1,200 @@
+package watcher
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/tree"
+)
+
+// fill submits every leaf of tr at tick with online = seed*1000+i and version v.
+func (e *env) fill(project string, tr *tree.Tree, at time.Time, seed, v int64) {
+	e.t.Helper()
+	var items []bulk.Item
+	for i, l := range tr.Leaves() {
+		items = append(items, item(project, l.ID, l.Type, at, seed*1000+int64(i), v))
+	}
+	e.submit(items...)
+}
+
+func TestHistoryLost(t *testing.T) {
+	e := newEnv(t, embeddedtest.Options{Configure: func(c *embedded.Config) { c.Storage.OplogMaxBytes = 64 << 10 }})
+	e.store.SkipIfReal(t)
+	const project = "proj"
+	t0 := baseTick()
+	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 3, 4))
+	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+
+	first := e.start(e.newWatcher(Options{CheckpointInterval: time.Millisecond}))
+	e.fill(project, tr, t0, 1, 1)
+	e.waitCorrect(project)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := first.w.Stats().Replays; n != 0 {
+		t.Fatalf("first start replayed %d windows, want 0 (no data yet)", n)
+	}
+	// Far past the oplog's retention while no watcher runs (updates of two ticks, so that the
+	// replay's own parent writes do not push the new stream out of the tiny oplog too).
+	for i := range 40 {
+		e.fill(project, tr, t0.Add(-time.Duration(i%2)*tick), int64(i+2), int64(i+2))
+	}
+
+	core, logs := observer.New(zap.WarnLevel)
+	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core()))
+	second := e.start(New(e.db, e.trees, Options{CheckpointInterval: time.Millisecond}, log))
+	e.waitCorrect(project)
+	waitFor(t, "the replay counted", func() bool { return second.w.Stats().Replays == 1 })
+	if logs.FilterMessageSnippet("replaying leaves").FilterField(zap.String("reason", "change stream history lost")).Len() != 1 {
+		t.Fatalf("no warning naming the lost window: %v", logs.All())
+	}
+	// It keeps following the new stream.
+	e.fill(project, tr, t0, 99, 1000)
+	e.waitCorrect(project)
+	if err := second.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := second.w.Stats().Replays; n != 1 {
+		t.Fatalf("Replays = %d, want 1", n)
+	}
+}
+
+func TestMissingCheckpointWithData(t *testing.T) {
+	e := newEnv(t)
+	const project = "proj"
+	t0 := baseTick()
+	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+	e.fill(project, tr, t0, 1, 1) // before any watcher ran
+	r := e.start(e.newWatcher(Options{}))
+	e.waitCorrect(project)
+	waitFor(t, "the replay counted", func() bool { return r.w.Stats().Replays == 1 })
+}
+
+func TestInvalidate(t *testing.T) {
+	e := newEnv(t)
+	const project = "proj"
+	t0 := baseTick()
+	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+	core, logs := observer.New(zap.InfoLevel)
+	r := e.start(New(e.db, e.trees, Options{CheckpointInterval: time.Millisecond}, zap.New(core)))
+	e.fill(project, tr, t0, 1, 1)
+	e.waitCorrect(project)
+
+	if err := e.counts.Drop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restart after invalidate", func() bool {
+		return logs.FilterMessageSnippet("invalidated").Len() > 0
+	})
+	e.createIndex()
+	e.fill(project, tr, t0, 2, 2)
+	e.waitCorrect(project)
+	if p, ok := e.parentDoc(project, tree.TypeProject, t0); !ok || p.Reported != int64(len(tr.Leaves())) {
+		t.Fatalf("root after the drop = %+v (%v)", p, ok)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned %v after an invalidate", err)
+	default:
+	}
+}
+
+// watcherClient connects a client with its own appName (so fail points hit only it) and a
+// monitor counting the failures of command cmd whose message contains want.
+func (e *env) watcherClient(app string, failed *atomic.Int64, cmd, want string) *mongo.Database {
+	mon := &mevent.CommandMonitor{Failed: func(_ context.Context, ev *mevent.CommandFailedEvent) {
+		if ev.CommandName == cmd && ev.Failure != nil && strings.Contains(ev.Failure.Error(), want) {
+			failed.Add(1)
+		}
+	}}
+	c := e.store.Client(e.t, options.Client().SetAppName(app).SetMonitor(mon))
+	return c.Database(e.db.Name())
+}
+
+func TestFailPoints(t *testing.T) {
+	t.Run("getMore CursorNotFound is resumed by the driver", func(t *testing.T) {
+		e := newEnv(t)
+		const project = "proj"
+		t0 := baseTick()
+		e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+		tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+		var failed atomic.Int64
+		db := e.watcherClient("w-getmore", &failed, "getMore", "(CursorNotFound)")
+		r := e.start(New(db, e.trees, Options{MaxAwait: 50 * time.Millisecond}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
+		e.fill(project, tr, t0, 1, 1)
+		e.waitCorrect(project)
+		e.store.FailPoint(t, e.client, bson.D{
+			{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{
+				{Key: "failCommands", Value: bson.A{"getMore"}},
+				{Key: "errorCode", Value: 43},
+				{Key: "appName", Value: "w-getmore"},
+			}},
+		})
+		waitFor(t, "the failed getMore", func() bool { return failed.Load() == 1 })
+		e.fill(project, tr, t0, 2, 2)
+		e.waitCorrect(project)
+		select {
+		case err := <-r.done:
+			t.Fatalf("Run returned %v", err)
+		default:
+		}
+	})
+
+	t.Run("writeConcernError on the parents' update", func(t *testing.T) {
+		e := newEnv(t)
+		const project = "proj"
+		t0 := baseTick()
+		e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+		tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+		var failed atomic.Int64
+		db := e.watcherClient("w-wce", &failed, "update", "")
+		core, logs := observer.New(zap.WarnLevel)
+		w := New(db, e.trees, Options{CheckpointInterval: time.Hour}, zap.New(core))
+		r := e.start(w)
+		// Wait for the first checkpoint so that the next "update" is a parent write.
+		waitFor(t, "the first checkpoint", func() bool {
+			_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
+			return err == nil && ok
+		})
+		e.store.FailPoint(t, e.client, bson.D{
+			{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{
+				{Key: "failCommands", Value: bson.A{"update"}},
+				{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}},
+				{Key: "appName", Value: "w-wce"},
+			}},
+		})
+		e.fill(project, tr, t0, 1, 1)
+		e.waitCorrect(project)
+		if n := logs.FilterMessageSnippet("unknown outcome").Len(); n != 1 {
+			t.Fatalf("%d unknown-outcome warnings, want 1: %v", n, logs.All())
+		}
+		// 1 root + 2 groups + 4 servers, each written once; the re-read finds the writes applied.
+		if st := w.Stats(); st.ParentWrites != 7 {
+			t.Fatalf("ParentWrites = %d, want 7 (%+v)", st.ParentWrites, st)
+		}
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
