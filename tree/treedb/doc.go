@@ -1,0 +1,10 @@
+// Package treedb stores the versions of every project's tree in MongoDB: collections trees
+// (one document per committed version, written last, so a version is visible only when all
+// its nodes are stored) and tree_nodes (one document per node). Versions are immutable and
+// numbered per project from 1; each is effective from a tick, and the tree of a tick is the
+// version with the largest effective_from <= that tick (VersionAt).
+//
+// It does not validate trees itself (package tree does, through tree.Build), does not watch
+// for new versions (its callers poll VersionAt or watch the trees collection) and does not
+// create its indexes (Indexes lists them for the migrations step).
+package treedb

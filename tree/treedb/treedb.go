@@ -1,0 +1,373 @@
+package treedb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/tree"
+)
+
+// Collection names.
+const (
+	// TreesCollection holds one document per committed version:
+	// {_id: "<project>/<version>", project, version, effective_from, nodes, leaves, created_at}.
+	TreesCollection = "trees"
+	// NodesCollection holds one document per node of a version:
+	// {_id: "<project>/<version>/<id>", project, version, id, type, parent, seq}, plus one claim
+	// document per version, {_id: "<project>/<version>/", claimed_at}, that reserves the
+	// version number while it is imported (ids are never empty, so it never clashes with a node).
+	NodesCollection = "tree_nodes"
+)
+
+// Field names of the trees and tree_nodes documents.
+const (
+	FieldProject       = "project"
+	FieldVersion       = "version"
+	FieldEffectiveFrom = "effective_from"
+	FieldNodes         = "nodes"
+	FieldLeaves        = "leaves"
+	FieldCreatedAt     = "created_at"
+	FieldID            = "id"
+	FieldType          = "type"
+	FieldParent        = "parent"
+	FieldSeq           = "seq"
+	FieldClaimedAt     = "claimed_at"
+)
+
+// ErrNotFound matches (errors.Is) the error of Load for a version that is not committed.
+var ErrNotFound = errors.New("tree version not found")
+
+// cacheSize is how many loaded trees a Store keeps (versions are immutable).
+const cacheSize = 16
+
+// maxClaims bounds the version numbers Import tries (each taken number belongs to a concurrent
+// or crashed import).
+const maxClaims = 100
+
+// Version describes one committed version of a project's tree.
+type Version struct {
+	// Project is the project the tree belongs to.
+	Project string
+	// Version numbers the project's trees from 1.
+	Version int
+	// EffectiveFrom is the first tick the version applies to.
+	EffectiveFrom time.Time
+	// Nodes and Leaves count the tree's nodes and leaves.
+	Nodes, Leaves int
+	// CreatedAt is when the import committed.
+	CreatedAt time.Time
+}
+
+// Index is an index the integrator's migration step should create for the Store's queries.
+type Index struct {
+	// Collection is TreesCollection or NodesCollection.
+	Collection string
+	// Model is the index.
+	Model mongo.IndexModel
+}
+
+// Indexes returns the indexes the Store's queries use: trees by (project, effective_from,
+// version) for VersionAt and Versions, tree_nodes by (project, version) for Load. Without
+// them the queries scan the collections, which is fine for tests and small deployments.
+func Indexes() []Index {
+	return []Index{
+		{TreesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldEffectiveFrom, Value: -1}, {Key: FieldVersion, Value: -1}}}},
+		{NodesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}}},
+	}
+}
+
+// Store keeps the versions of every project's tree in a database. It is safe for concurrent
+// use; loaded trees are cached by (project, version).
+type Store struct {
+	db  *mongo.Database
+	now func() time.Time
+
+	mu    sync.Mutex
+	cache map[cacheKey]*tree.Tree
+	order []cacheKey // insertion order, oldest first
+}
+
+type cacheKey struct {
+	project string
+	version int
+}
+
+// New returns a Store over db. Writes use db's write concern: give it majority so an
+// imported version survives a failover.
+func New(db *mongo.Database) *Store {
+	return &Store{db: db, now: time.Now, cache: map[cacheKey]*tree.Tree{}}
+}
+
+type treeDoc struct {
+	ID            string    `bson:"_id"`
+	Project       string    `bson:"project"`
+	Version       int       `bson:"version"`
+	EffectiveFrom time.Time `bson:"effective_from"`
+	Nodes         int       `bson:"nodes"`
+	Leaves        int       `bson:"leaves"`
+	CreatedAt     time.Time `bson:"created_at"`
+}
+
+type nodeDoc struct {
+	ID      string `bson:"_id"`
+	Project string `bson:"project"`
+	Version int    `bson:"version"`
+	NodeID  string `bson:"id"`
+	Type    string `bson:"type"`
+	Parent  string `bson:"parent"`
+	Seq     int    `bson:"seq"`
+}
+
+func (d treeDoc) version() Version {
+	return Version{Project: d.Project, Version: d.Version, EffectiveFrom: d.EffectiveFrom.UTC(),
+		Nodes: d.Nodes, Leaves: d.Leaves, CreatedAt: d.CreatedAt.UTC()}
+}
+
+func treeKey(project string, version int) string { return project + "/" + strconv.Itoa(version) }
+
+// Import validates nodes as the tree of project and stores them as the project's next
+// version, effective from the tick starting at effective, which must be aligned to
+// tree.DefaultTick and not before the effective time of the project's latest version (so
+// versions and their effective times have the same order; an equal time replaces the latest
+// version from that tick). Node ids must not be used by the latest version of another project
+// (ids are unique per deployment). It returns the new version number.
+//
+// The nodes are written first and the trees document last: a crash in between leaves no
+// visible version, only unreferenced tree_nodes documents. The version number is reserved by a
+// claim document, so concurrent imports get distinct numbers (a crashed import's number is
+// skipped, leaving a gap).
+func (s *Store) Import(ctx context.Context, project string, nodes []tree.Node, effective time.Time) (int, error) {
+	t, err := tree.Build(project, nodes)
+	if err != nil {
+		return 0, err
+	}
+	if !tree.IsAligned(effective, tree.DefaultTick) {
+		return 0, fmt.Errorf("effective time %s is not a tick start (a multiple of %s)", effective.UTC().Format(time.RFC3339Nano), tree.DefaultTick)
+	}
+	effective = effective.UTC()
+	versions, err := s.Versions(ctx, project)
+	if err != nil {
+		return 0, err
+	}
+	next := 1
+	if n := len(versions); n > 0 {
+		latest := versions[n-1]
+		for _, v := range versions {
+			if v.EffectiveFrom.After(latest.EffectiveFrom) {
+				latest = v
+			}
+		}
+		if effective.Before(latest.EffectiveFrom) {
+			return 0, fmt.Errorf("effective time %s is before %s, when version %d of project %q takes effect: trees change forward only",
+				effective.Format(time.RFC3339), latest.EffectiveFrom.Format(time.RFC3339), latest.Version, project)
+		}
+		next = versions[n-1].Version + 1
+	}
+	if err := s.checkForeignIDs(ctx, t); err != nil {
+		return 0, err
+	}
+	version, err := s.claim(ctx, project, next)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.writeNodes(ctx, project, version, t); err != nil {
+		s.abandon(ctx, project, version)
+		return 0, err
+	}
+	doc := treeDoc{ID: treeKey(project, version), Project: project, Version: version, EffectiveFrom: effective,
+		Nodes: t.Len(), Leaves: t.LeafCount(t.Root().ID), CreatedAt: s.now().UTC()}
+	if _, err := s.db.Collection(TreesCollection).InsertOne(ctx, doc); err != nil {
+		// The outcome is unknown (the insert may have been applied): leave the nodes in place.
+		return 0, fmt.Errorf("commit version %d of project %q: %w", version, project, err)
+	}
+	s.put(cacheKey{project, version}, t)
+	return version, nil
+}
+
+// claim reserves the first free version number from next on.
+func (s *Store) claim(ctx context.Context, project string, next int) (int, error) {
+	coll := s.db.Collection(NodesCollection)
+	for v := next; v < next+maxClaims; v++ {
+		doc := bson.D{{Key: "_id", Value: treeKey(project, v) + "/"}, {Key: FieldClaimedAt, Value: s.now().UTC()}}
+		_, err := coll.InsertOne(ctx, doc)
+		if err == nil {
+			return v, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return 0, fmt.Errorf("claim version %d of project %q: %w", v, project, err)
+		}
+	}
+	return 0, fmt.Errorf("claim a version of project %q: versions %d to %d are all taken by other imports", project, next, next+maxClaims-1)
+}
+
+// writeNodes inserts the node documents of a claimed version.
+func (s *Store) writeNodes(ctx context.Context, project string, version int, t *tree.Tree) error {
+	prefix := treeKey(project, version) + "/"
+	all := t.Nodes()
+	docs := make([]any, len(all))
+	for i, n := range all {
+		docs[i] = nodeDoc{ID: prefix + n.ID, Project: project, Version: version, NodeID: n.ID, Type: n.Type, Parent: n.Parent, Seq: i}
+	}
+	if _, err := s.db.Collection(NodesCollection).InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
+		return fmt.Errorf("write nodes of version %d of project %q: %w", version, project, err)
+	}
+	return nil
+}
+
+// abandon removes what a failed import wrote, best effort (what stays is invisible anyway).
+func (s *Store) abandon(ctx context.Context, project string, version int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	coll := s.db.Collection(NodesCollection)
+	if _, err := coll.DeleteMany(ctx, bson.D{{Key: FieldProject, Value: project}, {Key: FieldVersion, Value: version}}); err != nil {
+		return
+	}
+	_, _ = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: treeKey(project, version) + "/"}})
+}
+
+// checkForeignIDs rejects a tree sharing node ids with the latest version of another project.
+func (s *Store) checkForeignIDs(ctx context.Context, t *tree.Tree) error {
+	projects, err := s.Projects(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range projects {
+		if p == t.Project() {
+			continue
+		}
+		vs, err := s.Versions(ctx, p)
+		if err != nil {
+			return err
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		other, err := s.Load(ctx, p, vs[len(vs)-1].Version)
+		if err != nil {
+			return err
+		}
+		var shared []string
+		for _, n := range t.Nodes() {
+			if other.Has(n.ID) {
+				shared = append(shared, n.ID)
+			}
+		}
+		if len(shared) > 0 {
+			return fmt.Errorf("%w: %d node ids of project %q are used by project %q (version %d), and node ids are unique per deployment: %q",
+				tree.ErrInvalid, len(shared), t.Project(), p, vs[len(vs)-1].Version, shared[:min(len(shared), 10)])
+		}
+	}
+	return nil
+}
+
+// Load returns version of project's tree (ErrNotFound when it was never committed).
+func (s *Store) Load(ctx context.Context, project string, version int) (*tree.Tree, error) {
+	key := cacheKey{project, version}
+	if t := s.get(key); t != nil {
+		return t, nil
+	}
+	var td treeDoc
+	err := s.db.Collection(TreesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: treeKey(project, version)}}).Decode(&td)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fmt.Errorf("%w: project %q version %d", ErrNotFound, project, version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load version %d of project %q: %w", version, project, err)
+	}
+	cur, err := s.db.Collection(NodesCollection).Find(ctx, bson.D{{Key: FieldProject, Value: project}, {Key: FieldVersion, Value: version}})
+	if err != nil {
+		return nil, fmt.Errorf("load nodes of version %d of project %q: %w", version, project, err)
+	}
+	docs := make([]nodeDoc, 0, td.Nodes)
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("load nodes of version %d of project %q: %w", version, project, err)
+	}
+	if len(docs) != td.Nodes {
+		return nil, fmt.Errorf("version %d of project %q has %d nodes stored, its trees document says %d", version, project, len(docs), td.Nodes)
+	}
+	slices.SortFunc(docs, func(a, b nodeDoc) int { return a.Seq - b.Seq })
+	nodes := make([]tree.Node, len(docs))
+	for i, d := range docs {
+		nodes[i] = tree.Node{ID: d.NodeID, Type: d.Type, Parent: d.Parent}
+	}
+	t, err := tree.Build(project, nodes)
+	if err != nil {
+		return nil, fmt.Errorf("stored version %d of project %q: %w", version, project, err)
+	}
+	s.put(key, t)
+	return t, nil
+}
+
+// VersionAt returns the version of project's tree that applies to the tick starting at tick:
+// the one with the largest effective_from <= tick (the larger version number on a tie). ok is
+// false when no version is effective yet.
+func (s *Store) VersionAt(ctx context.Context, project string, tick time.Time) (version int, effectiveFrom time.Time, ok bool, err error) {
+	filter := bson.D{{Key: FieldProject, Value: project}, {Key: FieldEffectiveFrom, Value: bson.D{{Key: "$lte", Value: tick}}}}
+	opts := options.FindOne().SetSort(bson.D{{Key: FieldEffectiveFrom, Value: -1}, {Key: FieldVersion, Value: -1}})
+	var td treeDoc
+	err = s.db.Collection(TreesCollection).FindOne(ctx, filter, opts).Decode(&td)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("find tree version of project %q at %s: %w", project, tick.UTC().Format(time.RFC3339), err)
+	}
+	return td.Version, td.EffectiveFrom.UTC(), true, nil
+}
+
+// Versions returns every committed version of project's tree, by version number.
+func (s *Store) Versions(ctx context.Context, project string) ([]Version, error) {
+	cur, err := s.db.Collection(TreesCollection).Find(ctx, bson.D{{Key: FieldProject, Value: project}},
+		options.Find().SetSort(bson.D{{Key: FieldVersion, Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list tree versions of project %q: %w", project, err)
+	}
+	var docs []treeDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("list tree versions of project %q: %w", project, err)
+	}
+	out := make([]Version, len(docs))
+	for i, d := range docs {
+		out[i] = d.version()
+	}
+	return out, nil
+}
+
+// Projects returns the projects that have at least one committed tree, sorted.
+func (s *Store) Projects(ctx context.Context) ([]string, error) {
+	var out []string
+	if err := s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{}).Decode(&out); err != nil {
+		return nil, fmt.Errorf("list tree projects: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (s *Store) get(k cacheKey) *tree.Tree {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[k]
+}
+
+func (s *Store) put(k cacheKey, t *tree.Tree) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.cache[k]; ok {
+		return
+	}
+	if len(s.order) >= cacheSize {
+		delete(s.cache, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.cache[k] = t
+	s.order = append(s.order, k)
+}
