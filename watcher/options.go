@@ -11,8 +11,14 @@ type Options struct {
 	Name string
 	// BatchSize is the change stream's batch size (0 = the server's default).
 	BatchSize int32
-	// MaxAwait is how long a getMore waits for events (default 1s).
+	// MaxAwait is how long a getMore waits for events (default 100ms). An empty getMore ends
+	// a burst, so this is also how long the stream must be quiet before a burst is written.
 	MaxAwait time.Duration
+	// MaxBurstDelay bounds how long leaves of a burst wait for the burst to end while events
+	// keep flowing (default 1s).
+	MaxBurstDelay time.Duration
+	// MaxBurst bounds the leaves of a burst (default 200,000).
+	MaxBurst int
 	// CheckpointInterval is the least time between two checkpoint saves while events flow or
 	// the stream is idle (default 1s). Checkpoints are also saved after a recovery and at
 	// shutdown.
@@ -41,7 +47,9 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultName               = "watcher"
-	DefaultMaxAwait           = time.Second
+	DefaultMaxAwait           = 100 * time.Millisecond
+	DefaultMaxBurstDelay      = time.Second
+	DefaultMaxBurst           = 200_000
 	DefaultCheckpointInterval = time.Second
 	DefaultReplayMargin       = 5 * time.Minute
 	DefaultChunkSize          = 500
@@ -57,6 +65,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxAwait <= 0 {
 		o.MaxAwait = DefaultMaxAwait
+	}
+	if o.MaxBurstDelay <= 0 {
+		o.MaxBurstDelay = DefaultMaxBurstDelay
+	}
+	if o.MaxBurst <= 0 {
+		o.MaxBurst = DefaultMaxBurst
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
@@ -86,7 +100,7 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	// Events is the number of leaf events processed (replayed leaves included).
 	Events int64
-	// Batches is the number of non-empty server batches processed.
+	// Batches is the number of non-empty server batches received.
 	Batches int64
 	// ParentWrites is the number of parent and root document writes sent (conflicting and
 	// resent ones included).

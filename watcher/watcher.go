@@ -187,13 +187,48 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 			return err
 		}
 	}
+	// A burst is the leaves of consecutive server batches, recomputed together: each dirty
+	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
+	// (the stream is quiet), after MaxBurstDelay or MaxBurst leaves, at an invalidate, or at
+	// shutdown; server batches are never split. pending is the token after the burst.
+	var burst []leaf
+	var burstStart time.Time
+	var pending bson.Raw
+	flush := func() error {
+		if len(burst) > 0 {
+			if err := w.processBurst(work, burst); err != nil {
+				return err
+			}
+		}
+		burst = burst[:0]
+		if pending != nil {
+			s.token, pending = pending, nil
+		}
+		return nil
+	}
 	for {
-		batch, invalidate, err := w.nextBatch(ctx, cs)
+		batch, invalidate, n, err := w.nextBatch(ctx, cs)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Shutdown: finish what the stream delivered; the token stays after it.
+				if ferr := flush(); ferr != nil {
+					return ferr
+				}
+			}
 			return err
 		}
-		if len(batch) > 0 {
-			if err := w.processBatch(work, batch); err != nil {
+		if n > 0 {
+			if len(burst) == 0 {
+				burstStart = time.Now()
+			}
+			burst = append(burst, batch...)
+			w.stats.batches.Add(1)
+		}
+		if tok := cs.ResumeToken(); tok != nil && invalidate == nil {
+			pending = tok
+		}
+		if n == 0 || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
+			if err := flush(); err != nil {
 				return err
 			}
 		}
@@ -204,13 +239,10 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 			}
 			return errInvalidated
 		}
-		if tok := cs.ResumeToken(); tok != nil {
-			s.token = tok
-		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token) {
+		if len(burst) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token) {
 			if err := w.save(work, s, s.token); err != nil {
 				return err
 			}
@@ -220,28 +252,31 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
-// nextBatch returns the leaf events of the next server batch (possibly none, when the
-// getMore timed out empty), and the token of an invalidate event ending it.
-func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf, bson.Raw, error) {
+// nextBatch returns the leaf events of the next server batch, the token of an invalidate
+// event ending it, and the number of events the batch had (0 when the getMore came back
+// empty).
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf, bson.Raw, int, error) {
 	if !cs.TryNext(ctx) {
 		if err := cs.Err(); err != nil {
-			return nil, nil, fmt.Errorf("change stream: %w", err)
+			return nil, nil, 0, fmt.Errorf("change stream: %w", err)
 		}
 		if cs.ID() == 0 {
-			return nil, nil, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
+			return nil, nil, 0, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
 		}
-		return nil, nil, nil
+		return nil, nil, 0, nil
 	}
 	var out []leaf
+	n := 0
 	for {
+		n++
 		ev := decodeEvent(cs.Current)
 		switch ev.op {
 		case "invalidate":
 			id, err := cs.Current.LookupErr("_id")
 			if err != nil {
-				return nil, nil, fmt.Errorf("change stream: invalidate event without _id")
+				return nil, nil, n, errors.New("change stream: invalidate event without _id")
 			}
-			return out, bson.Raw(id.Value), nil
+			return out, bson.Raw(id.Value), n, nil
 		case "insert", "update", "replace":
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
@@ -262,13 +297,13 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 		}
 	}
 	if err := cs.Err(); err != nil {
-		return nil, nil, fmt.Errorf("change stream: %w", err)
+		return nil, nil, n, fmt.Errorf("change stream: %w", err)
 	}
-	return out, nil, nil
+	return out, nil, n, nil
 }
 
-// processBatch recomputes the ancestors of one batch of leaves.
-func (w *Watcher) processBatch(ctx context.Context, leaves []leaf) error {
+// processBurst recomputes the ancestors of a burst of leaves.
+func (w *Watcher) processBurst(ctx context.Context, leaves []leaf) error {
 	r := newRound()
 	if err := w.addLeaves(ctx, r, leaves); err != nil {
 		return err
@@ -277,7 +312,6 @@ func (w *Watcher) processBatch(ctx context.Context, leaves []leaf) error {
 		return err
 	}
 	w.stats.events.Add(int64(len(leaves)))
-	w.stats.batches.Add(1)
 	return nil
 }
 
