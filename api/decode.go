@@ -12,13 +12,18 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 )
 
-// rawRequest is a syntactically valid request body whose values are not validated yet. A nil
-// pointer means the field was absent or null.
+// optString is a string field as sent: ok is false when it was absent or null.
+type optString struct {
+	v  string
+	ok bool
+}
+
+// rawRequest is a syntactically valid request body whose values are not validated yet.
 type rawRequest struct {
-	project      *string
-	timestamp    *string
-	observedAt   *string
-	submissionID *string
+	project      optString
+	timestamp    optString
+	observedAt   optString
+	submissionID optString
 	hasCounts    bool
 	counts       []rawCount
 }
@@ -26,7 +31,7 @@ type rawRequest struct {
 // rawCount is one item of counts as sent; problems holds what is already known to be wrong
 // with it (wrong JSON types, unknown or duplicate fields).
 type rawCount struct {
-	id, typ  *string
+	id, typ  optString
 	online   json.Number
 	hasOnl   bool
 	notObj   bool
@@ -51,6 +56,15 @@ func malformed(field, format string, args ...any) *httpError {
 		e.body.Errors = []apiv1.FieldError{{Field: field, Message: e.body.Message}}
 	}
 	return e
+}
+
+// decodeBody is parseRequest, through fastParse for the plain bodies agents send: anything
+// else (including every invalid body) goes to parseRequest, which explains what is wrong.
+func decodeBody(body []byte, maxItems int) (*rawRequest, *httpError) {
+	if raw, ok := fastParse(body, maxItems); ok {
+		return raw, nil
+	}
+	return parseRequest(body, maxItems)
 }
 
 // parseRequest decodes body strictly: a single JSON object with exactly the known, case-exact,
@@ -116,18 +130,18 @@ func parseRequest(body []byte, maxItems int) (*rawRequest, *httpError) {
 }
 
 // stringField reads a top-level string value (null = absent).
-func stringField(dec *json.Decoder, key string) (*string, error) {
+func stringField(dec *json.Decoder, key string) (optString, error) {
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return optString{}, err
 	}
 	switch v := tok.(type) {
 	case string:
-		return &v, nil
+		return optString{v: v, ok: true}, nil
 	case nil:
-		return nil, nil
+		return optString{}, nil
 	default:
-		return nil, malformed(key, "%s must be a string, not %s", key, jsonKind(tok))
+		return optString{}, malformed(key, "%s must be a string, not %s", key, jsonKind(tok))
 	}
 }
 
@@ -217,9 +231,9 @@ func parseCount(dec *json.Decoder, index int) (rawCount, error) {
 		case string:
 			switch key {
 			case "id":
-				c.id = &v
+				c.id = optString{v: v, ok: true}
 			case "type":
-				c.typ = &v
+				c.typ = optString{v: v, ok: true}
 			default:
 				problem(key, "must be a number, not a string")
 			}

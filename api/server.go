@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,7 +25,16 @@ type Server struct {
 	auth *authCache
 	log  *zap.Logger
 	mux  *http.ServeMux
+	// bufs holds *[]byte buffers for request bodies and 200 answers.
+	bufs sync.Pool
 }
+
+// Buffer sizes of Server.bufs: new buffers fit an agent's request; larger ones (up to
+// maxPooledBuf) are kept for the next large request, larger still are left to the GC.
+const (
+	initialBuf   = 4 << 10
+	maxPooledBuf = 256 << 10
+)
 
 var _ http.Handler = (*Server)(nil)
 
@@ -77,7 +87,10 @@ func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// 2. The body.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	body, err := readBody((*buf)[:0], http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
+	*buf = body
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -89,14 +102,14 @@ func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, malformed("", "reading the body: %s", err.Error()))
 		return
 	}
-	raw, herr := parseRequest(body, s.lim.maxItems)
+	raw, herr := decodeBody(body, s.lim.maxItems)
 	if herr != nil {
 		s.fail(w, herr)
 		return
 	}
 
 	// 3. Which project: any other project than the token's is 403, existing or not.
-	if raw.project != nil && *raw.project != info.project {
+	if raw.project.ok && raw.project.v != info.project {
 		s.fail(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
 			Error: apiv1.ErrForbidden, Message: "the token does not belong to this project",
 			Errors: []apiv1.FieldError{{Field: "project", Message: "not the token's project"}},
@@ -124,7 +137,50 @@ func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, herr)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	out, err := resp.AppendJSON((*buf)[:0])
+	if err != nil { // not for a validated timestamp; encoding/json then fails the same way
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	*buf = append(out, '\n') // as json.Encoder ends a value
+	writeHeader(w, http.StatusOK)
+	_, _ = w.Write(*buf) // a write error means the client went away; there is nobody to tell
+}
+
+func (s *Server) getBuf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, initialBuf)
+	return &b
+}
+
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		*b = (*b)[:0]
+		s.bufs.Put(b)
+	}
+}
+
+// readBody appends r to b until EOF as io.ReadAll does, growing b once to the announced
+// length (when it is known and at most limit).
+func readBody(b []byte, r io.Reader, length, limit int64) ([]byte, error) {
+	if length > int64(cap(b)) && length <= limit {
+		b = make([]byte, 0, length+1) // +1: the read that sees EOF needs room
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+	}
 }
 
 // write hands sub to the Sink and builds the 200 answer, or the 503/500 when any outcome is
@@ -227,11 +283,16 @@ func retryAfterSeconds(base time.Duration) int {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
+	writeHeader(w, status)
 	// A write error means the client went away; there is nobody to tell.
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// writeHeader sends the status and headers of a JSON answer.
+func writeHeader(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 }

@@ -46,35 +46,35 @@ func validate(raw *rawRequest, lim limits, now time.Time) (*submission, *httpErr
 	}
 	sub := &submission{}
 
-	name := func(field string, v *string) string {
-		if v == nil {
+	name := func(field string, v optString) string {
+		if !v.ok {
 			topErr(field, "required")
 			return ""
 		}
-		if err := tree.ValidateName(field, *v); err != nil {
+		if err := tree.ValidateName(field, v.v); err != nil {
 			topErr(field, "%s", reason(err))
 		}
-		return *v
+		return v.v
 	}
 	sub.project = name("project", raw.project)
 	sub.submissionID = name("submission_id", raw.submissionID)
 
 	var tsOK bool
-	if raw.timestamp == nil {
+	if !raw.timestamp.ok {
 		topErr("timestamp", "required")
-	} else if ts, err := time.Parse(time.RFC3339Nano, *raw.timestamp); err != nil {
+	} else if ts, err := time.Parse(time.RFC3339Nano, raw.timestamp.v); err != nil {
 		topErr("timestamp", "must be an RFC 3339 date-time such as %s", rfc3339Example)
 	} else if al := tree.AlignTick(ts, lim.tick); !al.Equal(ts) {
 		topErr("timestamp", "%s is not the start of a %s tick; the tick it falls in starts at %s",
-			*raw.timestamp, lim.tick, al.Format(time.RFC3339))
+			raw.timestamp.v, lim.tick, al.Format(time.RFC3339))
 	} else {
 		sub.timestamp, tsOK = al, true
 	}
 
 	observed := now
 	var obsOK bool
-	if raw.observedAt != nil {
-		ts, err := time.Parse(time.RFC3339Nano, *raw.observedAt)
+	if raw.observedAt.ok {
+		ts, err := time.Parse(time.RFC3339Nano, raw.observedAt.v)
 		switch {
 		case err != nil:
 			topErr("observed_at", "must be an RFC 3339 date-time such as %s", rfc3339Example)
@@ -90,36 +90,43 @@ func validate(raw *rawRequest, lim limits, now time.Time) (*submission, *httpErr
 		topErr("counts", "required (an array of {id, type, online}; it may be empty)")
 	}
 	sub.items = make([]bulk.Item, 0, len(raw.counts))
-	firstAt := make(map[[2]string]int, len(raw.counts))
+	// Duplicates: the first index of each (id, type), in a map for large requests.
+	var dupBuf [smallDupScan]dupKey
+	small := dupBuf[:0]
+	var firstAt map[[2]string]int
+	if len(raw.counts) > smallDupScan {
+		firstAt = make(map[[2]string]int, len(raw.counts))
+	}
 	for i, c := range raw.counts {
 		items = append(items, c.problems...)
 		if c.notObj {
 			continue
 		}
 		itemErr := func(field, format string, args ...any) {
-			items = append(items, apiv1.FieldError{Index: &i, Field: fmt.Sprintf("counts[%d].%s", i, field), Message: fmt.Sprintf(format, args...)})
+			index := i
+			items = append(items, apiv1.FieldError{Index: &index, Field: fmt.Sprintf("counts[%d].%s", i, field), Message: fmt.Sprintf(format, args...)})
 		}
 		var it bulk.Item
 		okID, okType := false, false
 		switch {
-		case c.id == nil:
+		case !c.id.ok:
 			if !hasProblem(c.problems, "id") {
 				itemErr("id", "required")
 			}
-		case tree.ValidateID(*c.id) != nil:
-			itemErr("id", "%s", reason(tree.ValidateID(*c.id)))
+		case tree.ValidateID(c.id.v) != nil:
+			itemErr("id", "%s", reason(tree.ValidateID(c.id.v)))
 		default:
-			it.ID, okID = *c.id, true
+			it.ID, okID = c.id.v, true
 		}
 		switch {
-		case c.typ == nil:
+		case !c.typ.ok:
 			if !hasProblem(c.problems, "type") {
 				itemErr("type", "required")
 			}
-		case tree.ValidateType(*c.typ) != nil:
-			itemErr("type", "%s", reason(tree.ValidateType(*c.typ)))
+		case tree.ValidateType(c.typ.v) != nil:
+			itemErr("type", "%s", reason(tree.ValidateType(c.typ.v)))
 		default:
-			it.Type, okType = *c.typ, true
+			it.Type, okType = c.typ.v, true
 		}
 		if !c.hasOnl {
 			if !hasProblem(c.problems, "online") {
@@ -131,12 +138,22 @@ func validate(raw *rawRequest, lim limits, now time.Time) (*submission, *httpErr
 			it.Online = v
 		}
 		if okID && okType {
-			k := [2]string{it.ID, it.Type}
-			if j, dup := firstAt[k]; dup {
-				items = append(items, apiv1.FieldError{Index: &i, Field: fmt.Sprintf("counts[%d]", i),
-					Message: fmt.Sprintf("duplicate of counts[%d]: same id and type (send one count per id and type)", j)})
+			var j int
+			var dup bool
+			if firstAt == nil {
+				if j, dup = findDup(small, it.ID, it.Type); !dup {
+					small = append(small, dupKey{id: it.ID, typ: it.Type, index: i})
+				}
 			} else {
-				firstAt[k] = i
+				k := [2]string{it.ID, it.Type}
+				if j, dup = firstAt[k]; !dup {
+					firstAt[k] = i
+				}
+			}
+			if dup {
+				index := i
+				items = append(items, apiv1.FieldError{Index: &index, Field: fmt.Sprintf("counts[%d]", i),
+					Message: fmt.Sprintf("duplicate of counts[%d]: same id and type (send one count per id and type)", j)})
 			}
 		}
 		it.Timestamp = sub.timestamp
@@ -204,4 +221,24 @@ func hasProblem(ps []apiv1.FieldError, field string) bool {
 		}
 	}
 	return false
+}
+
+// smallDupScan is the item count up to which duplicates are found by comparing with the
+// earlier items instead of through a map (cheaper for an agent's few leaves).
+const smallDupScan = 32
+
+// dupKey is an item's (id, type) and its index in the request.
+type dupKey struct {
+	id, typ string
+	index   int
+}
+
+// findDup returns the index of the key of keys equal to (id, typ).
+func findDup(keys []dupKey, id, typ string) (int, bool) {
+	for _, k := range keys {
+		if k.id == id && k.typ == typ {
+			return k.index, true
+		}
+	}
+	return 0, false
 }

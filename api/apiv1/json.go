@@ -1,0 +1,412 @@
+package apiv1
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The hand-written encoders and decoder below exist because the ingest path handles a request
+// per agent per tick: reflection-based encoding/json was a large part of its cost. Each one
+// produces exactly what encoding/json produces (tests compare them byte for byte and value
+// for value), falling back to encoding/json for anything out of the ordinary.
+
+// AppendJSON appends r encoded as a json.Encoder with SetEscapeHTML(false) encodes it, without
+// the trailing newline. The error is encoding/json's (only a timestamp outside years
+// 0–9999 fails).
+func (r *CountsRequest) AppendJSON(b []byte) ([]byte, error) {
+	n0 := len(b)
+	b = append(b, `{"project":`...)
+	b = appendString(b, r.Project)
+	b = append(b, `,"timestamp":`...)
+	b, ok := appendTime(b, r.Timestamp)
+	if ok && r.ObservedAt != nil {
+		b = append(b, `,"observed_at":`...)
+		b, ok = appendTime(b, *r.ObservedAt)
+	}
+	if !ok {
+		return appendReflect(b[:n0], r)
+	}
+	b = append(b, `,"submission_id":`...)
+	b = appendString(b, r.SubmissionID)
+	b = append(b, `,"counts":`...)
+	if r.Counts == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.Counts {
+			c := &r.Counts[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendString(b, c.ID)
+			b = append(b, `,"type":`...)
+			b = appendString(b, c.Type)
+			b = append(b, `,"online":`...)
+			b = strconv.AppendInt(b, c.Online, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends r encoded as a json.Encoder with SetEscapeHTML(false) encodes it, without
+// the trailing newline. The error is encoding/json's (only a timestamp outside years
+// 0–9999 fails).
+func (r *CountsResponse) AppendJSON(b []byte) ([]byte, error) {
+	n0 := len(b)
+	b = append(b, `{"submission_id":`...)
+	b = appendString(b, r.SubmissionID)
+	b = append(b, `,"project":`...)
+	b = appendString(b, r.Project)
+	b = append(b, `,"timestamp":`...)
+	b, ok := appendTime(b, r.Timestamp)
+	if !ok {
+		return appendReflect(b[:n0], r)
+	}
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	b = append(b, `,"items":`...)
+	if r.Items == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.Items {
+			it := &r.Items[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"index":`...)
+			b = strconv.AppendInt(b, int64(it.Index), 10)
+			b = append(b, `,"id":`...)
+			b = appendString(b, it.ID)
+			b = append(b, `,"type":`...)
+			b = appendString(b, it.Type)
+			b = append(b, `,"status":`...)
+			b = appendString(b, string(it.Status))
+			if it.Error != "" {
+				b = append(b, `,"error":`...)
+				b = appendString(b, it.Error)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"summary":{"applied":`...)
+	b = strconv.AppendInt(b, int64(r.Summary.Applied), 10)
+	b = append(b, `,"stale":`...)
+	b = strconv.AppendInt(b, int64(r.Summary.Stale), 10)
+	b = append(b, `,"rejected":`...)
+	b = strconv.AppendInt(b, int64(r.Summary.Rejected), 10)
+	return append(b, "}}"...), nil
+}
+
+// appendReflect is the encoding/json fallback of the AppendJSON methods.
+func appendReflect(b []byte, v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return b, err // encoding/json's error, as documented
+	}
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+}
+
+// appendTime appends t as time.Time.MarshalJSON does; ok is false when that would fail.
+func appendTime(b []byte, t time.Time) ([]byte, bool) {
+	out, err := t.AppendText(append(b, '"'))
+	if err != nil {
+		return b, false
+	}
+	return append(out, '"'), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s quoted as encoding/json quotes strings with HTML escaping off:
+// invalid UTF-8 becomes U+FFFD, U+2028 and U+2029 are escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// DecodeCountsResponse sets *r to data decoded as json.Unmarshal decodes it into a zero
+// CountsResponse, with the same error when it fails. The server's own encoding (plain keys in
+// any order, strings without escapes) is read directly; anything else goes through
+// encoding/json.
+func DecodeCountsResponse(data []byte, r *CountsResponse) error {
+	*r = CountsResponse{}
+	if fastDecodeResponse(data, r) {
+		return nil
+	}
+	*r = CountsResponse{}
+	return json.Unmarshal(data, r) // encoding/json's error, as documented
+}
+
+// scanner reads the plain subset of JSON the fast decoder accepts; every method returns false
+// when the input is anything else (which then goes to encoding/json).
+type scanner struct {
+	b []byte
+	s string // b as a string: the decoded strings are substrings of it
+	i int
+}
+
+func (p *scanner) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// lit consumes c after optional whitespace.
+func (p *scanner) lit(c byte) bool {
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string of printable ASCII without escapes.
+func (p *scanner) str() (string, bool) {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", false
+	}
+	start := p.i + 1
+	for j := start; j < len(p.b); j++ {
+		switch c := p.b[j]; {
+		case c == '"':
+			p.i = j + 1
+			return p.s[start:j], true
+		case c < 0x20 || c >= utf8.RuneSelf || c == '\\':
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// rawStr is str returning the quoted bytes.
+func (p *scanner) rawStr() ([]byte, bool) {
+	p.ws()
+	start := p.i
+	if _, ok := p.str(); !ok {
+		return nil, false
+	}
+	return p.b[start:p.i], true
+}
+
+// integer reads -?(0|[1-9][0-9]*) into an int64. A fraction or exponent after it is left for
+// the caller's next expectation (',' or a closing bracket) to fail on.
+func (p *scanner) integer() (int64, bool) {
+	p.ws()
+	start, j := p.i, p.i
+	if j < len(p.b) && p.b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(p.b) && p.b[j] == '0':
+		j++
+	case j < len(p.b) && p.b[j] >= '1' && p.b[j] <= '9':
+		for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
+			j++
+		}
+	default:
+		return 0, false
+	}
+	v, err := strconv.ParseInt(p.s[start:j], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	p.i = j
+	return v, true
+}
+
+func (p *scanner) int() (int, bool) {
+	v, ok := p.integer()
+	if !ok || int64(int(v)) != v {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// object reads the members of an object whose '{' was consumed: member is called with each
+// key after its ':' and reads the value. Keys must be distinct bits of seen.
+func (p *scanner) object(member func(key string) (bit uint, ok bool)) bool {
+	if p.lit('}') {
+		return true
+	}
+	var seen uint
+	for {
+		key, ok := p.str()
+		if !ok || !p.lit(':') {
+			return false
+		}
+		bit, ok := member(key)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if p.lit(',') {
+			continue
+		}
+		return p.lit('}')
+	}
+}
+
+func fastDecodeResponse(data []byte, r *CountsResponse) bool {
+	p := scanner{b: data, s: string(data)}
+	if !p.lit('{') {
+		return false
+	}
+	ok := p.object(func(key string) (uint, bool) {
+		var ok bool
+		switch key {
+		case "submission_id":
+			r.SubmissionID, ok = p.str()
+			return 1 << 0, ok
+		case "project":
+			r.Project, ok = p.str()
+			return 1 << 1, ok
+		case "timestamp":
+			raw, ok := p.rawStr()
+			return 1 << 2, ok && r.Timestamp.UnmarshalJSON(raw) == nil
+		case "version":
+			r.Version, ok = p.integer()
+			return 1 << 3, ok
+		case "items":
+			return 1 << 4, p.items(r)
+		case "summary":
+			return 1 << 5, p.summary(&r.Summary)
+		}
+		return 0, false
+	})
+	if !ok {
+		return false
+	}
+	p.ws()
+	return p.i == len(p.b)
+}
+
+func (p *scanner) items(r *CountsResponse) bool {
+	if !p.lit('[') {
+		return false
+	}
+	r.Items = make([]ItemResult, 0, bytes.Count(p.b[p.i:], []byte(`"index"`)))
+	if p.lit(']') {
+		return true
+	}
+	for {
+		if !p.lit('{') {
+			return false
+		}
+		var it ItemResult
+		ok := p.object(func(key string) (uint, bool) {
+			var ok bool
+			switch key {
+			case "index":
+				it.Index, ok = p.int()
+				return 1 << 0, ok
+			case "id":
+				it.ID, ok = p.str()
+				return 1 << 1, ok
+			case "type":
+				it.Type, ok = p.str()
+				return 1 << 2, ok
+			case "status":
+				var s string
+				s, ok = p.str()
+				it.Status = Status(s)
+				return 1 << 3, ok
+			case "error":
+				it.Error, ok = p.str()
+				return 1 << 4, ok
+			}
+			return 0, false
+		})
+		if !ok {
+			return false
+		}
+		r.Items = append(r.Items, it)
+		if p.lit(',') {
+			continue
+		}
+		return p.lit(']')
+	}
+}
+
+func (p *scanner) summary(s *Summary) bool {
+	if !p.lit('{') {
+		return false
+	}
+	return p.object(func(key string) (uint, bool) {
+		var ok bool
+		switch key {
+		case "applied":
+			s.Applied, ok = p.int()
+			return 1 << 0, ok
+		case "stale":
+			s.Stale, ok = p.int()
+			return 1 << 1, ok
+		case "rejected":
+			s.Rejected, ok = p.int()
+			return 1 << 2, ok
+		}
+		return 0, false
+	})
+}
