@@ -121,7 +121,7 @@ func (c *Client) Submit(ctx context.Context, s Submission) (*Response, error) {
 	if counts == nil {
 		counts = []Count{}
 	}
-	body, err := json.Marshal(apiv1.CountsRequest{
+	body, err := encodeRequest(&apiv1.CountsRequest{
 		Project: s.Project, Timestamp: s.Timestamp, ObservedAt: &observed,
 		SubmissionID: s.SubmissionID, Counts: counts,
 	})
@@ -185,7 +185,7 @@ func (c *Client) attempt(ctx context.Context, url string, body []byte) (*Respons
 		return nil, fmt.Errorf("post: %w", err)
 	}
 	defer func() { _ = res.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
+	data, err := readAnswer(res.Body, res.ContentLength)
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
@@ -195,10 +195,42 @@ func (c *Client) attempt(ctx context.Context, url string, body []byte) (*Respons
 		return nil, e
 	}
 	var out Response
-	if err := json.Unmarshal(data, &out); err != nil {
+	if err := apiv1.DecodeCountsResponse(data, &out); err != nil {
 		return nil, fmt.Errorf("decode answer: %w", err)
 	}
 	return &out, nil
+}
+
+// encodeRequest encodes req in a buffer sized for it (one allocation for an agent's request).
+func encodeRequest(req *apiv1.CountsRequest) ([]byte, error) {
+	size := 192 + len(req.Project) + len(req.SubmissionID)
+	for i := range req.Counts {
+		size += len(req.Counts[i].ID) + len(req.Counts[i].Type) + 48
+	}
+	return req.AppendJSON(make([]byte, 0, size))
+}
+
+// readAnswer reads a response body to its end (so the connection can be reused), at most
+// maxResponseBytes, in one allocation when the server announced the length.
+func readAnswer(r io.Reader, length int64) ([]byte, error) {
+	r = io.LimitReader(r, maxResponseBytes)
+	if length < 0 || length >= maxResponseBytes {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, length+1) // +1: the read that sees EOF needs room
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // delay is the wait before retry number retry (0-based) after failure last: the server's
