@@ -1,0 +1,124 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/tree"
+)
+
+// BenchmarkTick100k writes ticks of 100,000 leaves (1 root, 20 groups, 1,000 servers, 100
+// processes each) through bulk.Writer, one agent per server (100 concurrent agents, each
+// submitting its server's 100 processes), and measures the time from the last leaf
+// acknowledged to the root total being correct, and the parent writes per tick. Each
+// iteration is one tick: run with -benchtime Nx.
+func BenchmarkTick100k(b *testing.B) {
+	e := newEnv(b)
+	const project = "bench"
+	t0 := baseTick()
+	e.trees.add(b, project, t0.Add(-365*24*time.Hour), tree.Generate(project, 20, 50, 100))
+	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+	servers := tr.Levels()[1] // deepest first: processes, servers, groups, root
+	distinct := int64(1 + 20 + len(servers))
+	w := New(e.db, e.trees, Options{}, zaptest.NewLogger(b, zaptest.Level(zap.WarnLevel)))
+	r := e.start(w)
+	root := e.db.Collection(migrations.CountsCollection)
+
+	var lat []time.Duration
+	var writes []int64
+	var submitTimes []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		at := t0.Add(-time.Duration(i+1) * tick)
+		before := w.Stats().ParentWrites
+		want := int64(0)
+		started := time.Now()
+		var wg sync.WaitGroup
+		work := make(chan tree.Node)
+		errs := make(chan error, 100)
+		for range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for s := range work {
+					kids := tr.Children(s.ID)
+					items := make([]bulk.Item, len(kids))
+					for j, k := range kids {
+						items[j] = item(project, k.ID, k.Type, at, int64(j%7), int64(i+1))
+					}
+					if _, err := e.leaves.Submit(context.Background(), items); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		for _, s := range servers {
+			for j := range tr.ChildCount(s.ID) {
+				want += int64(j % 7)
+			}
+			work <- s
+		}
+		close(work)
+		wg.Wait()
+		acked := time.Now()
+		submitTimes = append(submitTimes, acked.Sub(started))
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		default:
+		}
+		for {
+			p, ok := rootDoc(b, root, project, at)
+			if ok && p.online == want && p.reported == 100_000 {
+				break
+			}
+			if time.Since(acked) > 60*time.Second {
+				b.Fatalf("root never correct: %+v", p)
+			}
+			pollPause()
+		}
+		lat = append(lat, time.Since(acked))
+		waitFor(b, "writes settle", func() bool { return w.Stats().ParentWrites-before >= distinct })
+		writes = append(writes, w.Stats().ParentWrites-before)
+		fmt.Fprintf(os.Stderr, "tick %d: total %v\n", i, time.Since(started))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	p99 := lat[min(len(lat)-1, (len(lat)*99+99)/100-1)]
+	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms-root-correct")
+	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms-root-correct")
+	b.ReportMetric(float64(slices.Max(writes)), "max-parent-writes/tick")
+	b.ReportMetric(float64(distinct), "distinct-parents/tick")
+	fmt.Fprintf(os.Stderr, "N=%d submit times %v latencies %v writes %v\n", b.N, submitTimes, lat, writes)
+	b.Logf("latencies %v; parent writes per tick %v (distinct parents %d); stats %+v", lat, writes, distinct, w.Stats())
+	if err := r.stop(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type rootTotals struct{ online, reported int64 }
+
+func rootDoc(b *testing.B, coll *mongo.Collection, project string, at time.Time) (rootTotals, bool) {
+	raw, err := coll.FindOne(context.Background(), bson.D{
+		{Key: migrations.FieldID, Value: project}, {Key: migrations.FieldType, Value: tree.TypeProject}, {Key: migrations.FieldTimestamp, Value: at},
+	}).Raw()
+	if err != nil {
+		return rootTotals{}, false
+	}
+	on, _ := raw.Lookup(migrations.FieldOnline).AsInt64OK()
+	rep, _ := raw.Lookup("reported").AsInt64OK()
+	return rootTotals{on, rep}, true
+}
