@@ -98,8 +98,8 @@ func TestStepsAreNumberedInOrder(t *testing.T) {
 	if err := validateSteps(steps); err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 3 {
-		t.Fatalf("got %d steps, want 3", len(steps))
+	if len(steps) != 5 {
+		t.Fatalf("got %d steps, want 5", len(steps))
 	}
 	bad := []struct {
 		name  string
@@ -123,15 +123,15 @@ func TestFreshDatabase(t *testing.T) {
 	m := newTestMigrator(t, db)
 
 	n, err := m.Pending(ctx)
-	if err != nil || n != 3 {
-		t.Fatalf("Pending before = %d, %v; want 3", n, err)
+	if err != nil || n != len(Steps()) {
+		t.Fatalf("Pending before = %d, %v; want %d", n, err, len(Steps()))
 	}
 	r, err := m.Up(ctx, UpOptions{})
 	if err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	if len(r.Applied) != 3 || r.DryRun || len(r.Duplicates) != 0 {
-		t.Fatalf("report = %+v, want 3 steps applied, no duplicates", r)
+	if len(r.Applied) != len(Steps()) || r.DryRun || len(r.Duplicates) != 0 {
+		t.Fatalf("report = %+v, want every step applied, no duplicates", r)
 	}
 	for i, s := range r.Applied {
 		if s.Version != i+1 {
@@ -142,7 +142,7 @@ func TestFreshDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if len(st) != 3 {
+	if len(st) != len(Steps()) {
 		t.Fatalf("Status = %+v", st)
 	}
 	for _, s := range st {
@@ -198,8 +198,9 @@ func TestStatusListsUnknownSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := StepStatus{Version: 9, Name: "from the future", Applied: true, AppliedAt: at, Unknown: true}
-	if len(st) != 4 || st[3] != want {
-		t.Fatalf("Status = %+v, want 3 known then %+v", st, want)
+	known := len(Steps())
+	if len(st) != known+1 || st[known] != want {
+		t.Fatalf("Status = %+v, want %d known then %+v", st, known, want)
 	}
 	if n, err := m.Pending(ctx); err != nil || n != 0 {
 		t.Fatalf("Pending = %d, %v", n, err)
@@ -265,7 +266,7 @@ func TestDuplicateResolution(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dry run: %v", err)
 			}
-			if !dry.DryRun || len(dry.Applied) != 3 {
+			if !dry.DryRun || len(dry.Applied) != len(Steps()) {
 				t.Fatalf("dry run report = %+v", dry)
 			}
 			if got := reportRemovedIDs(dry); !slices.Equal(got, tc.Removed) && (len(got) != 0 || len(tc.Removed) != 0) {
@@ -277,7 +278,7 @@ func TestDuplicateResolution(t *testing.T) {
 			if _, ok := indexSpecs(ctx, t, coll)[CountsKeyIndex]; ok {
 				t.Fatal("dry run built the index")
 			}
-			if n, err := m.Pending(ctx); err != nil || n != 3 {
+			if n, err := m.Pending(ctx); err != nil || n != len(Steps()) {
 				t.Fatalf("dry run recorded steps: pending %d, %v", n, err)
 			}
 			if lockPresent(ctx, t, db) {
@@ -573,7 +574,7 @@ func TestConcurrentUp(t *testing.T) {
 	ctx := testCtx(t)
 	store := embeddedtest.Start(t)
 	const instances = 4
-	runs := make([]atomic.Int32, 3)
+	runs := make([]atomic.Int32, len(Steps()))
 	started := make(chan int, instances)
 	release := make(chan struct{})
 	migs := make([]*Migrator, instances)
@@ -643,8 +644,8 @@ func TestConcurrentUp(t *testing.T) {
 			t.Errorf("step %d ran %d times, want 1", v+1, n)
 		}
 	}
-	if applied != 3 {
-		t.Fatalf("reports show %d applied steps in total, want 3", applied)
+	if applied != len(Steps()) {
+		t.Fatalf("reports show %d applied steps in total, want %d", applied, len(Steps()))
 	}
 }
 
@@ -670,7 +671,7 @@ func TestLockHeldByAnother(t *testing.T) {
 			t.Fatalf("gave up after %s, before the %s wait", time.Since(start), wait)
 		}
 	}
-	if n, err := m.Pending(ctx); err != nil || n != 3 {
+	if n, err := m.Pending(ctx); err != nil || n != len(Steps()) {
 		t.Fatalf("pending = %d, %v: steps ran without the lock", n, err)
 	}
 	// ctx cancellation ends the wait too.
@@ -693,7 +694,7 @@ func TestExpiredLockIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := newTestMigrator(t, db).Up(ctx, UpOptions{LockWait: -1})
-	if err != nil || len(r.Applied) != 3 {
+	if err != nil || len(r.Applied) != len(Steps()) {
 		t.Fatalf("Up = %+v, %v", r, err)
 	}
 	if lockPresent(ctx, t, db) {
@@ -731,8 +732,8 @@ func TestCrashMidStep(t *testing.T) {
 		t.Fatal("failed Up left the lock")
 	}
 	r, err = m.Up(ctx, UpOptions{})
-	if err != nil || len(r.Applied) != 2 || r.Applied[0].Version != 2 {
-		t.Fatalf("rerun = %+v, %v; want steps 2 and 3", r, err)
+	if err != nil || len(r.Applied) != len(Steps())-1 || r.Applied[0].Version != 2 {
+		t.Fatalf("rerun = %+v, %v; want every step from 2 on", r, err)
 	}
 	if n, err := m.Pending(ctx); err != nil || n != 0 {
 		t.Fatalf("pending = %d, %v", n, err)

@@ -16,6 +16,8 @@ const (
 	LockCollection = "migration_lock"
 	// CountsKeyIndex is the name of the unique index on exactly {id: 1, type: 1, timestamp: 1}.
 	CountsKeyIndex = "id_1_type_1_timestamp_1"
+	// CountsWrittenAtIndex is the name of the index on counts.written_at (replays by write time).
+	CountsWrittenAtIndex = "written_at_1"
 	// TokensProjectIndex is the name of the index on tokens.project.
 	TokensProjectIndex = "project_1"
 )

@@ -8,6 +8,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // Step is one versioned, idempotent schema change. Up must be safe to run again after it
@@ -28,6 +30,8 @@ func Steps() []Step {
 		{Version: 1, Name: "counts: resolve duplicate keys, unique index " + CountsKeyIndex, Up: countsUniqueIndex},
 		{Version: 2, Name: "tokens: index " + TokensProjectIndex, Up: tokensProjectIndex},
 		{Version: 3, Name: "projects: collection", Up: projectsCollection},
+		{Version: 4, Name: "trees, tree_nodes: indexes of versioned trees", Up: treeIndexes},
+		{Version: 5, Name: "counts: index " + CountsWrittenAtIndex + " (replay of a lost change-stream window)", Up: countsWrittenAtIndex},
 	}
 }
 
@@ -179,6 +183,32 @@ func projectsCollection(ctx context.Context, db *mongo.Database, r *Report) erro
 	}
 	if err != nil {
 		return fmt.Errorf("create collection %s: %w", ProjectsCollection, err)
+	}
+	return nil
+}
+
+// treeIndexes is step 4: the indexes the versioned tree store queries by.
+func treeIndexes(ctx context.Context, db *mongo.Database, r *Report) error {
+	if r.DryRun {
+		return nil
+	}
+	for _, ix := range treedb.Indexes() {
+		if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model); err != nil {
+			return fmt.Errorf("create index on %s: %w", ix.Collection, err)
+		}
+	}
+	return nil
+}
+
+// countsWrittenAtIndex is step 5: leaves by write time, so the watcher can replay the window
+// a lost change-stream history left uncovered without scanning every count.
+func countsWrittenAtIndex(ctx context.Context, db *mongo.Database, r *Report) error {
+	if r.DryRun {
+		return nil
+	}
+	model := mongo.IndexModel{Keys: bson.D{{Key: FieldWrittenAt, Value: int32(1)}}, Options: options.Index().SetName(CountsWrittenAtIndex)}
+	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, model); err != nil {
+		return fmt.Errorf("create index %s on %s: %w", CountsWrittenAtIndex, CountsCollection, err)
 	}
 	return nil
 }
