@@ -129,25 +129,22 @@ func (c *Client) Submit(ctx context.Context, s Submission) (*Response, error) {
 		return nil, fmt.Errorf("encode submission: %w", err)
 	}
 	url := strings.TrimSuffix(c.BaseURL, "/") + apiv1.CountsPath
+	auth := "Bearer " + c.Token
 	attempts := c.MaxAttempts
 	if attempts <= 0 {
 		attempts = DefaultMaxAttempts
-	}
-	log := c.Logger
-	if log == nil {
-		log = zap.NewNop()
 	}
 	var lastErr error
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			d := c.delay(attempt-1, lastErr)
-			log.Debug("retrying submission", zap.String("submission_id", s.SubmissionID),
+			c.logger().Debug("retrying submission", zap.String("submission_id", s.SubmissionID),
 				zap.Int("attempt", attempt+1), zap.Duration("after", d), zap.Error(lastErr))
 			if err := c.wait(ctx, d); err != nil {
 				return nil, fmt.Errorf("submit %s: %w (last failure: %w)", s.SubmissionID, err, lastErr)
 			}
 		}
-		resp, err := c.attempt(ctx, url, body)
+		resp, err := c.attempt(ctx, url, body, auth)
 		if err == nil {
 			if resp.SubmissionID != s.SubmissionID {
 				return nil, fmt.Errorf("submit %s: the server answered for submission %q", s.SubmissionID, resp.SubmissionID)
@@ -168,14 +165,16 @@ func (c *Client) Submit(ctx context.Context, s Submission) (*Response, error) {
 
 // attempt does one POST; any non-200 is an *APIError, a transport failure or unreadable
 // 200 body another error.
-func (c *Client) attempt(ctx context.Context, url string, body []byte) (*Response, error) {
+func (c *Client) attempt(ctx context.Context, url string, body []byte, auth string) (*Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.Token)
+	// Header.Set with the values in one allocation (the keys are canonical).
+	vals := []string{"application/json", "application/json", auth}
+	req.Header["Content-Type"] = vals[0:1:1]
+	req.Header["Accept"] = vals[1:2:2]
+	req.Header["Authorization"] = vals[2:3:3]
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: DefaultHTTPTimeout}
@@ -231,6 +230,13 @@ func readAnswer(r io.Reader, length int64) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+func (c *Client) logger() *zap.Logger {
+	if c.Logger == nil {
+		return zap.NewNop()
+	}
+	return c.Logger
 }
 
 // delay is the wait before retry number retry (0-based) after failure last: the server's
