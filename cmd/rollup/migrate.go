@@ -6,13 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/gameops/rollup/migrations"
 )
@@ -39,8 +36,7 @@ Flags:
 // migrateConfig is the parsed command line of rollup migrate.
 type migrateConfig struct {
 	sub      string
-	uri      string
-	database string
+	store    storeFlags
 	dryRun   bool
 	lockWait time.Duration
 	logLevel string
@@ -55,8 +51,7 @@ func parseMigrate(e *env, args []string) (migrateConfig, error) {
 		_, _ = fmt.Fprint(e.stderr, migrateUsage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.uri, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI)")
-	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
+	c.store.register(fs)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "up: report what would be done, change nothing")
 	fs.DurationVar(&c.lockWait, "lock-wait", migrations.DefaultLockWait, "up: how long to wait for another instance's migration lock (0: fail at once)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
@@ -82,9 +77,9 @@ func parseMigrate(e *env, args []string) (migrateConfig, error) {
 		return c, errors.New("--dry-run is for 'migrate up'")
 	case c.lockWait < 0:
 		return c, errors.New("--lock-wait must not be negative")
-	case c.database == "":
+	case c.store.database == "":
 		return c, errors.New("--database must not be empty")
-	case c.uri == "":
+	case c.store.uri == "":
 		return c, errors.New("migrations need a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
 			"with the embedded store, use 'rollup serve', which applies migrations at start")
 	}
@@ -105,24 +100,20 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	client, err := mongo.Connect(options.Client().ApplyURI(c.uri).SetServerSelectionTimeout(15 * time.Second))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = client.Disconnect(dctx)
-	}()
-	db := client.Database(c.database, options.Database().SetWriteConcern(writeconcern.Majority()))
-	m := migrations.New(db, log.Named("migrate"))
+	return c.store.withDB(ctx, func(db *mongo.Database) error {
+		return migrate(ctx, e, c, migrations.New(db, log.Named("migrate")))
+	})
+}
+
+// migrate runs the migrate subcommand with a connected migrator.
+func migrate(ctx context.Context, e *env, c migrateConfig, m *migrations.Migrator) error {
 
 	if c.sub == "status" {
 		st, err := m.Status(ctx)
 		if err != nil {
 			return err
 		}
-		return printMigrateStatus(e.stdout, c.database, st)
+		return printMigrateStatus(e.stdout, c.store.database, st)
 	}
 	wait := c.lockWait
 	if wait == 0 {

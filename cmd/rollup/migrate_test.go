@@ -20,9 +20,9 @@ func TestParseMigrate(t *testing.T) {
 		want    migrateConfig
 		wantErr string
 	}{
-		{args: []string{"up", "--mongodb-uri", "mongodb://h"}, want: migrateConfig{sub: "up", uri: "mongodb://h", database: "rollup", lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
-		{args: []string{"--mongodb-uri", "mongodb://h", "--database", "x", "up", "--dry-run"}, want: migrateConfig{sub: "up", uri: "mongodb://h", database: "x", dryRun: true, lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
-		{args: []string{"status", "--mongodb-uri", "mongodb://h", "--lock-wait", "0s"}, want: migrateConfig{sub: "status", uri: "mongodb://h", database: "rollup", logLevel: "warn"}},
+		{args: []string{"up", "--mongodb-uri", "mongodb://h"}, want: migrateConfig{sub: "up", store: storeFlags{uri: "mongodb://h", database: "rollup"}, lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
+		{args: []string{"--mongodb-uri", "mongodb://h", "--database", "x", "up", "--dry-run"}, want: migrateConfig{sub: "up", store: storeFlags{uri: "mongodb://h", database: "x"}, dryRun: true, lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
+		{args: []string{"status", "--mongodb-uri", "mongodb://h", "--lock-wait", "0s"}, want: migrateConfig{sub: "status", store: storeFlags{uri: "mongodb://h", database: "rollup"}, logLevel: "warn"}},
 		{args: []string{"up"}, wantErr: "pass --mongodb-uri"},
 		{args: []string{}, wantErr: "subcommand is required"},
 		{args: []string{"down", "--mongodb-uri", "m"}, wantErr: `unknown subcommand "down"`},

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/gameops/rollup/api"
-	"github.com/gameops/rollup/migrations"
 )
 
 const tokenUsage = `usage: rollup token create --project P [--name N] [flags]
@@ -35,11 +31,10 @@ Flags:
 
 // tokenConfig is the parsed command line of rollup token.
 type tokenConfig struct {
-	sub      string
-	uri      string
-	database string
-	project  string
-	name     string
+	sub     string
+	store   storeFlags
+	project string
+	name    string
 }
 
 // parseToken parses "token <create|list> [flags]"; flags may also come before the subcommand.
@@ -51,8 +46,7 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 		_, _ = fmt.Fprint(e.stderr, tokenUsage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.uri, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI)")
-	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
+	c.store.register(fs)
 	fs.StringVar(&c.project, "project", "", "project name (1-128 bytes of A-Z a-z 0-9 _ : -)")
 	fs.StringVar(&c.name, "name", "", "create: a label for the token (default \""+api.DefaultTokenName+"\")")
 	if err := fs.Parse(args); err != nil {
@@ -76,9 +70,9 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 		return c, errors.New("--project is required")
 	case c.sub == "list" && c.name != "":
 		return c, errors.New("--name is for 'token create'")
-	case c.database == "":
+	case c.store.database == "":
 		return c, errors.New("--database must not be empty")
-	case c.uri == "":
+	case c.store.uri == "":
 		return c, errors.New("tokens live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
 			"'rollup serve --demo' prints a demo token")
 	}
@@ -93,16 +87,11 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(c.uri).SetServerSelectionTimeout(15 * time.Second))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = client.Disconnect(dctx)
-	}()
-	db := client.Database(c.database, options.Database().SetWriteConcern(writeconcern.Majority()))
+	return c.store.withDB(ctx, func(db *mongo.Database) error { return token(ctx, e, c, db) })
+}
+
+// token runs the token subcommand against a connected database.
+func token(ctx context.Context, e *env, c tokenConfig, db *mongo.Database) error {
 
 	if c.sub == "create" {
 		token, err := api.CreateToken(ctx, db, c.project, c.name)

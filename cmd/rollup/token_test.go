@@ -23,9 +23,9 @@ func TestParseToken(t *testing.T) {
 		want    tokenConfig
 		wantErr string
 	}{
-		{args: []string{"create", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", uri: "m", database: "rollup", project: "p"}},
-		{args: []string{"--mongodb-uri", "m", "create", "--project", "p", "--name", "eu agents", "--database", "x"}, want: tokenConfig{sub: "create", uri: "m", database: "x", project: "p", name: "eu agents"}},
-		{args: []string{"list", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "list", uri: "m", database: "rollup", project: "p"}},
+		{args: []string{"create", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "rollup"}, project: "p"}},
+		{args: []string{"--mongodb-uri", "m", "create", "--project", "p", "--name", "eu agents", "--database", "x"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "x"}, project: "p", name: "eu agents"}},
+		{args: []string{"list", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "list", store: storeFlags{uri: "m", database: "rollup"}, project: "p"}},
 		{args: []string{"create", "--project", "p"}, wantErr: "pass --mongodb-uri"},
 		{args: []string{"create", "--mongodb-uri", "m"}, wantErr: "--project is required"},
 		{args: []string{"list", "--project", "p", "--name", "n", "--mongodb-uri", "m"}, wantErr: "--name is for"},

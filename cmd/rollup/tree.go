@@ -11,10 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -53,8 +50,7 @@ type treeConfig struct {
 	version   int       // 0: not given
 	at        time.Time // zero: not given
 	json      bool
-	uri       string
-	database  string
+	store     storeFlags
 }
 
 // parseTree parses "tree <import|show|validate> [FILE] [flags]"; flags may come anywhere.
@@ -72,8 +68,7 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 	fs.IntVar(&c.version, "version", 0, "show: the version to print")
 	fs.StringVar(&at, "at", "", "show: print the version in effect at this time (RFC3339)")
 	fs.BoolVar(&c.json, "json", false, "show: print JSON (nested layout) instead of an outline")
-	fs.StringVar(&c.uri, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI)")
-	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
+	c.store.register(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -127,9 +122,9 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 		return c, errors.New("--version must be positive")
 	case c.version != 0 && at != "":
 		return c, errors.New("--version and --at exclude each other")
-	case c.database == "":
+	case c.store.database == "":
 		return c, errors.New("--database must not be empty")
-	case c.sub != "validate" && c.uri == "":
+	case c.sub != "validate" && c.store.uri == "":
 		return c, errors.New("tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
 			"'rollup tree validate FILE' checks a file without one")
 	}
@@ -223,16 +218,7 @@ func (e *treeFileError) Error() string {
 
 // withTreeStore connects to the deployment (majority writes) and runs fn with a tree store.
 func withTreeStore(ctx context.Context, c treeConfig, fn func(*treedb.Store) error) error {
-	client, err := mongo.Connect(options.Client().ApplyURI(c.uri).SetServerSelectionTimeout(15 * time.Second))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = client.Disconnect(dctx)
-	}()
-	return fn(treedb.New(client.Database(c.database, options.Database().SetWriteConcern(writeconcern.Majority()))))
+	return c.store.withDB(ctx, func(db *mongo.Database) error { return fn(treedb.New(db)) })
 }
 
 // nextTickStart returns t when it is a tick start, else the next tick start after it.

@@ -22,13 +22,13 @@ func TestParseTree(t *testing.T) {
 		want    treeConfig
 		wantErr string
 	}{
-		{args: []string{"import", "t.yaml", "--mongodb-uri", "m"}, want: treeConfig{sub: "import", file: "t.yaml", uri: "m", database: "rollup"}},
+		{args: []string{"import", "t.yaml", "--mongodb-uri", "m"}, want: treeConfig{sub: "import", file: "t.yaml", store: storeFlags{uri: "m", database: "rollup"}}},
 		{args: []string{"--project", "p", "import", "--effective", "2024-05-01T10:05:00Z", "t.json", "--mongodb-uri", "m", "--database", "d"},
-			want: treeConfig{sub: "import", file: "t.json", project: "p", effective: at, uri: "m", database: "d"}},
+			want: treeConfig{sub: "import", file: "t.json", project: "p", effective: at, store: storeFlags{uri: "m", database: "d"}}},
 		{args: []string{"show", "--project", "p", "--at", "2024-05-01T10:05:00Z", "--json", "--mongodb-uri", "m"},
-			want: treeConfig{sub: "show", project: "p", at: at, json: true, uri: "m", database: "rollup"}},
-		{args: []string{"show", "--project", "p", "--version", "3", "--mongodb-uri", "m"}, want: treeConfig{sub: "show", project: "p", version: 3, uri: "m", database: "rollup"}},
-		{args: []string{"validate", "t.yaml"}, want: treeConfig{sub: "validate", file: "t.yaml", database: "rollup"}},
+			want: treeConfig{sub: "show", project: "p", at: at, json: true, store: storeFlags{uri: "m", database: "rollup"}}},
+		{args: []string{"show", "--project", "p", "--version", "3", "--mongodb-uri", "m"}, want: treeConfig{sub: "show", project: "p", version: 3, store: storeFlags{uri: "m", database: "rollup"}}},
+		{args: []string{"validate", "t.yaml"}, want: treeConfig{sub: "validate", file: "t.yaml", store: storeFlags{database: "rollup"}}},
 		{args: []string{"import", "t.yaml"}, wantErr: "pass --mongodb-uri"},
 		{args: []string{"show", "--project", "p"}, wantErr: "pass --mongodb-uri"},
 		{args: []string{}, wantErr: "subcommand is required"},
