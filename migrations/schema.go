@@ -18,6 +18,8 @@ const (
 	CountsKeyIndex = "id_1_type_1_timestamp_1"
 	// CountsWrittenAtIndex is the name of the index on counts.written_at (replays by write time).
 	CountsWrittenAtIndex = "written_at_1"
+	// CountsProjectTickIndex is the name of the index on counts {project: 1, timestamp: 1}.
+	CountsProjectTickIndex = "project_1_timestamp_1"
 	// TokensProjectIndex is the name of the index on tokens.project.
 	TokensProjectIndex = "project_1"
 )

@@ -32,6 +32,7 @@ func Steps() []Step {
 		{Version: 3, Name: "projects: collection", Up: projectsCollection},
 		{Version: 4, Name: "trees, tree_nodes: indexes of versioned trees", Up: treeIndexes},
 		{Version: 5, Name: "counts: index " + CountsWrittenAtIndex + " (replay of a lost change-stream window)", Up: countsWrittenAtIndex},
+		{Version: 6, Name: "counts: index " + CountsProjectTickIndex + " (a project's nodes at a tick)", Up: countsProjectTickIndex},
 	}
 }
 
@@ -209,6 +210,19 @@ func countsWrittenAtIndex(ctx context.Context, db *mongo.Database, r *Report) er
 	model := mongo.IndexModel{Keys: bson.D{{Key: FieldWrittenAt, Value: int32(1)}}, Options: options.Index().SetName(CountsWrittenAtIndex)}
 	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, model); err != nil {
 		return fmt.Errorf("create index %s on %s: %w", CountsWrittenAtIndex, CountsCollection, err)
+	}
+	return nil
+}
+
+// countsProjectTickIndex is step 6: every count of a project at a tick (the read API's tree,
+// verify and replay read by it).
+func countsProjectTickIndex(ctx context.Context, db *mongo.Database, r *Report) error {
+	if r.DryRun {
+		return nil
+	}
+	model := mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: int32(1)}, {Key: FieldTimestamp, Value: int32(1)}}, Options: options.Index().SetName(CountsProjectTickIndex)}
+	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, model); err != nil {
+		return fmt.Errorf("create index %s on %s: %w", CountsProjectTickIndex, CountsCollection, err)
 	}
 	return nil
 }
