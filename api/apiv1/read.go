@@ -1,0 +1,179 @@
+package apiv1
+
+import "time"
+
+// ProjectsPath is the path of the project list (method GET). The other read endpoints are
+// below it: ProjectsPath + "/{project}/tree", "/series", "/top" and "/ticks".
+const ProjectsPath = "/v1/projects"
+
+// Read endpoints' path suffixes, after ProjectsPath + "/{project}".
+const (
+	// TreePath answers a TreeResponse.
+	TreePath = "/tree"
+	// SeriesPath answers a SeriesResponse.
+	SeriesPath = "/series"
+	// TopPath answers a TopResponse.
+	TopPath = "/top"
+	// TicksPath answers a []TickSummary.
+	TicksPath = "/ticks"
+)
+
+// Downsampling steps and aggregations of GET .../series (the step and agg parameters).
+const (
+	// Step5m is one point per tick (no downsampling), the default step.
+	Step5m = "5m"
+	// Step1h is one point per hour.
+	Step1h = "1h"
+	// Step1d is one point per UTC day.
+	Step1d = "1d"
+	// AggMax takes the largest online of the step's ticks (the default).
+	AggMax = "max"
+	// AggMean takes the mean online of the step's ticks that have a document.
+	AggMean = "mean"
+	// AggLast takes the online of the step's latest tick that has a document.
+	AggLast = "last"
+)
+
+// ProjectsResponse is the body of GET /v1/projects: the projects the token may read.
+type ProjectsResponse struct {
+	// Projects lists them by name (just the token's own project).
+	Projects []ProjectInfo `json:"projects"`
+}
+
+// ProjectInfo is one readable project.
+type ProjectInfo struct {
+	// Name is the project's name, the {project} of the read paths.
+	Name string `json:"name"`
+}
+
+// TreeResponse is the body of GET /v1/projects/{project}/tree: every node of the tree version
+// of one tick with its totals, and the tick's orphans.
+type TreeResponse struct {
+	// Project is the project.
+	Project string `json:"project"`
+	// Tick is the tick shown (RFC 3339, UTC).
+	Tick time.Time `json:"tick"`
+	// TreeVersion is the tree version of the tick.
+	TreeVersion int `json:"tree_version"`
+	// Root is the id of the root node (Nodes[0]).
+	Root string `json:"root"`
+	// Nodes has every node of the tree: the root first, then breadth-first with children in
+	// tree order.
+	Nodes []TreeNode `json:"nodes"`
+	// Orphans are the tick's leaf documents whose id is not in the tree (counted nowhere),
+	// sorted by id then type.
+	Orphans []Orphan `json:"orphans"`
+}
+
+// TreeNode is one node of a TreeResponse.
+type TreeNode struct {
+	// ID is the node id.
+	ID string `json:"id"`
+	// Type is the node's type.
+	Type string `json:"type"`
+	// Parent is the parent's id, "" for the root.
+	Parent string `json:"parent"`
+	// Online is the node's total (0 without a document at the tick).
+	Online int64 `json:"online"`
+	// Reported is how many leaves under the node reported (for a leaf: 1 if it reported).
+	Reported int64 `json:"reported"`
+	// Expected is how many leaves the tree has under the node (1 for a leaf).
+	Expected int64 `json:"expected"`
+	// Children are the ids of the node's children in tree order (empty for a leaf).
+	Children []string `json:"children"`
+}
+
+// Orphan is a leaf document whose id is not in the tree version of its tick.
+type Orphan struct {
+	// ID is the document's id.
+	ID string `json:"id"`
+	// Type is the document's type.
+	Type string `json:"type"`
+	// Online is the document's count.
+	Online int64 `json:"online"`
+}
+
+// SeriesResponse is the body of GET /v1/projects/{project}/series: one point per step of the
+// window [from, to), gaps included.
+type SeriesResponse struct {
+	// Node is the node id.
+	Node string `json:"node"`
+	// Type is the node's type (in the latest tree version of the window that has the node).
+	Type string `json:"type"`
+	// Step is the step of the points (Step5m, Step1h or Step1d).
+	Step string `json:"step"`
+	// Agg is how a step's ticks were combined (AggMax, AggMean or AggLast).
+	Agg string `json:"agg"`
+	// Points are in time order.
+	Points []SeriesPoint `json:"points"`
+}
+
+// SeriesPoint is one step of a series.
+type SeriesPoint struct {
+	// T is the start of the step.
+	T time.Time `json:"t"`
+	// Online is the step's aggregated total; null when no tick of the step has a document (a gap).
+	Online *float64 `json:"online"`
+	// Reported is the sum over the step's ticks of the leaves that reported (0 for a tick
+	// without a document); for a 5m step, the tick's.
+	Reported int64 `json:"reported"`
+	// Expected is the sum over the step's ticks of the leaves the tree expects (a tick without
+	// a document still expects the node's leaves); for a 5m step, the tick's.
+	Expected int64 `json:"expected"`
+	// Complete is true when every tick of the step has a document with reported == expected.
+	Complete bool `json:"complete"`
+}
+
+// TopResponse is the body of GET /v1/projects/{project}/top: a node's children at a tick,
+// largest first.
+type TopResponse struct {
+	// Node is the node id.
+	Node string `json:"node"`
+	// Type is the node's type.
+	Type string `json:"type"`
+	// Tick is the tick shown.
+	Tick time.Time `json:"tick"`
+	// Children are at most n children by online descending, then id ascending.
+	Children []TopChild `json:"children"`
+}
+
+// TopChild is one child of a TopResponse, as its parent's document counts it.
+type TopChild struct {
+	// ID is the child's id.
+	ID string `json:"id"`
+	// Type is the child's type.
+	Type string `json:"type"`
+	// Online is the child's contribution (0 when it has none).
+	Online int64 `json:"online"`
+	// Reported is how many leaves under the child reported.
+	Reported int64 `json:"reported"`
+	// Expected is how many leaves the tree has under the child.
+	Expected int64 `json:"expected"`
+}
+
+// TickSummary is one element of the body of GET /v1/projects/{project}/ticks (a JSON array,
+// in time order): a tick that has a root document, with the root's totals.
+type TickSummary struct {
+	// Tick is the tick's start.
+	Tick time.Time `json:"tick"`
+	// Online is the root's total.
+	Online int64 `json:"online"`
+	// Reported is how many leaves of the tree reported.
+	Reported int64 `json:"reported"`
+	// Expected is how many leaves the tree has.
+	Expected int64 `json:"expected"`
+}
+
+// Error codes of the read API (besides ErrUnauthorized, ErrForbidden, ErrUnknownProject,
+// ErrUnavailable and ErrInternal).
+const (
+	// ErrInvalidParameter (400): a query parameter is invalid or the window too large; Errors
+	// names the parameter.
+	ErrInvalidParameter = "invalid_parameter"
+	// ErrUnknownNode (404): the node is not in the project's tree (at the tick, or at any tick
+	// of the window).
+	ErrUnknownNode = "unknown_node"
+	// ErrNoData (404): nothing to show: no tree version is effective at the tick, or (without
+	// a tick) no tick has a root document yet.
+	ErrNoData = "no_data"
+)
