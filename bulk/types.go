@@ -82,10 +82,19 @@ type Result struct {
 
 // Options tune a Writer. Zero fields take their defaults.
 type Options struct {
-	// MaxBatch is the most operations in one BulkWrite (default 1000).
+	// MaxBatch is the most operations in one BulkWrite (default 1000). A batch is sent as
+	// soon as MaxBatch items are pending and a worker is free; see "Batching policy" in doc.go
+	// for partial batches.
 	MaxBatch int
-	// MaxDelay is how long the oldest pending item may wait for its batch to fill (default 10ms).
+	// MaxDelay bounds how long a partial batch is held for more items once no batch is in
+	// flight (default 100ms). Time spent waiting for the store to finish earlier batches
+	// does not count: items arriving meanwhile join the batch at no cost.
 	MaxDelay time.Duration
+	// IdleGap sends a partial batch before MaxDelay once no batch is in flight and no item
+	// arrived for this long (default MaxDelay/DefaultIdleGapDivisor, 20ms by default): the
+	// producers have stopped or all wait for results. It is the latency of a lone Submit on an
+	// idle writer. An IdleGap above MaxDelay has no effect.
+	IdleGap time.Duration
 	// MaxPending bounds the items accepted but not yet finished (queued or in flight); a
 	// Submit that does not fit blocks (default 100,000).
 	MaxPending int
@@ -102,11 +111,14 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxBatch     = 1000
-	DefaultMaxDelay     = 10 * time.Millisecond
-	DefaultMaxPending   = 100_000
-	DefaultWorkers      = 2
-	DefaultDrainTimeout = 5 * time.Second
+	DefaultMaxBatch = 1000
+	DefaultMaxDelay = 100 * time.Millisecond
+	// DefaultIdleGapDivisor derives the default IdleGap from MaxDelay (MaxDelay/5), so that a
+	// writer tuned by MaxDelay alone keeps both in proportion.
+	DefaultIdleGapDivisor = 5
+	DefaultMaxPending     = 100_000
+	DefaultWorkers        = 2
+	DefaultDrainTimeout   = 5 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -115,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxDelay <= 0 {
 		o.MaxDelay = DefaultMaxDelay
+	}
+	if o.IdleGap <= 0 {
+		o.IdleGap = o.MaxDelay / DefaultIdleGapDivisor
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultMaxPending

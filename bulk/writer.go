@@ -23,6 +23,10 @@ type Writer struct {
 	kick     chan struct{} // wakes Run: first pending item, or a full batch
 	stopping chan struct{} // closed when Run stops accepting
 	started  atomic.Bool
+	policy   policy
+	clock    clock
+	// writeBatch writes deduplicated items (w.write; tests substitute a recorder).
+	writeBatch func(ctx context.Context, items []Item) []Result
 
 	mu     sync.Mutex
 	buf    []op // pending, oldest first
@@ -59,14 +63,18 @@ func New(coll *mongo.Collection, opts Options, log *zap.Logger) *Writer {
 		log = zap.NewNop()
 	}
 	opts = opts.withDefaults()
-	return &Writer{
+	w := &Writer{
 		coll:     coll,
 		opts:     opts,
 		log:      log.Named("bulk"),
 		sem:      newSemaphore(opts.MaxPending),
 		kick:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
+		policy:   policy{maxBatch: opts.MaxBatch, maxDelay: opts.MaxDelay, idleGap: opts.IdleGap},
+		clock:    realClock{},
 	}
+	w.writeBatch = w.write
+	return w
 }
 
 // Run coalesces and writes batches until ctx is done, then stops accepting (Submit returns
@@ -100,66 +108,83 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer drainTimer.Wait()
 	defer close(runDone)
 
+	// Batches are cut only while a worker is free to send them at once, as the policy says
+	// (see "Batching policy" in doc.go); until then pending items keep collecting.
 	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
-	dispatch := func(batch []op) {
-		workers.Go(func() { w.flush(writeCtx, batch) })
-	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-w.kick:
-		case <-timer.C:
-		}
-		for {
-			batch, wait := w.take(time.Now(), false)
+	finished := make(chan struct{}, w.opts.Workers) // one per batch written
+	inFlight, idleSince := 0, w.clock.now()
+	cancelWake := func() {}
+	defer func() { cancelWake() }()
+	draining := false
+	for {
+		cancelWake()
+		var wake <-chan time.Time // the policy's next deadline, if any
+		cancelWake = func() {}
+		for inFlight < w.opts.Workers {
+			batch, wait := w.take(idleSince, inFlight, draining)
 			if batch == nil {
 				if wait > 0 {
-					timer.Reset(wait)
+					wake, cancelWake = w.clock.after(wait)
 				}
 				break
 			}
-			dispatch(batch)
+			inFlight++
+			workers.Go(func() {
+				w.flush(writeCtx, batch)
+				finished <- struct{}{}
+			})
 		}
-	}
-
-	close(w.stopping)
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	for {
-		batch, _ := w.take(time.Now(), true)
-		if batch == nil {
+		if draining && w.pendingLen() == 0 {
 			break
 		}
-		dispatch(batch)
+		var done <-chan struct{}
+		if !draining {
+			done = ctx.Done()
+		}
+		select {
+		case <-done:
+			draining = true
+			close(w.stopping)
+			w.mu.Lock()
+			w.closed = true
+			w.mu.Unlock()
+		case <-w.kick:
+		case <-wake:
+		case <-finished:
+			if inFlight--; inFlight == 0 {
+				idleSince = w.clock.now()
+			}
+		}
 	}
 	workers.Wait()
 	return nil
 }
 
-// take cuts the next batch: when a full batch is pending, when the oldest item waited
-// MaxDelay, or (force) whenever anything is pending. Otherwise it returns how long until the
-// oldest item's MaxDelay passes (0 when nothing is pending).
-func (w *Writer) take(now time.Time, force bool) ([]op, time.Duration) {
+// take cuts the next batch as the policy says (drain: whatever is pending, a batch at a
+// time). Otherwise it returns how long until the policy's next deadline (0: none).
+func (w *Writer) take(idleSince time.Time, inFlight int, drain bool) ([]op, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.buf) == 0 {
 		return nil, 0
 	}
-	age := now.Sub(w.buf[0].at)
-	if len(w.buf) < w.opts.MaxBatch && !force && age < w.opts.MaxDelay {
-		return nil, w.opts.MaxDelay - age
+	n, wait := w.policy.cut(w.clock.now(), idleSince, inFlight,
+		pendingSet{n: len(w.buf), oldest: w.buf[0].at, newest: w.buf[len(w.buf)-1].at}, drain)
+	if n == 0 {
+		return nil, wait
 	}
-	n := min(len(w.buf), w.opts.MaxBatch)
 	batch := w.buf[:n:n]
 	w.buf = w.buf[n:]
 	if len(w.buf) == 0 {
 		w.buf = nil
 	}
 	return batch, 0
+}
+
+func (w *Writer) pendingLen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.buf)
 }
 
 // flush writes one batch and hands every item its result.
@@ -176,7 +201,7 @@ func (w *Writer) flush(ctx context.Context, batch []op) {
 		pos[i] = j
 	}
 	start := time.Now()
-	res := w.write(ctx, unique)
+	res := w.writeBatch(ctx, unique)
 	for i := range batch {
 		wi := owner[i]
 		r := res[pos[wi]]
@@ -232,19 +257,20 @@ func (w *Writer) Submit(ctx context.Context, items []Item) ([]Result, error) {
 
 // enqueue appends accepted items to the pending set and wakes Run when it should look.
 func (w *Writer) enqueue(items []Item, req *request, first int) error {
-	now := time.Now()
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	wasEmpty := len(w.buf) == 0
+	now := w.clock.now() // under mu: arrival times are in buffer order
+	before := len(w.buf)
 	for i, it := range items {
 		w.buf = append(w.buf, op{item: it, req: req, idx: first + i, at: now})
 	}
-	full := len(w.buf) >= w.opts.MaxBatch
+	filled := before < w.opts.MaxBatch && len(w.buf) >= w.opts.MaxBatch
 	w.mu.Unlock()
-	if wasEmpty || full {
+	// Later arrivals need no wake-up: Run's deadline accounts for them when it fires.
+	if before == 0 || filled {
 		select {
 		case w.kick <- struct{}{}:
 		default:
