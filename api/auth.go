@@ -59,6 +59,8 @@ func b64tokenByte(c byte) bool {
 type tokenInfo struct {
 	project       string
 	projectExists bool
+	// readOnly is set for any scope but ScopeIngest (or none): such a token may not ingest.
+	readOnly bool
 }
 
 // tokenStore resolves a token hash; found is false for an unknown token.
@@ -78,9 +80,10 @@ func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, b
 	}
 	var tok struct {
 		Project string `bson:"project"`
+		Scope   string `bson:"scope"`
 	}
 	err := m.db.Collection(migrations.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
-		options.FindOne().SetProjection(bson.D{{Key: migrations.FieldProject, Value: 1}})).Decode(&tok)
+		options.FindOne().SetProjection(bson.D{{Key: migrations.FieldProject, Value: 1}, {Key: fieldScope, Value: 1}})).Decode(&tok)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return tokenInfo{}, false, nil
 	}
@@ -93,7 +96,8 @@ func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, b
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return tokenInfo{}, false, fmt.Errorf("find project: %w", err)
 	}
-	return tokenInfo{project: tok.Project, projectExists: exists}, true, nil
+	readOnly := tok.Scope != "" && tok.Scope != ScopeIngest
+	return tokenInfo{project: tok.Project, projectExists: exists, readOnly: readOnly}, true, nil
 }
 
 // Cache bounds.

@@ -25,6 +25,7 @@ type Server struct {
 	auth *authCache
 	log  *zap.Logger
 	mux  *http.ServeMux
+	read reader
 	// bufs holds *[]byte buffers for request bodies and 200 answers.
 	bufs sync.Pool
 }
@@ -57,10 +58,11 @@ func newServer(cfg Config, store tokenStore) *Server {
 		mux:  http.NewServeMux(),
 	}
 	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
+	s.routeReads(cfg)
 	return s
 }
 
-// Handler returns the routes of the API (POST /v1/counts).
+// Handler returns the routes of the API (POST /v1/counts and the read API under /v1/projects).
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // ServeHTTP serves the API's routes.
@@ -83,6 +85,12 @@ func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
 	}
 	if !found {
 		s.unauthorized(w, "unknown token")
+		return
+	}
+	if info.readOnly {
+		s.fail(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrForbidden, Message: "the token is read-only; submitting counts needs an ingest token (rollup token create without --read-only)",
+		}})
 		return
 	}
 

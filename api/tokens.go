@@ -26,11 +26,33 @@ const maxTokenName = 128
 // DefaultTokenName is the name of a token created without one.
 const DefaultTokenName = "default"
 
-// CreateToken creates a bearer token for project: 32 random bytes from crypto/rand in
-// unpadded base64url (43 characters). Only its sha256 hex is stored (tokens collection), so
-// the returned token cannot be shown again. It also creates the project's document if it is
-// missing. name labels the token in listings ("" = DefaultTokenName).
+// Token scopes (the scope field of a tokens document).
+const (
+	// ScopeIngest tokens submit counts and read the project (a token stored without a scope
+	// field has this scope).
+	ScopeIngest = "ingest"
+	// ScopeRead tokens only read the project: POST /v1/counts answers them 403.
+	ScopeRead = "read"
+)
+
+// fieldScope is the scope field of a tokens document.
+const fieldScope = "scope"
+
+// CreateToken creates a bearer token for project with ScopeIngest: 32 random bytes from
+// crypto/rand in unpadded base64url (43 characters). Only its sha256 hex is stored (tokens
+// collection), so the returned token cannot be shown again. It also creates the project's
+// document if it is missing. name labels the token in listings ("" = DefaultTokenName).
 func CreateToken(ctx context.Context, db *mongo.Database, project, name string) (string, error) {
+	return createToken(ctx, db, project, name, ScopeIngest)
+}
+
+// CreateReadToken is CreateToken for a read-only token (ScopeRead): it reads the project
+// through the read API but cannot submit counts.
+func CreateReadToken(ctx context.Context, db *mongo.Database, project, name string) (string, error) {
+	return createToken(ctx, db, project, name, ScopeRead)
+}
+
+func createToken(ctx context.Context, db *mongo.Database, project, name, scope string) (string, error) {
 	if err := tree.ValidateName("project", project); err != nil {
 		return "", fmt.Errorf("create token: %w", err)
 	}
@@ -58,6 +80,7 @@ func CreateToken(ctx context.Context, db *mongo.Database, project, name string) 
 		{Key: migrations.FieldProject, Value: project},
 		{Key: migrations.FieldName, Value: name},
 		{Key: migrations.FieldCreatedAt, Value: now},
+		{Key: fieldScope, Value: scope},
 	})
 	if err != nil {
 		return "", fmt.Errorf("store token: %w", err)
@@ -88,6 +111,8 @@ type TokenInfo struct {
 	Project string
 	// Name labels the token.
 	Name string
+	// Scope is ScopeIngest or ScopeRead.
+	Scope string
 	// CreatedAt is when the token was created.
 	CreatedAt time.Time
 }
@@ -105,6 +130,7 @@ func ListTokens(ctx context.Context, db *mongo.Database, project string) ([]Toke
 		Project   string    `bson:"project"`
 		Name      string    `bson:"name"`
 		CreatedAt time.Time `bson:"created_at"`
+		Scope     string    `bson:"scope"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
@@ -115,7 +141,11 @@ func ListTokens(ctx context.Context, db *mongo.Database, project string) ([]Toke
 		if len(id) > 12 {
 			id = id[:12]
 		}
-		out = append(out, TokenInfo{ID: id, Project: d.Project, Name: d.Name, CreatedAt: d.CreatedAt.UTC()})
+		scope := d.Scope
+		if scope == "" {
+			scope = ScopeIngest
+		}
+		out = append(out, TokenInfo{ID: id, Project: d.Project, Name: d.Name, Scope: scope, CreatedAt: d.CreatedAt.UTC()})
 	}
 	return out, nil
 }

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/gameops/rollup/api/apiv1"
+)
+
+// Default windows of GET .../series without from, per step: 288, 168 and 90 points.
+const (
+	defaultWindow5m = 24 * time.Hour
+	defaultWindow1h = 7 * 24 * time.Hour
+	defaultWindow1d = 90 * 24 * time.Hour
+)
+
+// tickValue is one tick of a node's series before downsampling.
+type tickValue struct {
+	present  bool
+	online   int64
+	reported int64
+	expected int64
+}
+
+// serveSeries answers GET /v1/projects/{project}/series?node=&from=&to=&step=&agg=: one point
+// per step of [from, to) (from aligned down, to aligned up to the step), gaps included. It
+// reads only the node's own documents, per tree version span, through the unique
+// {id, type, timestamp} index.
+func (s *Server) serveSeries(ctx context.Context, _ tokenInfo, project string, q url.Values) (any, error) {
+	if err := checkParams(q, "node", "from", "to", "step", "agg"); err != nil {
+		return nil, err
+	}
+	node, err := nodeParam(q)
+	if err != nil {
+		return nil, err
+	}
+	stepName := q.Get("step")
+	var step, def time.Duration
+	switch stepName {
+	case "", apiv1.Step5m:
+		stepName, step, def = apiv1.Step5m, 5*time.Minute, defaultWindow5m
+	case apiv1.Step1h:
+		step, def = time.Hour, defaultWindow1h
+	case apiv1.Step1d:
+		step, def = 24*time.Hour, defaultWindow1d
+	default:
+		return nil, badParam("step", "%q is not one of 5m, 1h, 1d", stepName)
+	}
+	if step%s.read.tick != 0 {
+		return nil, badParam("step", "%s is not a multiple of the server's tick %s", stepName, s.read.tick)
+	}
+	agg := q.Get("agg")
+	switch agg {
+	case "":
+		agg = apiv1.AggMax
+	case apiv1.AggMax, apiv1.AggMean, apiv1.AggLast:
+	default:
+		return nil, badParam("agg", "%q is not one of max, mean, last", agg)
+	}
+	from, to, err := s.read.window(q, step, def)
+	if err != nil {
+		return nil, err
+	}
+	if n := to.Sub(from) / step; n > MaxSeriesPoints {
+		return nil, badParam("from", "the window [%s, %s) has %d points of %s, at most %d allowed: shorten it or use a larger step",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), n, stepName, MaxSeriesPoints)
+	}
+	if to.Sub(from) > MaxSeriesWindow {
+		return nil, badParam("from", "the window [%s, %s) is longer than %d days", from.Format(time.RFC3339), to.Format(time.RFC3339),
+			MaxSeriesWindow/(24*time.Hour))
+	}
+	typ, ticks, err := s.read.nodeTicks(ctx, project, node, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return apiv1.SeriesResponse{
+		Node: node, Type: typ, Step: stepName, Agg: agg,
+		Points: downsample(ticks, from, s.read.tick, int(step/s.read.tick), agg),
+	}, nil
+}
+
+// nodeTicks returns node's value at every tick of [from, to): its document's, or for a tick
+// without one the node's leaf count in the tick's tree version as expected (0 where the
+// version does not have the node). typ is the node's type in the latest version of the window
+// that has it; a node in no version of the window is 404 unknown_node.
+func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to time.Time) (string, []tickValue, error) {
+	spans, err := rd.spans(ctx, project, from, to)
+	if err != nil {
+		return "", nil, err
+	}
+	ticks := make([]tickValue, to.Sub(from)/rd.tick)
+	typ, known := "", false
+	for _, sp := range spans {
+		if sp.tree == nil {
+			continue
+		}
+		nd, ok := sp.tree.Node(node)
+		if !ok {
+			continue
+		}
+		typ, known = nd.Type, true
+		lo, hi := int(sp.from.Sub(from)/rd.tick), int(sp.to.Sub(from)/rd.tick)
+		leaves := int64(sp.tree.LeafCount(node))
+		for i := lo; i < hi; i++ {
+			ticks[i].expected = leaves
+		}
+		err := rd.nodeDocs(ctx, node, nd.Type, sp.from, sp.to, func(d nodeDoc) {
+			off := d.t.Sub(from)
+			if off%rd.tick != 0 { // not a tick start: not a count of this API's ticks
+				return
+			}
+			ticks[off/rd.tick] = tickValue{present: true, online: d.online, reported: d.reported, expected: d.expected}
+		})
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if !known {
+		return "", nil, notFound(apiv1.ErrUnknownNode, "node", "node %q is not in the tree of project %q at any tick of [%s, %s)",
+			node, project, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	return typ, ticks, nil
+}
+
+// downsample combines every per consecutive ticks (starting at from, tick apart) into one
+// point: online by agg over the ticks that have a document (null when none has), reported and
+// expected summed, complete when every tick has a document with reported == expected.
+func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, agg string) []apiv1.SeriesPoint {
+	out := make([]apiv1.SeriesPoint, 0, (len(ticks)+per-1)/per)
+	for lo := 0; lo < len(ticks); lo += per {
+		p := apiv1.SeriesPoint{T: from.Add(time.Duration(lo) * tick), Complete: true}
+		var n, sum, maxv, last int64
+		for _, tv := range ticks[lo:min(lo+per, len(ticks))] {
+			p.Reported += tv.reported
+			p.Expected += tv.expected
+			if !tv.present {
+				p.Complete = false
+				continue
+			}
+			if tv.reported != tv.expected {
+				p.Complete = false
+			}
+			if n == 0 || tv.online > maxv {
+				maxv = tv.online
+			}
+			n++
+			sum += tv.online
+			last = tv.online
+		}
+		if n > 0 {
+			var v float64
+			switch agg {
+			case apiv1.AggMean:
+				v = float64(sum) / float64(n)
+			case apiv1.AggLast:
+				v = float64(last)
+			default:
+				v = float64(maxv)
+			}
+			p.Online = &v
+		}
+		out = append(out, p)
+	}
+	return out
+}

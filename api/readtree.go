@@ -1,0 +1,76 @@
+package api
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/tree"
+)
+
+// serveTree answers GET /v1/projects/{project}/tree?tick=: every node of the tick's tree
+// version with its document's totals (0 of its leaves without one), and the orphans. It
+// reads every document of the tick once (index {project, timestamp}).
+func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q url.Values) (any, error) {
+	if err := checkParams(q, "tick"); err != nil {
+		return nil, err
+	}
+	t, err := s.read.atTick(ctx, project, q)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := s.read.treeAt(ctx, project, t)
+	if err != nil {
+		return nil, err
+	}
+	tr := sp.tree
+	docs := make(map[string]nodeDoc, tr.Len())
+	orphans := []apiv1.Orphan{}
+	err = s.read.tickDocs(ctx, project, t, func(d nodeDoc) {
+		if !tr.Has(d.id) {
+			if !d.rollup {
+				orphans = append(orphans, apiv1.Orphan{ID: d.id, Type: d.typ, Online: d.online})
+			}
+			return
+		}
+		docs[d.id+"\x00"+d.typ] = d
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(orphans, func(a, b apiv1.Orphan) int {
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Type, b.Type)
+	})
+	return apiv1.TreeResponse{
+		Project: project, Tick: t, TreeVersion: sp.version, Root: tr.Root().ID,
+		Nodes: treeNodes(tr, docs), Orphans: orphans,
+	}, nil
+}
+
+// treeNodes lists tr's nodes breadth-first from the root, each with its document in docs
+// (keyed id NUL type) or, without one, online 0 and reported 0 of its leaves.
+func treeNodes(tr *tree.Tree, docs map[string]nodeDoc) []apiv1.TreeNode {
+	out := make([]apiv1.TreeNode, 0, tr.Len())
+	queue := []tree.Node{tr.Root()}
+	for len(queue) > 0 {
+		nd := queue[0]
+		queue = queue[1:]
+		children := tr.Children(nd.ID)
+		tn := apiv1.TreeNode{ID: nd.ID, Type: nd.Type, Parent: nd.Parent, Expected: int64(tr.LeafCount(nd.ID)),
+			Children: make([]string, len(children))}
+		if d, ok := docs[nd.ID+"\x00"+nd.Type]; ok {
+			tn.Online, tn.Reported, tn.Expected = d.online, d.reported, d.expected
+		}
+		for i, c := range children {
+			tn.Children[i] = c.ID
+		}
+		out = append(out, tn)
+		queue = append(queue, children...)
+	}
+	return out
+}
