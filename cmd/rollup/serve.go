@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/web"
 )
 
 const serveUsage = `usage: rollup serve [flags]
@@ -151,7 +153,10 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 
 	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
 	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, Logger: log})
-	httpServer := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", apiServer.Handler())
+	mux.Handle("/", web.Handler())
+	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	p.Go(writer.Run)
@@ -164,7 +169,7 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 		if err != nil {
 			p.Go(func(context.Context) error { return err })
 		} else {
-			_, _ = fmt.Fprintf(e.stdout, "demo project %q, token %s\n", demo.project, demo.token)
+			_, _ = fmt.Fprintf(e.stdout, "demo project %q, token %s\ndashboard: %s/#token=%s&project=%s\n", demo.project, demo.token, baseURL, url.QueryEscape(demo.token), url.QueryEscape(demo.project))
 			p.Go(demo.Run)
 		}
 	}
