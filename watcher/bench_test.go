@@ -93,7 +93,6 @@ func BenchmarkTick100k(b *testing.B) {
 		lat = append(lat, time.Since(acked))
 		waitFor(b, "writes settle", func() bool { return w.Stats().ParentWrites-before >= distinct })
 		writes = append(writes, w.Stats().ParentWrites-before)
-		fmt.Fprintf(os.Stderr, "tick %d: total %v\n", i, time.Since(started))
 	}
 	b.StopTimer()
 	slices.Sort(lat)

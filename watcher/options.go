@@ -29,7 +29,7 @@ type Options struct {
 	// commit.
 	ReplayMargin time.Duration
 	// ChunkSize is the most parents read with one find and written with one BulkWrite
-	// (default 500).
+	// (default 100).
 	ChunkSize int
 	// Workers is how many chunks of one level are recomputed at once (default 2).
 	Workers int
@@ -39,6 +39,9 @@ type Options struct {
 	// ShutdownTimeout bounds how long the batch in progress may still be written after the
 	// Run context is done (default 10s).
 	ShutdownTimeout time.Duration
+	// MaxRestarts is how many consecutive failures without progress Run absorbs by
+	// restarting the stream from the last safe position (default 5).
+	MaxRestarts int
 	// ReplayChunk is the number of leaves recomputed together when a lost window is replayed
 	// (default 10,000).
 	ReplayChunk int
@@ -52,11 +55,12 @@ const (
 	DefaultMaxBurst           = 200_000
 	DefaultCheckpointInterval = time.Second
 	DefaultReplayMargin       = 5 * time.Minute
-	DefaultChunkSize          = 500
+	DefaultChunkSize          = 100
 	DefaultWorkers            = 2
 	DefaultMaxConflicts       = 20
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultReplayChunk        = 10_000
+	DefaultMaxRestarts        = 5
 )
 
 func (o Options) withDefaults() Options {
@@ -89,6 +93,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.MaxRestarts <= 0 {
+		o.MaxRestarts = DefaultMaxRestarts
 	}
 	if o.ReplayChunk <= 0 {
 		o.ReplayChunk = DefaultReplayChunk

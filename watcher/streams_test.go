@@ -197,4 +197,39 @@ func TestFailPoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("a failed parent read restarts the stream from the last safe position", func(t *testing.T) {
+		e := newEnv(t)
+		const project = "proj"
+		t0 := baseTick()
+		e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+		tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+		var failed atomic.Int64
+		db := e.watcherClient("w-find", &failed, "find", "")
+		core, logs := observer.New(zap.WarnLevel)
+		r := e.start(New(db, e.trees, Options{}, zap.New(core)))
+		waitFor(t, "the first checkpoint", func() bool {
+			_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
+			return err == nil && ok
+		})
+		e.store.FailPoint(t, e.client, bson.D{
+			{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{
+				{Key: "failCommands", Value: bson.A{"find"}},
+				{Key: "errorCode", Value: 2},
+				{Key: "appName", Value: "w-find"},
+			}},
+		})
+		e.fill(project, tr, t0, 1, 1)
+		e.waitCorrect(project)
+		if failed.Load() != 1 || logs.FilterMessageSnippet("restarting").Len() != 1 {
+			t.Fatalf("failed finds %d, logs %v", failed.Load(), logs.All())
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("Run returned %v", err)
+		default:
+		}
+	})
 }

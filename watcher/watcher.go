@@ -65,10 +65,11 @@ func isHistoryLost(err error) bool {
 	return errors.As(err, &se) && se.HasErrorCode(codeHistoryLost)
 }
 
-// Run watches until ctx is done, then finishes the batch in progress (bounded by
-// Options.ShutdownTimeout), saves the last safe checkpoint and returns nil. It returns an error
-// when the stream or the writes fail in a way a restart from the checkpoint must handle.
-// Run may be called once.
+// Run watches until ctx is done, then finishes the burst in progress (bounded by
+// Options.ShutdownTimeout), saves the last safe checkpoint and returns nil. Other failures
+// (a read or write that still fails after the driver's retry, a tree that cannot be loaded)
+// restart the stream from the last safe position after a backoff; Run returns the error after
+// Options.MaxRestarts consecutive failures without progress. Run may be called once.
 //
 // Start-up: with a checkpoint the stream resumes after its token (startAfter, which also
 // works after an invalidate). Without a checkpoint, or when the server no longer has the
@@ -99,8 +100,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 	} else {
 		s.recover, s.reason = true, "no checkpoint"
 	}
+	failures := 0
 	for {
+		before := w.stats.events.Load()
 		err := w.runStream(ctx, work, s)
+		if w.stats.events.Load() > before {
+			failures = 0 // it made progress since the last failure
+		}
 		switch {
 		case errors.Is(err, errCrashed):
 			return err
@@ -117,6 +123,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 			s.resume, s.recover, s.reason = nil, true, "change stream history lost"
 			s.from = from.Add(-w.opts.ReplayMargin)
 			continue
+		case failures < w.opts.MaxRestarts:
+			failures++
+			delay := min(100*time.Millisecond<<failures, 10*time.Second)
+			w.log.Warn("watcher failed; restarting from the last safe position",
+				zap.Int("attempt", failures), zap.Duration("backoff", delay), zap.Error(err))
+			if s.token != nil {
+				s.resume = s.token
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return w.shutdown(work, s)
+			case <-t.C:
+			}
 		default:
 			return err
 		}
