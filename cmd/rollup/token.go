@@ -14,16 +14,20 @@ import (
 	"github.com/gameops/rollup/api"
 )
 
-const tokenUsage = `usage: rollup token create --project P [--name N] [flags]
+const tokenUsage = `usage: rollup token create --project P [--name N] [--read-only] [flags]
        rollup token list --project P [flags]
 
-Manage the per-project bearer tokens agents send to POST /v1/counts.
+Manage the per-project bearer tokens agents send to POST /v1/counts and dashboards send to
+the read API (GET /v1/projects/...).
 'create' creates the project if needed and a new token, and prints the token once on stdout:
-only its sha256 is stored, so it cannot be shown again. 'list' shows a project's tokens
-(id = the first 12 hex digits of the token's sha256, name, creation time), never the tokens.
+only its sha256 is stored, so it cannot be shown again. A token may submit counts and read
+the project; with --read-only it may only read it (POST /v1/counts answers 403). 'list' shows
+a project's tokens (id = the first 12 hex digits of the token's sha256, name, scope, creation
+time), never the tokens.
 
 Examples:
   TOKEN=$(rollup token create --project mygame --name eu-agents --mongodb-uri 'mongodb://db1/?replicaSet=rs0')
+  rollup token create --project mygame --name dashboard --read-only --mongodb-uri 'mongodb://db1/?replicaSet=rs0'
   ROLLUP_MONGODB_URI='mongodb://db1/?replicaSet=rs0' rollup token list --project mygame
 
 Flags:
@@ -33,8 +37,9 @@ Flags:
 type tokenConfig struct {
 	sub     string
 	store   storeFlags
-	project string
-	name    string
+	project  string
+	name     string
+	readOnly bool
 }
 
 // parseToken parses "token <create|list> [flags]"; flags may also come before the subcommand.
@@ -49,6 +54,7 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 	c.store.register(fs)
 	fs.StringVar(&c.project, "project", "", "project name (1-128 bytes of A-Z a-z 0-9 _ : -)")
 	fs.StringVar(&c.name, "name", "", "create: a label for the token (default \""+api.DefaultTokenName+"\")")
+	fs.BoolVar(&c.readOnly, "read-only", false, "create: a token that may only read the project (the read API), not submit counts")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -70,6 +76,8 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 		return c, errors.New("--project is required")
 	case c.sub == "list" && c.name != "":
 		return c, errors.New("--name is for 'token create'")
+	case c.sub == "list" && c.readOnly:
+		return c, errors.New("--read-only is for 'token create'")
 	case c.store.database == "":
 		return c, errors.New("--database must not be empty")
 	case c.store.uri == "":
@@ -94,7 +102,11 @@ func runToken(ctx context.Context, e *env, args []string) error {
 func token(ctx context.Context, e *env, c tokenConfig, db *mongo.Database) error {
 
 	if c.sub == "create" {
-		token, err := api.CreateToken(ctx, db, c.project, c.name)
+		create, scope := api.CreateToken, api.ScopeIngest
+		if c.readOnly {
+			create, scope = api.CreateReadToken, api.ScopeRead
+		}
+		token, err := create(ctx, db, c.project, c.name)
 		if err != nil {
 			return err
 		}
@@ -102,8 +114,8 @@ func token(ctx context.Context, e *env, c tokenConfig, db *mongo.Database) error
 		if name == "" {
 			name = api.DefaultTokenName
 		}
-		_, _ = fmt.Fprintf(e.stderr, "created token %q for project %q (id %s); it is printed once, store it now:\n",
-			name, c.project, api.HashToken(token)[:12])
+		_, _ = fmt.Fprintf(e.stderr, "created %s token %q for project %q (id %s); it is printed once, store it now:\n",
+			scope, name, c.project, api.HashToken(token)[:12])
 		_, err = fmt.Fprintln(e.stdout, token)
 		return err
 	}
@@ -117,9 +129,9 @@ func token(ctx context.Context, e *env, c tokenConfig, db *mongo.Database) error
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "ID\tNAME\tCREATED")
+	_, _ = fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED")
 	for _, t := range list {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Scope, t.CreatedAt.Format(time.RFC3339))
 	}
 	_ = tw.Flush()
 	_, err = fmt.Fprint(e.stdout, b.String())

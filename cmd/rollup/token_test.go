@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -29,6 +31,8 @@ func TestParseToken(t *testing.T) {
 		{args: []string{"create", "--project", "p"}, wantErr: "pass --mongodb-uri"},
 		{args: []string{"create", "--mongodb-uri", "m"}, wantErr: "--project is required"},
 		{args: []string{"list", "--project", "p", "--name", "n", "--mongodb-uri", "m"}, wantErr: "--name is for"},
+		{args: []string{"create", "--project", "p", "--read-only", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "rollup"}, project: "p", readOnly: true}},
+		{args: []string{"list", "--project", "p", "--read-only", "--mongodb-uri", "m"}, wantErr: "--read-only is for"},
 		{args: []string{"revoke", "--project", "p", "--mongodb-uri", "m"}, wantErr: `unknown subcommand "revoke"`},
 		{args: []string{}, wantErr: "subcommand is required"},
 		{args: []string{"list", "--project", "p", "--mongodb-uri", "m", "x"}, wantErr: "unexpected argument"},
@@ -102,5 +106,60 @@ func TestTokenAndSubmitEndToEnd(t *testing.T) {
 	n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, map[string]any{"id": "srv-1", "project": "mygame", "online": 3})
 	if err != nil || n != 1 {
 		t.Fatalf("%d documents (%v)", n, err)
+	}
+}
+
+// TestReadOnlyToken: 'token create --read-only' prints a token that the read API accepts and
+// POST /v1/counts refuses with 403; 'token list' shows each token's scope.
+func TestReadOnlyToken(t *testing.T) {
+	t.Setenv("ROLLUP_MONGODB_URI", "")
+	t.Setenv("ROLLUP_TOKEN", "")
+	store := embeddedtest.Start(t)
+	db := store.Database(t, store.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts := httptest.NewServer(api.NewServer(api.Config{DB: db, Logger: zaptest.NewLogger(t)}))
+	defer ts.Close()
+
+	var out, errOut strings.Builder
+	e := &env{stdout: &out, stderr: &errOut}
+	flags := []string{"--project", "mygame", "--mongodb-uri", store.URI, "--database", db.Name()}
+	if err := run(ctx, e, append([]string{"token", "create", "--name", "dash", "--read-only"}, flags...)); err != nil {
+		t.Fatalf("token create: %v (%s)", err, errOut.String())
+	}
+	token := strings.TrimSpace(out.String())
+	if len(token) != 43 || !strings.Contains(errOut.String(), "created read token") {
+		t.Fatalf("token create printed %q, stderr %q", out.String(), errOut.String())
+	}
+	out.Reset()
+	if err := run(ctx, e, append([]string{"token", "create", "--name", "agents"}, flags...)); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, e, append([]string{"token", "list"}, flags...)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "SCOPE") ||
+		!strings.Contains(out.String(), "dash    read") || !strings.Contains(out.String(), "agents  ingest") {
+		t.Fatalf("token list printed %q", out.String())
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/v1/projects", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"mygame"`) {
+		t.Fatalf("GET /v1/projects = %d %s", resp.StatusCode, body)
+	}
+	out.Reset()
+	err = runSubmitWith(ctx, e, strings.NewReader(`[{"id":"srv-1","type":"proc","online":3}]`),
+		[]string{"--url", ts.URL, "--token", token, "--project", "mygame", "--timestamp", "now", "-"})
+	if err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("submit with a read-only token: %v, printed %q", err, out.String())
 	}
 }
