@@ -35,8 +35,8 @@ Flags:
 
 // tokenConfig is the parsed command line of rollup token.
 type tokenConfig struct {
-	sub     string
-	store   storeFlags
+	sub      string
+	store    storeFlags
 	project  string
 	name     string
 	readOnly bool
