@@ -242,10 +242,12 @@
     try {
       t = await api(projectPath('/tree'), { tick: state.tick }, begin('tree'));
     } catch (e) {
-      if (e instanceof ApiError && e.status === 404 && !state.tick) {
+      if (e instanceof ApiError && e.code === 'no_data' && !state.tick) {
+        // Nothing rolled up yet: say so and look again later.
         state.tree = null;
-        renderNoData();
-        setStatus('');
+        renderNoData(e.message);
+        setStatus('waiting for data · checks every minute');
+        scheduleRefresh();
         return false;
       }
       fail(e, 'tree');
@@ -255,7 +257,7 @@
     state.byId = new Map((t.nodes || []).map((n) => [n.id, n]));
     const root = t.nodes && t.nodes[0];
     if (!root) {
-      renderNoData();
+      renderNoData('The tree of this tick is empty.');
       return false;
     }
     if (!state.byId.has(state.node)) {
@@ -354,16 +356,14 @@
 
   // ---- rendering: tree
 
-  function renderNoData() {
-    $('tree').replaceChildren(el('li', { class: 'hint', text: 'No rolled-up tick yet for this project.' }));
+  function renderNoData(why) {
+    $('tree').replaceChildren(
+      el('li', { class: 'nodata', text: why || 'No rolled-up tick yet for this project.' }),
+      el('li', { class: 'hint', text: 'Totals appear once the project has a tree (rollup tree import) and agents have reported a tick.' }));
     $('tree-meta').textContent = '';
     $('orphans').hidden = true;
-    $('crumbs').replaceChildren();
-    $('node-title').textContent = '';
-    $('node-type').textContent = '';
-    $('node-online').textContent = '';
-    $('node-completeness').textContent = '';
-    $('children-body').replaceChildren();
+    $('detail').hidden = true;
+    $('tick').replaceChildren(el('option', { value: '', text: 'latest' }));
     destroyChart();
   }
 
@@ -493,6 +493,7 @@
   function renderDetail() {
     const n = state.byId.get(state.node);
     if (!n) return;
+    $('detail').hidden = false;
     const path = [];
     for (let p = state.byId.get(n.parent); p; p = state.byId.get(p.parent)) {
       path.unshift(p);
@@ -655,7 +656,7 @@
         y: { range: (u, min, max) => [0, max > 0 ? Math.ceil(max * 1.12) : 1] },
       },
       axes: [
-        { stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid } },
+        { stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, values: timeLabels },
         {
           stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, size: 64,
           values: (u, vals) => vals.map((v) => fmt(v)),
@@ -689,6 +690,18 @@
     renderReadout(null);
   }
 
+  // timeLabels labels the x axis in UTC, 24-hour, with the date under the first label of a day.
+  function timeLabels(u, splits, axis, space, incr) {
+    let prevDay = '';
+    return splits.map((v) => {
+      const t = iso(v);
+      const day = t.slice(5, 10);
+      const label = incr >= 86400 ? day : day !== prevDay ? t.slice(11, 16) + '\n' + day : t.slice(11, 16);
+      prevDay = day;
+      return label;
+    });
+  }
+
   function renderReadout(idx) {
     const s = state.series;
     const pts = (s && s.points) || [];
@@ -711,7 +724,7 @@
         el('span', { text: ' · leaves ' + fmt(p.reported) + '/' + fmt(p.expected) }));
       if (!p.complete) parts.push(el('span', { class: 'warn', text: ' · incomplete' }));
     }
-    if (idx == null) parts.unshift(el('span', { text: 'latest: ' }));
+    if (idx == null) parts.unshift(el('span', { text: 'last point: ' }));
     $('readout').replaceChildren(...parts);
   }
 
