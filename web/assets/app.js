@@ -413,7 +413,7 @@
       class: 'twisty' + (kids.length ? '' : ' leaf'),
       'aria-label': (open ? 'Collapse ' : 'Expand ') + n.id,
       'aria-expanded': kids.length ? String(open) : null,
-      tabindex: kids.length ? null : '-1',
+      tabindex: '-1', // the row has the keyboard (rowKey)
       text: '▶',
       onclick: (ev) => {
         ev.stopPropagation();
@@ -424,6 +424,8 @@
     });
     const row = el('div', {
       class: 'row' + (selected ? ' selected' : '') + (isComplete(n) ? '' : ' incomplete'),
+      tabindex: selected ? '0' : '-1',
+      onkeydown: (ev) => rowKey(ev, n),
       title: n.id + ' · ' + n.type + ' · online ' + fmt(n.online) + ' · ' + fmt(n.reported) + '/' + fmt(n.expected) + ' leaves reported',
       onclick: () => selectNode(n.id),
     },
@@ -456,6 +458,58 @@
       }
     }
     return li;
+  }
+
+  // rowKey is the tree's keyboard: Enter or Space selects, → expands or goes to the first
+  // child, ← collapses or goes to the parent, ↑ and ↓ move between visible rows.
+  function rowKey(ev, n) {
+    const kids = n.children || [];
+    const rows = Array.from(document.querySelectorAll('#tree .row'));
+    const i = rows.indexOf(ev.currentTarget);
+    let focus = null;
+    switch (ev.key) {
+      case 'Enter':
+      case ' ':
+        selectNode(n.id);
+        focus = n.id;
+        break;
+      case 'ArrowRight':
+        if (kids.length && !state.expanded.has(n.id)) {
+          state.expanded.add(n.id);
+          renderTree();
+          focus = n.id;
+        } else if (kids.length) {
+          focus = kids[0];
+        }
+        break;
+      case 'ArrowLeft':
+        if (kids.length && state.expanded.has(n.id)) {
+          state.expanded.delete(n.id);
+          renderTree();
+          focus = n.id;
+        } else if (n.parent) {
+          focus = n.parent;
+        }
+        break;
+      case 'ArrowDown':
+      case 'ArrowUp': {
+        const next = rows[i + (ev.key === 'ArrowDown' ? 1 : -1)];
+        if (next) focus = next.parentElement.dataset.nodeId;
+        break;
+      }
+      default:
+        return;
+    }
+    ev.preventDefault();
+    if (focus) focusRow(focus);
+  }
+
+  function focusRow(id) {
+    const row = document.querySelector('#tree li[data-node-id="' + CSS.escape(id) + '"] > .row');
+    if (!row) return;
+    for (const r of document.querySelectorAll('#tree .row[tabindex="0"]')) r.tabIndex = -1;
+    row.tabIndex = 0;
+    row.focus();
   }
 
   // ---- rendering: ticks
