@@ -25,6 +25,12 @@ import (
 // acknowledged to the root total being correct, and the parent writes per tick. Each
 // iteration is one tick: run with -benchtime Nx.
 func BenchmarkTick100k(b *testing.B) {
+	for _, burst := range []time.Duration{DefaultMaxBurstDelay, time.Second} {
+		b.Run(fmt.Sprint("max-burst-delay=", burst), func(b *testing.B) { benchTick100k(b, Options{MaxBurstDelay: burst}) })
+	}
+}
+
+func benchTick100k(b *testing.B, opts Options) {
 	e := newEnv(b)
 	const project = "bench"
 	t0 := baseTick()
@@ -32,7 +38,7 @@ func BenchmarkTick100k(b *testing.B) {
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 	servers := tr.Levels()[1] // deepest first: processes, servers, groups, root
 	distinct := int64(1 + 20 + len(servers))
-	w := New(e.db, e.trees, Options{}, zaptest.NewLogger(b, zaptest.Level(zap.WarnLevel)))
+	w := New(e.db, e.trees, opts, zaptest.NewLogger(b, zaptest.Level(zap.WarnLevel)))
 	r := e.start(w)
 	root := e.db.Collection(migrations.CountsCollection)
 
@@ -101,7 +107,7 @@ func BenchmarkTick100k(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms-root-correct")
 	b.ReportMetric(float64(slices.Max(writes)), "max-parent-writes/tick")
 	b.ReportMetric(float64(distinct), "distinct-parents/tick")
-	fmt.Fprintf(os.Stderr, "N=%d submit times %v latencies %v writes %v\n", b.N, submitTimes, lat, writes)
+	fmt.Fprintf(os.Stderr, "%s N=%d submit times %v latencies %v writes %v\n", b.Name(), b.N, submitTimes, lat, writes)
 	b.Logf("latencies %v; parent writes per tick %v (distinct parents %d); stats %+v", lat, writes, distinct, w.Stats())
 	if err := r.stop(); err != nil {
 		b.Fatal(err)

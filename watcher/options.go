@@ -15,7 +15,7 @@ type Options struct {
 	// a burst, so this is also how long the stream must be quiet before a burst is written.
 	MaxAwait time.Duration
 	// MaxBurstDelay bounds how long leaves of a burst wait for the burst to end while events
-	// keep flowing (default 1s).
+	// keep flowing (default 300ms).
 	MaxBurstDelay time.Duration
 	// MaxBurst bounds the leaves of a burst (default 200,000).
 	MaxBurst int
@@ -51,7 +51,7 @@ type Options struct {
 const (
 	DefaultName               = "watcher"
 	DefaultMaxAwait           = 100 * time.Millisecond
-	DefaultMaxBurstDelay      = time.Second
+	DefaultMaxBurstDelay      = 300 * time.Millisecond
 	DefaultMaxBurst           = 200_000
 	DefaultCheckpointInterval = time.Second
 	DefaultReplayMargin       = 5 * time.Minute
