@@ -98,6 +98,11 @@ func TestDashboardInChromium(t *testing.T) {
 		if o := findOne(t, dom, "li", "data-orphan-id", orphanLeaf); o["data-online"] != "7" {
 			t.Errorf("orphan %s shows online %q, want 7", orphanLeaf, o["data-online"])
 		}
+		// The tick picker: "latest" and every tick of the last day that has a root document.
+		picker := regexp.MustCompile(`(?s)<select id="tick"[^>]*>(.*?)</select>`).FindStringSubmatch(dom)
+		if picker == nil || strings.Count(picker[1], "<option") != 1+ticks-3 {
+			t.Errorf("tick picker %q, want latest and %d ticks", picker, ticks-3)
+		}
 		// 24 hours at 5m: the ticks before the data and the seeded hole are gaps, the latest
 		// tick (a leaf missing) is incomplete.
 		d.checkChart(t, dom, selected, "5m", "", 288, 288-ticks+3, 1)

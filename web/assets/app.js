@@ -273,10 +273,12 @@
   }
 
   async function loadTicks() {
-    const end = secs(state.tree.tick) + TICK_S;
+    // The last day up to the server's current tick (to defaults to it); an older selected
+    // tick is added to the list by renderTicks.
+    const from = Math.floor(Date.now() / 1000 / TICK_S) * TICK_S - TICK_LIST_S;
     let rows = [];
     try {
-      const body = await api(projectPath('/ticks'), { from: iso(end - TICK_LIST_S), to: iso(end) }, begin('ticks'));
+      const body = await api(projectPath('/ticks'), { from: iso(from) }, begin('ticks'));
       rows = list(body, 'ticks');
     } catch (e) {
       fail(e, 'ticks');
@@ -351,6 +353,7 @@
 
   function selectTick(value) {
     state.tick = value;
+    if (!value) state.anchor = null; // back to latest: the chart ends there again
     loadView();
   }
 
