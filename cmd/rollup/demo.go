@@ -12,6 +12,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // Shape of the demo project's service tree: 1 root → 4 groups → 5 servers each → 10
@@ -31,10 +32,24 @@ type demo struct {
 	sim     *agentsim.Sim
 }
 
-func setupDemo(ctx context.Context, db *mongo.Database, baseURL string, agents int, log *zap.Logger) (*demo, error) {
-	t, err := tree.Build(demoProject, tree.Generate(demoProject, demoGroups, demoServers, demoProcesses))
+// demoBackfill is how many past ticks the demo agents report at start (three hours).
+const demoBackfill = 36
+
+func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, agents int, log *zap.Logger) (*demo, error) {
+	nodes := tree.Generate(demoProject, demoGroups, demoServers, demoProcesses)
+	t, err := tree.Build(demoProject, nodes)
 	if err != nil {
 		return nil, fmt.Errorf("demo tree: %w", err)
+	}
+	// The tree applies from the first backfilled tick on, unless the project already has one
+	// (a durable demo store started again).
+	if _, _, ok, err := trees.VersionAt(ctx, demoProject, time.Now()); err != nil {
+		return nil, fmt.Errorf("demo tree: %w", err)
+	} else if !ok {
+		first := tree.AlignTick(time.Now(), tree.DefaultTick).Add(-demoBackfill * tree.DefaultTick)
+		if _, err := trees.Import(ctx, demoProject, nodes, first); err != nil {
+			return nil, fmt.Errorf("import demo tree: %w", err)
+		}
 	}
 	token, err := api.CreateToken(ctx, db, demoProject, "demo")
 	if err != nil {
@@ -50,7 +65,7 @@ func setupDemo(ctx context.Context, db *mongo.Database, baseURL string, agents i
 		Leaves:   leaves,
 		Agents:   agents,
 		Refresh:  15 * time.Second,
-		Backfill: 36, // three hours of history for the charts
+		Backfill: demoBackfill,
 		Jitter:   2 * time.Second,
 		Seed:     1,
 		Logger:   log,

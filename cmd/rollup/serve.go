@@ -21,12 +21,15 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/tree/treedb"
+	"github.com/gameops/rollup/watcher"
 	"github.com/gameops/rollup/web"
 )
 
 const serveUsage = `usage: rollup serve [flags]
 
-Run rollup: the ingest API, the bulk writer and (with --demo) simulated agents. Without
+Run rollup: the ingest and read API, the dashboard (at /), the bulk writer, the watcher that
+keeps parent and root totals, and (with --demo) simulated agents. Without
 --mongodb-uri it starts the embedded MongoDB-compatible server in-process (the embedded
 default): durable in --data, or in memory with --demo. Pending migrations are applied at start.
 
@@ -64,7 +67,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.BoolVar(&c.demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
 	fs.IntVar(&c.demoAgents, "demo-agents", 20, "simulated agents in --demo")
 	fs.StringVar(&c.embeddedAddr, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address of the API (and, later, the dashboard)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -158,14 +161,18 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	mux.Handle("/", web.Handler())
 	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
+	trees := treedb.New(db)
+	w := watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{}, log)
+
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	p.Go(writer.Run)
+	p.Go(w.Run)
 	p.Go(func(ctx context.Context) error { return runHTTP(ctx, httpServer, ln) })
 	baseURL := "http://" + ln.Addr().String()
 	log.Info("api listening", zap.String("url", baseURL))
 	_, _ = fmt.Fprintf(e.stdout, "rollup API: %s\n", baseURL)
 	if cfg.demo {
-		demo, err := setupDemo(ctx, db, baseURL, cfg.demoAgents, log.Named("demo"))
+		demo, err := setupDemo(ctx, db, trees, baseURL, cfg.demoAgents, log.Named("demo"))
 		if err != nil {
 			p.Go(func(context.Context) error { return err })
 		} else {
