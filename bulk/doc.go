@@ -43,15 +43,16 @@
 //     first have been sent: MaxDelay's at the later of the oldest item's arrival and the end
 //     of the last in-flight batch, IdleGap's at the later of the newest arrival and that
 //     end. IdleGap must exceed the pause between a batch's end and its submitters' next
-//     items (answer, request, decoding, scheduling): measured through the HTTP API on a
-//     loaded 2-core machine, gaps of 2-10ms still cut several partial batches per
-//     100,000-leaf tick and 20ms (the default) at most one.
+//     items (answer, request, decoding, scheduling). Measured with `rollup bench ingest` on a
+//     shared 2-core machine (load average 4-12): 2-10ms gaps still cut 1-10 partial batches
+//     per 100,000-leaf tick; 20ms (the default) 0-3, most of them when the machine was
+//     heavily overloaded; 50ms was no clear improvement.
 //   - Draining (Run's context done): whatever is pending goes, a batch at a time.
 //
 // Latency: a lone Submit on an idle writer waits IdleGap, then its write. Under load an item
 // waits for the batches ahead of it (FIFO) and for the batches in flight to finish, then at
 // most MaxDelay. Holding is what makes full batches: without it, the bench ingest path sent
-// 126-182 update commands per 100,000-leaf tick instead of 100. The rule is policy.cut
+// 132-182 update commands per 100,000-leaf tick instead of 100-103. The rule is policy.cut
 // (policy.go, a pure function, table-tested); Run only feeds it times and the in-flight count.
 //
 // # Retry policy

@@ -98,7 +98,8 @@ type Options struct {
 	// MaxPending bounds the items accepted but not yet finished (queued or in flight); a
 	// Submit that does not fit blocks (default 100,000).
 	MaxPending int
-	// Workers is how many BulkWrites may be in flight at once (default 2).
+	// Workers is how many BulkWrites may be in flight at once (default 2). Only full
+	// batches overlap: a partial batch waits until nothing is in flight.
 	Workers int
 	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included); a
 	// timeout counts as an unknown outcome. 0 leaves it to the client's timeout (CSOT) and
