@@ -165,6 +165,9 @@ func checkParams(q url.Values, allowed ...string) error {
 			known = known || a == k
 		}
 		if !known {
+			if k == "" {
+				k = "(empty name)"
+			}
 			if len(allowed) == 0 {
 				return badParam(k, "unknown parameter; this endpoint takes none")
 			}

@@ -28,56 +28,75 @@ type tickValue struct {
 // reads only the node's own documents, per tree version span, through the unique
 // {id, type, timestamp} index.
 func (s *Server) serveSeries(ctx context.Context, _ tokenInfo, project string, q url.Values) (any, error) {
-	if err := checkParams(q, "node", "from", "to", "step", "agg"); err != nil {
-		return nil, err
-	}
-	node, err := nodeParam(q)
+	sq, err := s.read.seriesQuery(q)
 	if err != nil {
 		return nil, err
 	}
-	stepName := q.Get("step")
-	var step, def time.Duration
-	switch stepName {
-	case "", apiv1.Step5m:
-		stepName, step, def = apiv1.Step5m, 5*time.Minute, defaultWindow5m
-	case apiv1.Step1h:
-		step, def = time.Hour, defaultWindow1h
-	case apiv1.Step1d:
-		step, def = 24*time.Hour, defaultWindow1d
-	default:
-		return nil, badParam("step", "%q is not one of 5m, 1h, 1d", stepName)
-	}
-	if step%s.read.tick != 0 {
-		return nil, badParam("step", "%s is not a multiple of the server's tick %s", stepName, s.read.tick)
-	}
-	agg := q.Get("agg")
-	switch agg {
-	case "":
-		agg = apiv1.AggMax
-	case apiv1.AggMax, apiv1.AggMean, apiv1.AggLast:
-	default:
-		return nil, badParam("agg", "%q is not one of max, mean, last", agg)
-	}
-	from, to, err := s.read.window(q, step, def)
-	if err != nil {
-		return nil, err
-	}
-	if n := to.Sub(from) / step; n > MaxSeriesPoints {
-		return nil, badParam("from", "the window [%s, %s) has %d points of %s, at most %d allowed: shorten it or use a larger step",
-			from.Format(time.RFC3339), to.Format(time.RFC3339), n, stepName, MaxSeriesPoints)
-	}
-	if to.Sub(from) > MaxSeriesWindow {
-		return nil, badParam("from", "the window [%s, %s) is longer than %d days", from.Format(time.RFC3339), to.Format(time.RFC3339),
-			MaxSeriesWindow/(24*time.Hour))
-	}
-	typ, ticks, err := s.read.nodeTicks(ctx, project, node, from, to)
+	typ, ticks, err := s.read.nodeTicks(ctx, project, sq.node, sq.from, sq.to)
 	if err != nil {
 		return nil, err
 	}
 	return apiv1.SeriesResponse{
-		Node: node, Type: typ, Step: stepName, Agg: agg,
-		Points: downsample(ticks, from, s.read.tick, int(step/s.read.tick), agg),
+		Node: sq.node, Type: typ, Step: sq.stepName, Agg: sq.agg,
+		Points: downsample(ticks, sq.from, s.read.tick, int(sq.step/s.read.tick), sq.agg),
 	}, nil
+}
+
+// seriesParams are the validated parameters of a series request.
+type seriesParams struct {
+	node     string
+	stepName string
+	step     time.Duration
+	agg      string
+	from, to time.Time // aligned to step
+}
+
+// seriesQuery validates the parameters of a series request (400 naming the parameter).
+func (rd *reader) seriesQuery(q url.Values) (seriesParams, error) {
+	var sq seriesParams
+	if err := checkParams(q, "node", "from", "to", "step", "agg"); err != nil {
+		return sq, err
+	}
+	node, err := nodeParam(q)
+	if err != nil {
+		return sq, err
+	}
+	sq.node = node
+	sq.stepName = q.Get("step")
+	var def time.Duration
+	switch sq.stepName {
+	case "", apiv1.Step5m:
+		sq.stepName, sq.step, def = apiv1.Step5m, 5*time.Minute, defaultWindow5m
+	case apiv1.Step1h:
+		sq.step, def = time.Hour, defaultWindow1h
+	case apiv1.Step1d:
+		sq.step, def = 24*time.Hour, defaultWindow1d
+	default:
+		return sq, badParam("step", "%q is not one of 5m, 1h, 1d", sq.stepName)
+	}
+	if sq.step%rd.tick != 0 {
+		return sq, badParam("step", "%s is not a multiple of the server's tick %s", sq.stepName, rd.tick)
+	}
+	sq.agg = q.Get("agg")
+	switch sq.agg {
+	case "":
+		sq.agg = apiv1.AggMax
+	case apiv1.AggMax, apiv1.AggMean, apiv1.AggLast:
+	default:
+		return sq, badParam("agg", "%q is not one of max, mean, last", sq.agg)
+	}
+	if sq.from, sq.to, err = rd.window(q, sq.step, def); err != nil {
+		return sq, err
+	}
+	if n := sq.to.Sub(sq.from) / sq.step; n > MaxSeriesPoints {
+		return sq, badParam("from", "the window [%s, %s) has %d points of %s, at most %d allowed: shorten it or use a larger step",
+			sq.from.Format(time.RFC3339), sq.to.Format(time.RFC3339), n, sq.stepName, MaxSeriesPoints)
+	}
+	if sq.to.Sub(sq.from) > MaxSeriesWindow {
+		return sq, badParam("from", "the window [%s, %s) is longer than %d days", sq.from.Format(time.RFC3339), sq.to.Format(time.RFC3339),
+			MaxSeriesWindow/(24*time.Hour))
+	}
+	return sq, nil
 }
 
 // nodeTicks returns node's value at every tick of [from, to): its document's, or for a tick

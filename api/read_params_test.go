@@ -1,0 +1,162 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/tree"
+)
+
+// paramsNow is the clock of the parameter tests: 2.5 minutes into the 10:05 tick.
+var paramsNow = time.Date(2024, 5, 1, 10, 7, 30, 0, time.UTC)
+
+func testReader() *reader {
+	return &reader{tick: tree.DefaultTick, now: func() time.Time { return paramsNow }}
+}
+
+func mustTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestSeriesQuery(t *testing.T) {
+	tests := []struct {
+		q        string
+		from, to string
+		step     time.Duration
+		agg      string
+		errField string
+	}{
+		{q: "node=a", from: "2024-04-30T10:10:00Z", to: "2024-05-01T10:10:00Z", step: 5 * time.Minute, agg: "max"},
+		{q: "node=a&step=1h&agg=mean", from: "2024-04-24T11:00:00Z", to: "2024-05-01T11:00:00Z", step: time.Hour, agg: "mean"},
+		{q: "node=a&step=1d&agg=last", from: "2024-02-02T00:00:00Z", to: "2024-05-02T00:00:00Z", step: 24 * time.Hour, agg: "last"},
+		{q: "node=a&step=1h&from=2024-05-01T08:30:00%2B02:00&to=2024-05-01T09:00:01Z", from: "2024-05-01T06:00:00Z", to: "2024-05-01T10:00:00Z", step: time.Hour, agg: "max"},
+		{q: "node=a&to=2024-05-01T00:00:00Z", from: "2024-04-30T00:00:00Z", to: "2024-05-01T00:00:00Z", step: 5 * time.Minute, agg: "max"},
+		{q: "node=a&from=2024-05-01T10:00:00Z", from: "2024-05-01T10:00:00Z", to: "2024-05-01T10:10:00Z", step: 5 * time.Minute, agg: "max"},
+		{q: "node=a&from=2024-04-01T00:00:00Z&to=2024-05-05T17:20:00Z", from: "2024-04-01T00:00:00Z", to: "2024-05-05T17:20:00Z", step: 5 * time.Minute, agg: "max"},
+		{q: "node=a&from=2024-04-01T00:00:00Z&to=2024-05-05T17:20:01Z", errField: "from"},
+		{q: "node=a&step=1d&from=2023-01-01T00:00:00Z&to=2024-01-03T00:00:00Z", errField: "from"},
+		{q: "node=a&step=1d&from=2023-01-01T00:00:00Z&to=2024-01-02T00:00:00Z", from: "2023-01-01T00:00:00Z", to: "2024-01-02T00:00:00Z", step: 24 * time.Hour, agg: "max"},
+		{q: "node=a&from=2024-05-01T10:00:00Z&to=2024-05-01T10:00:00Z", errField: "from"},
+		{q: "node=a&from=2024-05-02T00:00:00Z", errField: "from"},
+		{q: "", errField: "node"},
+		{q: "node=", errField: "node"},
+		{q: "node=a.b", errField: "node"},
+		{q: "node=a&step=5min", errField: "step"},
+		{q: "node=a&agg=avg", errField: "agg"},
+		{q: "node=a&from=2024-05-01", errField: "from"},
+		{q: "node=a&to=3000-01-01T00:00:00Z", errField: "to"},
+		{q: "node=a&node=b", errField: "node"},
+		{q: "node=a&tick=2024-05-01T00:00:00Z", errField: "tick"},
+	}
+	for _, tc := range tests {
+		q, err := url.ParseQuery(tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sq, err := testReader().seriesQuery(q)
+		if tc.errField != "" {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != http.StatusBadRequest || he.body.Error != apiv1.ErrInvalidParameter ||
+				len(he.body.Errors) != 1 || he.body.Errors[0].Field != tc.errField {
+				t.Errorf("%q: err %v, want a 400 naming %s", tc.q, err, tc.errField)
+			}
+			continue
+		}
+		if err != nil || !sq.from.Equal(mustTime(tc.from)) || !sq.to.Equal(mustTime(tc.to)) || sq.step != tc.step || sq.agg != tc.agg {
+			t.Errorf("%q: %+v, %v; want [%s, %s) step %s agg %s", tc.q, sq, err, tc.from, tc.to, tc.step, tc.agg)
+		}
+	}
+}
+
+// FuzzSeriesQuery: any query string is either a 400 naming a parameter or a window within
+// the limits, aligned to a valid step.
+func FuzzSeriesQuery(f *testing.F) {
+	for _, s := range []string{
+		"node=a", "node=a&step=1h&agg=mean&from=2024-04-01T00:00:00Z&to=2024-05-01T00:00:00Z",
+		"node=a&step=1d&from=1970-01-01T00:00:00Z&to=2199-12-31T23:59:59.999999999Z", "node=a&from=2024-05-01T10:00:00-23:59",
+		"node=a&to=1970-01-01T00:00:00Z", "node=a&x=1", "node=%ff",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		sq, err := testReader().seriesQuery(q)
+		if err != nil {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != http.StatusBadRequest || len(he.body.Errors) != 1 || he.body.Errors[0].Field == "" {
+				t.Fatalf("%q: %v", raw, err)
+			}
+			return
+		}
+		n := sq.to.Sub(sq.from) / sq.step
+		if !sq.from.Before(sq.to) || !tree.IsAligned(sq.from, sq.step) || !tree.IsAligned(sq.to, sq.step) ||
+			n > MaxSeriesPoints || sq.to.Sub(sq.from) > MaxSeriesWindow || sq.node == "" ||
+			(sq.agg != apiv1.AggMax && sq.agg != apiv1.AggMean && sq.agg != apiv1.AggLast) {
+			t.Fatalf("%q: accepted %+v", raw, sq)
+		}
+	})
+}
+
+// TestDownsample checks the combination rules on hand-made ticks (the HTTP tests cross-check
+// them on random data).
+func TestDownsample(t *testing.T) {
+	from := mustTime("2024-05-01T00:00:00Z")
+	v := func(online, reported, expected int64) tickValue {
+		return tickValue{present: true, online: online, reported: reported, expected: expected}
+	}
+	gap := func(expected int64) tickValue { return tickValue{expected: expected} }
+	ticks := []tickValue{v(4, 2, 2), v(8, 2, 2), v(6, 2, 2), v(1, 1, 2), gap(2), v(3, 2, 2), gap(2), gap(2), gap(0)}
+	f := func(x float64) *float64 { return &x }
+	tests := []struct {
+		agg  string
+		per  int
+		want []apiv1.SeriesPoint
+	}{
+		{apiv1.AggMax, 3, []apiv1.SeriesPoint{
+			{T: from, Online: f(8), Reported: 6, Expected: 6, Complete: true},
+			{T: from.Add(15 * time.Minute), Online: f(3), Reported: 3, Expected: 6},
+			{T: from.Add(30 * time.Minute), Reported: 0, Expected: 4},
+		}},
+		{apiv1.AggMean, 3, []apiv1.SeriesPoint{
+			{T: from, Online: f(6), Reported: 6, Expected: 6, Complete: true},
+			{T: from.Add(15 * time.Minute), Online: f(2), Reported: 3, Expected: 6},
+			{T: from.Add(30 * time.Minute), Expected: 4},
+		}},
+		{apiv1.AggLast, 4, []apiv1.SeriesPoint{
+			{T: from, Online: f(1), Reported: 7, Expected: 8},
+			{T: from.Add(20 * time.Minute), Online: f(3), Reported: 2, Expected: 8},
+			{T: from.Add(40 * time.Minute), Expected: 0},
+		}},
+		{apiv1.AggMean, 1, nil},
+	}
+	for _, tc := range tests {
+		got := downsample(ticks, from, 5*time.Minute, tc.per, tc.agg)
+		if tc.want == nil { // one point per tick
+			if len(got) != len(ticks) || got[3].Complete || *got[3].Online != 1 || got[4].Online != nil || got[8].Expected != 0 || !got[0].Complete {
+				t.Errorf("per 1: %+v", got)
+			}
+			continue
+		}
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s/%d: %d points", tc.agg, tc.per, len(got))
+		}
+		for i := range got {
+			g, w := got[i], tc.want[i]
+			if !g.T.Equal(w.T) || g.Reported != w.Reported || g.Expected != w.Expected || g.Complete != w.Complete ||
+				(g.Online == nil) != (w.Online == nil) || (g.Online != nil && *g.Online != *w.Online) {
+				t.Errorf("%s/%d point %d: %+v, want %+v", tc.agg, tc.per, i, g, w)
+			}
+		}
+	}
+}
