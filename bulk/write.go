@@ -12,16 +12,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/rollup"
 )
 
-// model returns the guarded upsert of it: filter on exactly the key plus version < v,
-// absolute $set values, upsert. Re-sending it is idempotent.
+// model returns the guarded upsert of it: filter on exactly the key plus version < v and
+// "not a rollup document", absolute $set values, upsert. Re-sending it is idempotent. The
+// rollup guard means a leaf reported under a parent's (id, type) can never overwrite the
+// watcher's document: it fails on the unique index like a stale write (the API rejects such
+// leaves before they get here when it knows the tree).
 func model(it Item, writtenAt time.Time) mongo.WriteModel {
 	filter := bson.D{
 		{Key: migrations.FieldID, Value: it.ID},
 		{Key: migrations.FieldType, Value: it.Type},
 		{Key: migrations.FieldTimestamp, Value: it.Timestamp.UTC()},
 		{Key: migrations.FieldVersion, Value: bson.D{{Key: "$lt", Value: it.Version}}},
+		{Key: rollup.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
 	}
 	update := bson.D{{Key: "$set", Value: bson.D{
 		{Key: migrations.FieldOnline, Value: it.Online},

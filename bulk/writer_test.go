@@ -142,3 +142,30 @@ func pollUntil(t testing.TB, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestLeafNeverOverwritesRollupDocument: a leaf reported under the (id, type) of a parent
+// must not replace the watcher's document, whatever its version.
+func TestLeafNeverOverwritesRollupDocument(t *testing.T) {
+	e := newEnv(t)
+	w := startWriter(t, e.coll, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	parent := bson.D{
+		{Key: "id", Value: "g01"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: tick0},
+		{Key: "online", Value: int64(42)}, {Key: "version", Value: int64(3)}, {Key: "rollup", Value: true},
+	}
+	if _, err := e.check.InsertOne(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	res := submit(t, w, []Item{item("g01", 7, 1<<60)})
+	if res[0].Outcome == OutcomeApplied {
+		t.Fatalf("a leaf write over a rollup document reports %v", res[0].Outcome)
+	}
+	var got bson.M
+	if err := e.check.FindOne(ctx, bson.D{{Key: "id", Value: "g01"}}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got["online"] != int64(42) || got["rollup"] != true {
+		t.Fatalf("rollup document changed to %v", got)
+	}
+}
