@@ -40,6 +40,9 @@ func commands() map[string]command {
 		"token":   {summary: "create or list a project's API tokens (create, list)", run: runToken},
 
 		"tree": {summary: "import, show or validate a project's tree (import FILE, show --project P, validate FILE)", run: runTree},
+
+		"replay": {summary: "recompute a project's parents for a time window from the leaves (--dry-run: show changes)", run: runReplay},
+		"verify": {summary: "check a project's rollups for a time window; exit 1 on any violation", run: runVerify},
 	}
 }
 
@@ -92,6 +95,7 @@ func printUsage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, cmds[n].summary)
 	}
-	b.WriteString("\nRun 'rollup <subcommand> --help' for its flags.\n")
+	b.WriteString("\nRun 'rollup <subcommand> --help' for its flags and examples.\n")
+	b.WriteString("\nExit status: 0 success, 1 failure (for verify: violations found), 2 usage error.\n")
 	_, _ = io.WriteString(w, b.String())
 }

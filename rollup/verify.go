@@ -1,0 +1,425 @@
+package rollup
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ViolationKind names one way a tick's stored documents disagree with their leaves and tree.
+type ViolationKind string
+
+// The kinds of violations Check reports.
+const (
+	// KindDuplicate: more than one document for an (id, type, timestamp) key. Readers may see
+	// either document (the original system's sudden dips).
+	KindDuplicate ViolationKind = "duplicate"
+	// KindSum: a parent's online or reported is not the sum over its children map (a counted
+	// retry doubles a total this way).
+	KindSum ViolationKind = "sum"
+	// KindRecompute: a parent's online or reported differs from FullRecompute of the leaves.
+	KindRecompute ViolationKind = "recompute"
+	// KindExpected: a parent's expected or tree_version differs from the tree of the tick, or
+	// it reports more leaves than the tree expects.
+	KindExpected ViolationKind = "expected"
+	// KindOrphan: an orphan leaf (a leaf document whose id is not in the tree of the tick) is
+	// in a parent's children map.
+	KindOrphan ViolationKind = "orphan"
+	// KindChild: a children map entry that is not a child of the node in the tree (by id and
+	// type), or whose value differs from the child's stored document.
+	KindChild ViolationKind = "child"
+	// KindMissing: a parent with reported leaves under it has no document.
+	KindMissing ViolationKind = "missing"
+	// KindInvalid: a parent document that ParentFromDoc rejects.
+	KindInvalid ViolationKind = "invalid"
+)
+
+// Violation is one disagreement at a tick. Stored and Expected are the values of Field in the
+// document and as recomputed.
+type Violation struct {
+	Kind     ViolationKind
+	Node     string
+	Type     string
+	Tick     time.Time
+	Field    string
+	Stored   int64
+	Expected int64
+	Detail   string
+}
+
+// String formats v on one line: kind, node, tick, field stored/expected and the detail.
+func (v Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-9s %s (%s) at %s", v.Kind, v.Node, v.Type, v.Tick.UTC().Format(time.RFC3339))
+	if v.Field != "" {
+		fmt.Fprintf(&b, ": %s stored %d, expected %d", v.Field, v.Stored, v.Expected)
+	}
+	if v.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(v.Detail)
+	}
+	return b.String()
+}
+
+// LeafDoc is a leaf document of a tick: its id and stored value.
+type LeafDoc struct {
+	ID string
+	Leaf
+}
+
+// InvalidDoc is a document of a tick marked as a parent that could not be decoded.
+type InvalidDoc struct {
+	ID, Type string
+	Reason   string
+}
+
+// TickDocs is everything stored for one project at one tick, as Check needs it.
+type TickDocs struct {
+	Tick time.Time
+	// Nodes is the tree version in effect at the tick (nil: the project had no tree then).
+	Nodes       []Node
+	TreeVersion int
+	// Leaves are all leaf documents of the tick (duplicates included).
+	Leaves []LeafDoc
+	// Parents are all decodable parent documents of the tick (duplicates included).
+	Parents []Parent
+	// Invalid are the parent documents that did not decode.
+	Invalid []InvalidDoc
+}
+
+// Change is what a full recompute (a replay) would write for one parent at a tick.
+type Change struct {
+	Node, Type string
+	Tick       time.Time
+	// Stored is the stored document's totals (zero without a document); Want the recompute.
+	Stored, Want Totals
+	// HasDoc reports whether the parent has a document.
+	HasDoc bool
+	// Children reports that the children map would change (an entry added, dropped or
+	// updated), whether or not the totals do.
+	Children bool
+	// TreeVersion reports that only the stored tree version would change.
+	TreeVersion bool
+}
+
+// String formats c as "node tick old new" (online totals), followed by the other fields that
+// change.
+func (c Change) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %d %d", c.Node, c.Tick.UTC().Format(time.RFC3339), c.Stored.Online, c.Want.Online)
+	if c.Stored.Reported != c.Want.Reported {
+		fmt.Fprintf(&b, " reported=%d->%d", c.Stored.Reported, c.Want.Reported)
+	}
+	if c.Stored.Expected != c.Want.Expected {
+		fmt.Fprintf(&b, " expected=%d->%d", c.Stored.Expected, c.Want.Expected)
+	}
+	if !c.HasDoc {
+		b.WriteString(" (new document)")
+	} else if c.Children {
+		b.WriteString(" (children)")
+	} else if c.TreeVersion {
+		b.WriteString(" (tree version)")
+	}
+	return b.String()
+}
+
+// TickReport is the result of Check for one tick.
+type TickReport struct {
+	// Checked is the number of parent nodes of the tree checked (one per node and tick).
+	Checked int
+	// Ignored is the number of parent documents of nodes that are not parents in the tree of
+	// the tick (left by a tree edit; no reader or replay uses them).
+	Ignored int
+	// Orphans is the number of leaf documents not in the tree of the tick.
+	Orphans int
+	// Violations are in order: duplicates and invalid documents first, then per node from the
+	// deepest level up, in id order.
+	Violations []Violation
+	// Changes are what a replay of the tick would write, in the same node order.
+	Changes []Change
+}
+
+// docKey identifies a document within a tick.
+type docKey struct{ id, typ string }
+
+// Check compares the stored documents of a tick with a full recompute of its leaves over its
+// tree: it finds every violation (see the ViolationKind constants) and every change a replay
+// would make. It does no I/O. It returns an error only for an invalid tree.
+func Check(d TickDocs) (TickReport, error) {
+	var r TickReport
+	add := func(v Violation) {
+		v.Tick = d.Tick
+		r.Violations = append(r.Violations, v)
+	}
+
+	// Duplicates, over every document of the tick.
+	count := map[docKey]int{}
+	for _, l := range d.Leaves {
+		count[docKey{l.ID, l.Type}]++
+	}
+	parents := map[docKey][]Parent{}
+	for _, p := range d.Parents {
+		k := docKey{p.ID, p.Type}
+		count[k]++
+		parents[k] = append(parents[k], p)
+	}
+	for _, inv := range d.Invalid {
+		count[docKey{inv.ID, inv.Type}]++
+	}
+	dups := make([]docKey, 0)
+	for k, n := range count {
+		if n > 1 {
+			dups = append(dups, k)
+		}
+	}
+	sort.Slice(dups, func(i, j int) bool {
+		return dups[i].id < dups[j].id || dups[i].id == dups[j].id && dups[i].typ < dups[j].typ
+	})
+	for _, k := range dups {
+		add(Violation{Kind: KindDuplicate, Node: k.id, Type: k.typ, Field: "documents", Stored: int64(count[k]), Expected: 1,
+			Detail: duplicateDetail(parents[k])})
+	}
+	for _, inv := range d.Invalid {
+		add(Violation{Kind: KindInvalid, Node: inv.ID, Type: inv.Type, Detail: inv.Reason})
+	}
+
+	// The leaves' current values: the greatest version of each key wins, as in Merge.
+	leaves := make(map[string]Leaf, len(d.Leaves))
+	leafDocs := make(map[docKey]Leaf, len(d.Leaves))
+	for _, l := range d.Leaves {
+		k := docKey{l.ID, l.Type}
+		if cur, ok := leafDocs[k]; ok && !leafWins(l.Leaf, cur) {
+			continue
+		}
+		leafDocs[k] = l.Leaf
+	}
+	byID := make(map[string]Node, len(d.Nodes))
+	kids := make(map[string][]Node, len(d.Nodes))
+	for _, n := range d.Nodes {
+		byID[n.ID] = n
+		if n.Parent != "" {
+			kids[n.Parent] = append(kids[n.Parent], n)
+		}
+	}
+	for k, l := range leafDocs {
+		if n, ok := byID[k.id]; ok && n.Type == k.typ {
+			leaves[k.id] = l
+		}
+	}
+	orphan := map[string]bool{}
+	for _, l := range d.Leaves {
+		if _, ok := byID[l.ID]; !ok && !orphan[l.ID] {
+			orphan[l.ID] = true
+			r.Orphans++
+		}
+	}
+	for k := range parents {
+		if n, ok := byID[k.id]; !ok || n.Type != k.typ || len(kids[k.id]) == 0 {
+			r.Ignored += len(parents[k])
+		}
+	}
+	if len(d.Nodes) == 0 {
+		return r, nil
+	}
+	totals, err := FullRecompute(d.Nodes, leaves)
+	if err != nil {
+		return r, fmt.Errorf("tree version %d: %w", d.TreeVersion, err)
+	}
+
+	for _, n := range deepestFirst(d.Nodes, byID, kids) {
+		r.Checked++
+		want := totals[n.ID]
+		docs := parents[docKey{n.ID, n.Type}]
+		// The children map a replay would build (versions of parent children excluded: they
+		// are the children's revisions after the replay).
+		wantKids := map[string]ChildState{}
+		for _, c := range kids[n.ID] {
+			if len(kids[c.ID]) == 0 {
+				if l, ok := leaves[c.ID]; ok {
+					wantKids[c.ID] = ChildState{Type: c.Type, Online: l.Online, Version: l.Version, Reported: 1, Expected: 1}
+				}
+				continue
+			}
+			if t := totals[c.ID]; t.Reported > 0 || len(parents[docKey{c.ID, c.Type}]) > 0 {
+				wantKids[c.ID] = ChildState{Type: c.Type, Online: t.Online, Reported: t.Reported, Expected: t.Expected}
+			}
+		}
+		if len(docs) == 0 {
+			if want.Reported > 0 {
+				add(Violation{Kind: KindMissing, Node: n.ID, Type: n.Type, Field: "online", Expected: want.Online,
+					Detail: fmt.Sprintf("no document; %d of %d leaves under it reported", want.Reported, want.Expected)})
+			}
+			if len(wantKids) > 0 {
+				r.Changes = append(r.Changes, Change{Node: n.ID, Type: n.Type, Tick: d.Tick, Want: want, Children: true})
+			}
+			continue
+		}
+		for _, p := range docs {
+			c := Change{Node: n.ID, Type: n.Type, Tick: d.Tick, HasDoc: true, Want: want,
+				Stored: Totals{Online: p.Online, Reported: p.Reported, Expected: p.Expected}}
+			vs, childrenDiffer := checkParent(p, n, want, wantKids, kids, byID, orphan, leafDocs, parents, d.TreeVersion)
+			for _, v := range vs {
+				add(v)
+			}
+			c.Children = childrenDiffer
+			c.TreeVersion = p.TreeVersion != d.TreeVersion
+			if c.Stored != c.Want || c.Children || c.TreeVersion {
+				r.Changes = append(r.Changes, c)
+			}
+		}
+	}
+	return r, nil
+}
+
+// checkParent checks one stored parent document of tree node n; it also reports whether its
+// children map differs from wantKids.
+func checkParent(p Parent, n Node, want Totals, wantKids map[string]ChildState, kids map[string][]Node, byID map[string]Node,
+	orphan map[string]bool, leafDocs map[docKey]Leaf, parents map[docKey][]Parent, treeVersion int) ([]Violation, bool) {
+	var out []Violation
+	v := func(kind ViolationKind, field string, stored, expected int64, detail string) {
+		out = append(out, Violation{Kind: kind, Node: n.ID, Type: n.Type, Field: field, Stored: stored, Expected: expected, Detail: detail})
+	}
+	var sumOnline, sumReported int64
+	for _, st := range p.Children {
+		sumOnline += st.Online
+		sumReported += st.Reported
+	}
+	if p.Online != sumOnline {
+		detail := fmt.Sprintf("not the sum over its %d children", len(p.Children))
+		if sumOnline != 0 && p.Online == 2*sumOnline {
+			detail += ": exactly twice the sum (a whole-batch retry counted twice?)"
+		}
+		v(KindSum, "online", p.Online, sumOnline, detail)
+	}
+	if p.Reported != sumReported {
+		v(KindSum, "reported", p.Reported, sumReported, fmt.Sprintf("not the sum over its %d children", len(p.Children)))
+	}
+	if p.Online != want.Online {
+		v(KindRecompute, "online", p.Online, want.Online, fmt.Sprintf("%d of %d leaves under it reported", want.Reported, want.Expected))
+	}
+	if p.Reported != want.Reported {
+		v(KindRecompute, "reported", p.Reported, want.Reported, "")
+	}
+	if p.Expected != want.Expected {
+		v(KindExpected, "expected", p.Expected, want.Expected, fmt.Sprintf("leaves under it in tree version %d", treeVersion))
+	}
+	if p.TreeVersion != treeVersion {
+		v(KindExpected, "tree_version", int64(p.TreeVersion), int64(treeVersion), "computed with another tree version")
+	}
+	if p.Reported > p.Expected {
+		v(KindExpected, "reported", p.Reported, p.Expected, "more leaves reported than expected")
+	}
+	isKid := make(map[string]string, len(kids[n.ID]))
+	for _, c := range kids[n.ID] {
+		isKid[c.ID] = c.Type
+	}
+	ids := make([]string, 0, len(p.Children))
+	for id := range p.Children {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	differ := len(p.Children) != len(wantKids)
+	for _, id := range ids {
+		st := p.Children[id]
+		w, wanted := wantKids[id]
+		if !wanted {
+			differ = true
+		} else {
+			if len(kids[id]) > 0 {
+				w.Version = st.Version // a parent child's revision after a replay is not predictable
+			}
+			if st != w {
+				differ = true
+			}
+		}
+		switch typ, ok := isKid[id]; {
+		case orphan[id]:
+			v(KindOrphan, "children."+id+".online", st.Online, 0, fmt.Sprintf("orphan leaf (not in tree version %d) counted", treeVersion))
+		case !ok || typ != st.Type:
+			v(KindChild, "children."+id+".online", st.Online, 0, fmt.Sprintf("%s (%s) is not a child of %s in tree version %d", id, st.Type, n.ID, treeVersion))
+		default:
+			if msg, stored, cur := staleChild(id, st, byID[id], leafDocs, parents); msg != "" {
+				v(KindChild, "children."+id+".online", stored, cur, msg)
+			}
+		}
+	}
+	return out, differ
+}
+
+// staleChild compares a children map entry with the child's stored document; it returns a
+// description of the difference ("" if none) with the stored and current online values.
+func staleChild(id string, st ChildState, child Node, leafDocs map[docKey]Leaf, parents map[docKey][]Parent) (string, int64, int64) {
+	if docs := parents[docKey{id, child.Type}]; len(docs) > 0 {
+		if len(docs) > 1 {
+			return "", 0, 0 // reported as a duplicate
+		}
+		c := docs[0]
+		if st.Online != c.Online || st.Reported != c.Reported || st.Expected != c.Expected || st.Version != c.Rev {
+			return fmt.Sprintf("stale: the child's document has online %d, reported %d, expected %d, version %d; the entry %d, %d, %d, %d",
+				c.Online, c.Reported, c.Expected, c.Rev, st.Online, st.Reported, st.Expected, st.Version), st.Online, c.Online
+		}
+		return "", 0, 0
+	}
+	l, ok := leafDocs[docKey{id, child.Type}]
+	switch {
+	case !ok && st.Reported > 0:
+		return "stale: the child has no document", st.Online, 0
+	case ok && (st.Online != l.Online || st.Version != l.Version):
+		return fmt.Sprintf("stale: the leaf has online %d version %d; the entry %d version %d", l.Online, l.Version, st.Online, st.Version), st.Online, l.Online
+	}
+	return "", 0, 0
+}
+
+// leafWins reports whether l replaces cur as a key's value: the greater version, then online.
+func leafWins(l, cur Leaf) bool {
+	if l.Version != cur.Version {
+		return l.Version > cur.Version
+	}
+	return l.Online > cur.Online
+}
+
+// duplicateDetail describes duplicate parent documents by their totals.
+func duplicateDetail(docs []Parent) string {
+	if len(docs) < 2 {
+		return "readers may see either document"
+	}
+	parts := make([]string, len(docs))
+	for i, p := range docs {
+		parts[i] = fmt.Sprintf("online %d (version %d)", p.Online, p.Rev)
+	}
+	return "readers may see either document: " + strings.Join(parts, ", ")
+}
+
+// deepestFirst returns the parents of the tree (nodes with children) from the deepest level
+// up, in id order within a level.
+func deepestFirst(nodes []Node, byID map[string]Node, kids map[string][]Node) []Node {
+	depth := make(map[string]int, len(nodes))
+	var depthOf func(id string) int
+	depthOf = func(id string) int {
+		if dd, ok := depth[id]; ok {
+			return dd
+		}
+		dd := 0
+		if p := byID[id].Parent; p != "" {
+			dd = depthOf(p) + 1
+		}
+		depth[id] = dd
+		return dd
+	}
+	out := make([]Node, 0, len(kids))
+	for _, n := range nodes {
+		if len(kids[n.ID]) > 0 {
+			depthOf(n.ID)
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		di, dj := depth[out[i].ID], depth[out[j].ID]
+		if di != dj {
+			return di > dj
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
