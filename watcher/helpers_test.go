@@ -95,7 +95,7 @@ func newEnv(t testing.TB, opts ...embeddedtest.Options) *env {
 	db := store.Database(t, client)
 	e := &env{t: t, store: store, client: client, db: db, counts: db.Collection(migrations.CountsCollection), trees: newStaticTrees()}
 	e.createIndex()
-	e.leaves = bulk.New(e.counts, bulk.Options{MaxDelay: time.Millisecond}, zap.NewNop())
+	e.leaves = bulk.New(e.counts, bulk.Options{}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.leaves.Run(ctx) }()

@@ -41,6 +41,12 @@ func TestHistoryLost(t *testing.T) {
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 
 	first := e.start(e.newWatcher(Options{CheckpointInterval: time.Millisecond}))
+	// Its first checkpoint means its stream is open: data written from now on is streamed,
+	// not replayed.
+	waitFor(t, "first checkpoint", func() bool {
+		n, err := e.db.Collection(CheckpointsCollection).CountDocuments(context.Background(), bson.D{})
+		return err == nil && n > 0
+	})
 	e.fill(project, tr, t0, 1, 1)
 	e.waitCorrect(project)
 	if err := first.stop(); err != nil {
