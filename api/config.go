@@ -19,6 +19,12 @@ type Sink interface {
 
 var _ Sink = (*bulk.Writer)(nil)
 
+// TreeSource returns the tree of a project that applies at a tick (nil when the project has
+// none yet).
+type TreeSource interface {
+	TreeAt(ctx context.Context, project string, tick time.Time) (*tree.Tree, int, error)
+}
+
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes  = 1 << 20
@@ -58,6 +64,10 @@ type Config struct {
 	DB *mongo.Database
 	// Sink writes the counts.
 	Sink Sink
+	// Trees, when set, lets the API refuse counts reported under an interior node of the
+	// project's tree at that tick (their key is the watcher's parent document). Ids the tree
+	// does not know are accepted: orphans are kept and surfaced. *watcher.TreeCache implements it.
+	Trees TreeSource
 	// Logger is named "api" by NewServer (default no-op).
 	Logger *zap.Logger
 	// Now is the clock (default time.Now).

@@ -1,8 +1,10 @@
-// Package api is rollup's HTTP ingest API: POST /v1/counts authenticates an agent's bearer
+// Package api is rollup's HTTP API. POST /v1/counts (ingest) authenticates an agent's bearer
 // token against its project, decodes and validates the whole request (rejecting it entirely,
-// writing nothing, when any part is invalid), hands the leaf counts to a Sink (the bulk
-// writer) and answers each item's durable outcome. It also creates and lists the per-project
-// tokens (only their sha256 is stored).
+// writing nothing, when any part is invalid — including counts reported under an interior
+// node of the project's tree, when Config.Trees is set), hands the leaf counts to a Sink (the
+// bulk writer) and answers each item's durable outcome. The read API (GET /v1/projects…,
+// read*.go) serves rolled-up trees, series, top-N children and ticks to dashboards. It also
+// creates and lists the per-project tokens, ingest or read-only (only their sha256 is stored).
 //
 // Decisions agents rely on (docs/openapi.yaml is the normative description):
 //   - Check order: a missing, malformed or unknown token is 401 before the body is read, so an

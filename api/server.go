@@ -139,7 +139,13 @@ func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// 5. Write.
+	// 5. Only leaves: a count under an interior node's key would be the parent's document.
+	if herr := s.checkLeaves(ctx, sub); herr != nil {
+		s.fail(w, herr)
+		return
+	}
+
+	// 6. Write.
 	resp, herr := s.write(ctx, sub)
 	if herr != nil {
 		s.fail(w, herr)

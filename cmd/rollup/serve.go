@@ -154,15 +154,16 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 		log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
 	}
 
+	trees := treedb.New(db)
+	treeCache := watcher.NewTreeCache(trees) // shared: the API refuses counts for interior nodes
 	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
-	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, Logger: log})
+	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, Trees: treeCache, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiServer.Handler())
 	mux.Handle("/", web.Handler())
 	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	trees := treedb.New(db)
-	w := watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{}, log)
+	w := watcher.New(db, treeCache, watcher.Options{}, log)
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	p.Go(writer.Run)
