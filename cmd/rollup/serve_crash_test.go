@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/api/agentclient"
+	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
+)
+
+// serveChild is a `rollup serve` process on a data directory.
+type serveChild struct {
+	cmd     *exec.Cmd
+	apiURL  string
+	stopped chan struct{}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// startServe runs `rollup serve` (this test binary, see TestMain) and waits for its API.
+func startServe(t *testing.T, dir, storeAddr, apiAddr string) *serveChild {
+	t.Helper()
+	args, _ := json.Marshal([]string{"serve", "--data", dir, "--embedded-listen", storeAddr, "--listen", apiAddr, "--log-level", "warn"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(args))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &serveChild{cmd: cmd, stopped: make(chan struct{})}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), "rollup API: "); ok {
+				ready <- url
+			}
+		}
+		_ = cmd.Wait()
+		close(c.stopped)
+	}()
+	select {
+	case c.apiURL = <-ready:
+	case <-c.stopped:
+		t.Fatal("rollup serve exited before serving")
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("rollup serve did not start within 30s")
+	}
+	t.Cleanup(func() { c.kill() })
+	return c
+}
+
+func (c *serveChild) kill() {
+	_ = c.cmd.Process.Signal(os.Kill)
+	<-c.stopped
+}
+
+// TestServeSurvivesKill9 kills a `rollup serve` process (embedded store, bulk writer, watcher)
+// with SIGKILL while agents submit, restarts it on the same data directory, lets the agents
+// resend what was not acknowledged, and checks every (node, tick): parent == Σ children.
+func TestServeSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts rollup processes")
+	}
+	for seed := uint64(1); seed <= 2; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { serveKill9(t, seed) })
+	}
+}
+
+func serveKill9(t *testing.T, seed uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	dir := t.TempDir()
+	storeAddr, apiAddr := freeAddr(t), freeAddr(t)
+	child := startServe(t, dir, storeAddr, apiAddr)
+
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + storeAddr + "/?replicaSet=rs0").SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	db := client.Database(migrations.DefaultDatabase)
+	const project = "crash"
+	nodes := tree.Generate(project, 2, 3, 5)
+	tr, err := tree.Build(project, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	ticks := []time.Time{tree.AlignTick(now, tree.DefaultTick).Add(-2 * tree.DefaultTick), tree.AlignTick(now, tree.DefaultTick).Add(-tree.DefaultTick)}
+	if _, err := treedb.New(db).Import(ctx, project, nodes, ticks[0]); err != nil {
+		t.Fatal(err)
+	}
+	token, err := api.CreateToken(ctx, db, project, "crash-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := tr.Leaves()
+
+	// A stream of submissions; the process is killed after a random number of them. The
+	// versions only grow, so the last acknowledged value of each (leaf, tick) is the truth.
+	submit := func(url string, round int) error {
+		c := &agentclient.Client{BaseURL: url, Token: token, MaxAttempts: 1}
+		counts := make([]agentclient.Count, 0, len(leaves))
+		for _, l := range leaves {
+			counts = append(counts, agentclient.Count{ID: l.ID, Type: l.Type, Online: int64(rng.IntN(100))})
+		}
+		_, err := c.Submit(ctx, agentclient.Submission{
+			Project: project, Timestamp: ticks[round%2], ObservedAt: now.Add(time.Duration(round) * time.Millisecond), Counts: counts,
+		})
+		return err
+	}
+	killAt := 2 + rng.IntN(6)
+	round := 0
+	for ; round < killAt; round++ {
+		if err := submit(child.apiURL, round); err != nil {
+			t.Fatalf("submit %d: %v", round, err)
+		}
+	}
+	// Kill while a submission is in flight: its outcome is unknown to the agent.
+	inflight := make(chan error, 1)
+	go func() { inflight <- submit(child.apiURL, round) }()
+	child.kill()
+	<-inflight
+	child = startServe(t, dir, storeAddr, apiAddr)
+	// The agent resends the unacknowledged round (safe by construction), then goes on.
+	for ; round < killAt+4; round++ {
+		if err := submit(child.apiURL, round); err != nil {
+			t.Fatalf("submit %d after restart: %v", round, err)
+		}
+	}
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		bad := checkTotals(ctx, t, db, project, nodes, ticks)
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("totals still wrong after restart: %s", bad)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the store with a deadline, not waiting blindly
+	}
+}
+
+// checkTotals compares every stored parent with the naive recomputation from the stored
+// leaves; it returns the first mismatch, or "" when all agree.
+func checkTotals(ctx context.Context, t *testing.T, db *mongo.Database, project string, nodes []tree.Node, ticks []time.Time) string {
+	t.Helper()
+	rnodes := make([]rollup.Node, len(nodes))
+	for i, n := range nodes {
+		rnodes[i] = rollup.Node(n)
+	}
+	for _, tick := range ticks {
+		cur, err := db.Collection(migrations.CountsCollection).Find(ctx, bson.D{{Key: "project", Value: project}, {Key: "timestamp", Value: tick}})
+		if err != nil {
+			return err.Error()
+		}
+		var docs []bson.Raw
+		if err := cur.All(ctx, &docs); err != nil {
+			return err.Error()
+		}
+		leaves := map[string]rollup.Leaf{}
+		parents := map[string]rollup.Parent{}
+		for _, d := range docs {
+			if _, err := d.LookupErr(rollup.FieldRollup); err == nil {
+				p, err := rollup.ParentFromDoc(d)
+				if err != nil {
+					t.Fatalf("parent document: %v", err)
+				}
+				if _, dup := parents[p.ID]; dup {
+					return "duplicate parent document " + p.ID
+				}
+				parents[p.ID] = p
+				continue
+			}
+			id, _ := d.Lookup("id").StringValueOK()
+			typ, _ := d.Lookup("type").StringValueOK()
+			online, _ := d.Lookup("online").AsInt64OK()
+			if _, dup := leaves[id]; dup {
+				return "duplicate leaf document " + id
+			}
+			leaves[id] = rollup.Leaf{Type: typ, Online: online}
+		}
+		want, err := rollup.FullRecompute(rnodes, leaves)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if _, isLeaf := leaves[n.ID]; isLeaf {
+				continue
+			}
+			p, ok := parents[n.ID]
+			w := want[n.ID]
+			if !ok || p.Online != w.Online || p.Reported != w.Reported {
+				return fmt.Sprintf("tick %s node %s: stored %+v (present %v), want %+v", tick.Format(time.RFC3339), n.ID, p, ok, w)
+			}
+		}
+	}
+	return ""
+}
