@@ -31,7 +31,8 @@ const (
 	KindChild ViolationKind = "child"
 	// KindMissing: a parent with reported leaves under it has no document.
 	KindMissing ViolationKind = "missing"
-	// KindInvalid: a parent document that ParentFromDoc rejects.
+	// KindInvalid: a document that cannot be read: a parent that ParentFromDoc rejects, or a
+	// leaf without a string id and type or integer online and version.
 	KindInvalid ViolationKind = "invalid"
 )
 
@@ -68,7 +69,7 @@ type LeafDoc struct {
 	Leaf
 }
 
-// InvalidDoc is a document of a tick marked as a parent that could not be decoded.
+// InvalidDoc is a document of a tick that could not be decoded (see KindInvalid).
 type InvalidDoc struct {
 	ID, Type string
 	Reason   string
@@ -84,7 +85,7 @@ type TickDocs struct {
 	Leaves []LeafDoc
 	// Parents are all decodable parent documents of the tick (duplicates included).
 	Parents []Parent
-	// Invalid are the parent documents that did not decode.
+	// Invalid are the documents that did not decode.
 	Invalid []InvalidDoc
 }
 
