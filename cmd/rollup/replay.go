@@ -31,7 +31,7 @@ run the command again (it redoes the window; nothing is lost), or resume from th
 prints. Progress goes to stderr: a bar on a terminal, plain lines (about one a second)
 otherwise; the summary goes to stdout. --dry-run writes nothing and prints, one line per
 parent a replay would change, "node tick old new" (online totals; other changed fields
-follow).
+follow; parents whose only change would be a child's new revision are not listed).
 
 Examples:
   rollup replay --project demo --from 2024-05-01T00:00:00Z --to 2024-05-02T00:00:00Z --dry-run \
@@ -131,6 +131,9 @@ func replaySummary(w io.Writer, c replayConfig, st watcher.ReplayStats, took tim
 	fmt.Fprintf(&b, "%s %s: %d ticks, %d leaves, %d parent writes (%d conflicts), %d orphans, %d invalid in %s (%s leaves/s)\n",
 		verb, c.window, st.Ticks, st.Leaves, st.ParentWrites, st.Conflicts, st.Orphans, st.Invalid,
 		took.Round(time.Millisecond), rate(st.Leaves, took))
+	if err == nil && st.Ticks == 0 {
+		fmt.Fprintf(&b, "note: project %s has no documents in the window\n", c.window.project)
+	}
 	if err != nil {
 		from := c.window.from
 		if !st.LastTick.IsZero() {

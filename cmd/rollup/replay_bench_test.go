@@ -16,7 +16,8 @@ import (
 // reported): 3 ticks of a 100,000-leaf tree (1 root, 20 groups, 1,000 servers, 100
 // processes each) and 30 ticks of a 10,000-leaf tree (10 groups, 100 servers). It reports
 // leaves/s. "fresh" replays the window without parent documents (every parent written),
-// "rerun" replays it again (everything read and recomputed, nothing to write). The command
+// "rerun" replays it again (everything read and recomputed, nothing to write); "verify" runs
+// `rollup verify` over the window. The command
 // loads the tree once (about 0.3 s for 100,000 nodes), which the short window pays in full.
 func BenchmarkReplay(b *testing.B) {
 	for _, w := range []struct {
@@ -36,10 +37,17 @@ func benchReplay(b *testing.B, e *opsEnv) {
 			b.Fatalf("replay: %v\n%s", err, out)
 		}
 	}
+	verify := func(b *testing.B) {
+		out, err := e.cmd(e.ctx, nil, append([]string{"verify"}, e.window()...)...)
+		if err != nil || !strings.Contains(out, "no violations") {
+			b.Fatalf("verify: %v\n%s", err, out)
+		}
+	}
 	for _, tc := range []struct {
 		name  string
 		fresh bool
-	}{{"fresh", true}, {"rerun", false}} { // rerun follows fresh: the parents exist
+		run   func(*testing.B)
+	}{{"fresh", true, replay}, {"rerun", false, replay}, {"verify", false, verify}} { // parents exist after fresh
 		b.Run(tc.name, func(b *testing.B) {
 			var took time.Duration
 			for range b.N {
@@ -49,7 +57,7 @@ func benchReplay(b *testing.B, e *opsEnv) {
 					}
 				}
 				start := time.Now()
-				replay(b)
+				tc.run(b)
 				took += time.Since(start)
 			}
 			if leaves == 0 {
