@@ -510,6 +510,13 @@ func TestReplayProgressOutput(t *testing.T) {
 	if isTerminal(&bar) {
 		t.Fatal("a buffer is no terminal")
 	}
+	var auto strings.Builder // --progress auto: lines, stderr being no terminal
+	if _, err := e.cmd(e.ctx, &auto, append([]string{"replay"}, e.window()...)...); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(auto.String(), "replay: 1/3 ticks") || !strings.HasSuffix(auto.String(), "eta 0s\n") {
+		t.Fatalf("progress auto: %q", auto.String())
+	}
 }
 
 // TestProgressRate checks the pacing of progress lines and bar redraws with a fake clock.
