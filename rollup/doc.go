@@ -20,6 +20,11 @@
 // $inc); ParentFromDoc reads a stored parent document back, strictly. Whoever walks up the tree
 // must pass every merged parent's contribution to its own parent, changed or not (see Merge).
 //
+// Check is the verifier behind `rollup verify`: given one tick's tree, leaf documents and stored
+// parent documents it lists every violation (a parent that is not the sum of its children or of
+// its leaves, duplicate documents, counted orphans, wrong expected counts) and the parents a
+// replay would change.
+//
 // The package does not decide which parents to recompute, read or write documents, or route
 // leaves to parents (package watcher does), and it does not validate trees (package tree does).
 package rollup
