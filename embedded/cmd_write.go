@@ -33,6 +33,24 @@ func writeErrorDoc(index int, err error) bson.D {
 	return append(d, bson.E{Key: "errmsg", Value: e.Msg})
 }
 
+// writeStatements runs statements 0..n-1 of a write command under one engine write: each
+// failing statement becomes a writeErrors entry at its index; ordered stops at the first.
+func (s *Server) writeStatements(ctx context.Context, n int, ordered bool, run func(w *storage.Writer, i int) error) (bson.Timestamp, bson.A, error) {
+	var writeErrors bson.A
+	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		for i := range n {
+			if err := run(w, i); err != nil {
+				writeErrors = append(writeErrors, writeErrorDoc(i, err))
+				if ordered {
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return op, writeErrors, err
+}
+
 // batchArg returns the op documents of a write command (documents/updates/deletes).
 func batchArg(r *request, key string) ([]bson.D, error) {
 	v, ok := r.arg(key)
@@ -100,25 +118,16 @@ func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	ordered := orderedArg(r)
-	var writeErrors bson.A
 	n := 0
-	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		for i, d := range docs {
-			doc, err := withID(d)
-			if err == nil {
-				_, err = w.Insert(r.db, coll, doc)
-			}
-			if err != nil {
-				writeErrors = append(writeErrors, writeErrorDoc(i, err))
-				if ordered {
-					return nil
-				}
-				continue
-			}
+	op, writeErrors, err := s.writeStatements(ctx, len(docs), orderedArg(r), func(w *storage.Writer, i int) error {
+		doc, err := withID(docs[i])
+		if err == nil {
+			_, err = w.Insert(r.db, coll, doc)
+		}
+		if err == nil {
 			n++
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return result{}, err
@@ -310,21 +319,11 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 		ops[i], parseErrs[i] = parseUpdateOp(d)
 	}
 	var st updateStats
-	var writeErrors bson.A
-	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		for i := range ops {
-			err := parseErrs[i]
-			if err == nil {
-				err = applyUpdate(w, r.db, coll, ops[i], i, &st)
-			}
-			if err != nil {
-				writeErrors = append(writeErrors, writeErrorDoc(i, err))
-				if ordered {
-					return nil
-				}
-			}
+	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
+		if parseErrs[i] != nil {
+			return parseErrs[i]
 		}
-		return nil
+		return applyUpdate(w, r.db, coll, ops[i], i, &st)
 	})
 	if err != nil {
 		return result{}, err
@@ -401,32 +400,24 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 		ops[i], parseErrs[i] = parseDeleteOp(d)
 	}
 	n := 0
-	var writeErrors bson.A
-	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		for i, o := range ops {
-			err := parseErrs[i]
-			if err == nil {
-				var targets []*storage.Doc
-				w.Find(r.db, coll, o.q, func(d *storage.Doc) bool {
-					if o.filter.Match(d.D) {
-						targets = append(targets, d)
-						return o.limit != 1
-					}
-					return true
-				})
-				for _, d := range targets {
-					if err = w.Delete(r.db, coll, d); err != nil {
-						break
-					}
-					n++
-				}
+	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
+		if parseErrs[i] != nil {
+			return parseErrs[i]
+		}
+		o := ops[i]
+		var targets []*storage.Doc
+		w.Find(r.db, coll, o.q, func(d *storage.Doc) bool {
+			if o.filter.Match(d.D) {
+				targets = append(targets, d)
+				return o.limit != 1
 			}
-			if err != nil {
-				writeErrors = append(writeErrors, writeErrorDoc(i, err))
-				if ordered {
-					return nil
-				}
+			return true
+		})
+		for _, d := range targets {
+			if err := w.Delete(r.db, coll, d); err != nil {
+				return err
 			}
+			n++
 		}
 		return nil
 	})
