@@ -63,6 +63,7 @@ func (w *Writer) write(ctx context.Context, items []Item) []Result {
 	}
 	dups := w.phase(ctx, models, all, res, OutcomeApplied)
 	if len(dups) > 0 {
+		w.stats.reissued.Add(int64(len(dups)))
 		w.log.Debug("re-issuing duplicate-key ops", zap.Int("ops", len(dups)), zap.Int("batch", len(items)))
 		w.phase(ctx, models, dups, res, OutcomeStale)
 	}
@@ -94,10 +95,12 @@ func (w *Writer) phase(ctx context.Context, models []mongo.WriteModel, idx []int
 			class = ClassContext
 		}
 		if attempt == 0 && (class == ClassUnknownOutcome || class == ClassWriteConcern) {
+			w.stats.retries[classIndex(class)].Add(1)
 			w.log.Warn("bulk write outcome unknown, resending once",
 				zap.Int("ops", len(sub)), zap.Stringer("class", class), zap.Error(err))
 			continue
 		}
+		w.stats.failures[classIndex(class)].Add(1)
 		uerr := fmt.Errorf("%w: %w", ErrUnavailable, err)
 		w.log.Error("bulk write failed", zap.Int("ops", len(sub)), zap.Stringer("class", class),
 			zap.Int("attempts", attempt+1), zap.Error(err))

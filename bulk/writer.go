@@ -25,6 +25,7 @@ type Writer struct {
 	started  atomic.Bool
 	policy   policy
 	clock    clock
+	stats    *counters
 	// writeBatch writes deduplicated items (w.write; tests substitute a recorder).
 	writeBatch func(ctx context.Context, items []Item) []Result
 
@@ -72,6 +73,7 @@ func New(coll *mongo.Collection, opts Options, log *zap.Logger) *Writer {
 		stopping: make(chan struct{}),
 		policy:   policy{maxBatch: opts.MaxBatch, maxDelay: opts.MaxDelay, idleGap: opts.IdleGap},
 		clock:    realClock{},
+		stats:    newCounters(),
 	}
 	w.writeBatch = w.write
 	return w
@@ -200,6 +202,8 @@ func (w *Writer) flush(ctx context.Context, batch []op) {
 		unique[j] = items[i]
 		pos[i] = j
 	}
+	w.stats.batches.Add(1)
+	w.stats.batchOps.Observe(float64(len(unique)))
 	start := time.Now()
 	res := w.writeBatch(ctx, unique)
 	for i := range batch {
@@ -208,6 +212,7 @@ func (w *Writer) flush(ctx context.Context, batch []op) {
 		if wi != i {
 			r = loserResult(items[i], items[wi], r)
 		}
+		w.stats.outcome(r.Outcome)
 		batch[i].req.finish(batch[i].idx, r)
 	}
 	w.sem.release(len(batch))

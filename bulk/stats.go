@@ -1,0 +1,89 @@
+package bulk
+
+import (
+	"sync/atomic"
+
+	"github.com/gameops/rollup/metrics/hist"
+)
+
+// Stats are the writer's counters since New, for the metrics layer.
+type Stats struct {
+	// Batches is the number of batches cut from the pending items and written.
+	Batches int64
+	// Items counts the submitted items that reached a batch, by final Outcome (every Outcome
+	// is a key).
+	Items map[Outcome]int64
+	// BatchOps is the distribution of operations per batch (after deduplication of a key).
+	BatchOps hist.Snapshot
+	// Reissued is the number of operations re-issued alone after an E11000 (the second
+	// phase of a batch).
+	Reissued int64
+	// Retries counts whole BulkWrites resent once because their outcome was unknown, by the
+	// Class of the error (ClassUnknownOutcome or ClassWriteConcern).
+	Retries map[Class]int64
+	// Failures counts BulkWrites whose items ended unavailable (OutcomeUnknown), by the Class
+	// of the last error.
+	Failures map[Class]int64
+}
+
+// numOutcomes is the number of Outcome values.
+const numOutcomes = int(OutcomeRejected) + 1
+
+// numClasses is the number of Class values.
+const numClasses = int(ClassContext) + 1
+
+// BatchOpsBounds returns the upper bounds of the Stats.BatchOps buckets.
+func BatchOpsBounds() []float64 {
+	return []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
+}
+
+// counters are the live Stats.
+type counters struct {
+	batches  atomic.Int64
+	items    [numOutcomes]atomic.Int64
+	batchOps *hist.Histogram
+	reissued atomic.Int64
+	retries  [numClasses]atomic.Int64
+	failures [numClasses]atomic.Int64
+}
+
+func newCounters() *counters { return &counters{batchOps: hist.New(BatchOpsBounds()...)} }
+
+func (c *counters) outcome(o Outcome) {
+	if i := int(o); i >= 0 && i < numOutcomes {
+		c.items[i].Add(1)
+	}
+}
+
+func classIndex(c Class) int {
+	if c < 0 || int(c) >= numClasses {
+		return int(ClassUnknownOutcome)
+	}
+	return int(c)
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{
+		Batches:  c.batches.Load(),
+		Items:    make(map[Outcome]int64, numOutcomes),
+		BatchOps: c.batchOps.Snapshot(),
+		Reissued: c.reissued.Load(),
+		Retries:  map[Class]int64{},
+		Failures: map[Class]int64{},
+	}
+	for i := range c.items {
+		s.Items[Outcome(i)] = c.items[i].Load()
+	}
+	for i := range numClasses {
+		if n := c.retries[i].Load(); n > 0 {
+			s.Retries[Class(i)] = n
+		}
+		if n := c.failures[i].Load(); n > 0 {
+			s.Failures[Class(i)] = n
+		}
+	}
+	return s
+}
+
+// Stats returns the counters since New.
+func (w *Writer) Stats() Stats { return w.stats.snapshot() }
