@@ -26,6 +26,8 @@ type Server struct {
 	log  *zap.Logger
 	mux  *http.ServeMux
 	read reader
+	// stats counts the ingest answers.
+	stats *ingestStats
 	// bufs holds *[]byte buffers for request bodies and 200 answers.
 	bufs sync.Pool
 }
@@ -56,6 +58,8 @@ func newServer(cfg Config, store tokenStore) *Server {
 		auth: newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
 		log:  cfg.Logger.Named("api"),
 		mux:  http.NewServeMux(),
+
+		stats: newIngestStats(),
 	}
 	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
 	s.routeReads(cfg)
@@ -69,29 +73,43 @@ func (s *Server) Handler() http.Handler { return s.mux }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
+	o := s.serveCounts(w, r)
+	s.stats.record(o.status, o.code, o.summary)
+}
+
+// ingestOutcome is what an ingest request was answered, for Stats.
+type ingestOutcome struct {
+	status  int
+	code    string
+	summary apiv1.Summary
+}
+
+// failCounts writes e as the answer of an ingest request and returns its outcome.
+func (s *Server) failCounts(w http.ResponseWriter, e *httpError) ingestOutcome {
+	s.fail(w, e)
+	return ingestOutcome{status: e.status, code: e.body.Error}
+}
+
+func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutcome {
 	now := s.cfg.Now()
 	ctx := r.Context()
 
 	// 1. Who: before reading the body, so an unauthenticated caller learns nothing.
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		s.unauthorized(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\"")
-		return
+		return s.failCounts(w, s.unauthorizedErr(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\""))
 	}
 	info, found, err := s.auth.lookup(ctx, HashToken(token))
 	if err != nil {
-		s.unavailable(w, "token lookup", err)
-		return
+		return s.failCounts(w, s.unavailableErr("token lookup", err))
 	}
 	if !found {
-		s.unauthorized(w, "unknown token")
-		return
+		return s.failCounts(w, s.unauthorizedErr(w, "unknown token"))
 	}
 	if info.readOnly {
-		s.fail(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+		return s.failCounts(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
 			Error: apiv1.ErrForbidden, Message: "the token is read-only; submitting counts needs an ingest token (rollup token create without --read-only)",
 		}})
-		return
 	}
 
 	// 2. The body.
@@ -102,63 +120,56 @@ func (s *Server) handleCounts(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.fail(w, &httpError{status: http.StatusRequestEntityTooLarge, body: apiv1.ErrorResponse{
+			return s.failCounts(w, &httpError{status: http.StatusRequestEntityTooLarge, body: apiv1.ErrorResponse{
 				Error: apiv1.ErrBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the submission", s.cfg.MaxBodyBytes),
 			}})
-			return
 		}
-		s.fail(w, malformed("", "reading the body: %s", err.Error()))
-		return
+		return s.failCounts(w, malformed("", "reading the body: %s", err.Error()))
 	}
 	raw, herr := decodeBody(body, s.lim.maxItems)
 	if herr != nil {
-		s.fail(w, herr)
-		return
+		return s.failCounts(w, herr)
 	}
 
 	// 3. Which project: any other project than the token's is 403, existing or not.
 	if raw.project.ok && raw.project.v != info.project {
-		s.fail(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+		return s.failCounts(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
 			Error: apiv1.ErrForbidden, Message: "the token does not belong to this project",
 			Errors: []apiv1.FieldError{{Field: "project", Message: "not the token's project"}},
 		}})
-		return
 	}
 	if !info.projectExists {
-		s.fail(w, &httpError{status: http.StatusNotFound, body: apiv1.ErrorResponse{
+		return s.failCounts(w, &httpError{status: http.StatusNotFound, body: apiv1.ErrorResponse{
 			Error: apiv1.ErrUnknownProject, Message: fmt.Sprintf("project %q does not exist (any more)", info.project),
 			Errors: []apiv1.FieldError{{Field: "project", Message: "unknown project"}},
 		}})
-		return
 	}
 
 	// 4. What: every value, all or nothing.
 	sub, herr := validate(raw, s.lim, now)
 	if herr != nil {
-		s.fail(w, herr)
-		return
+		return s.failCounts(w, herr)
 	}
 
 	// 5. Only leaves: a count under an interior node's key would be the parent's document.
 	if herr := s.checkLeaves(ctx, sub); herr != nil {
-		s.fail(w, herr)
-		return
+		return s.failCounts(w, herr)
 	}
 
 	// 6. Write.
 	resp, herr := s.write(ctx, sub)
 	if herr != nil {
-		s.fail(w, herr)
-		return
+		return s.failCounts(w, herr)
 	}
 	out, err := resp.AppendJSON((*buf)[:0])
 	if err != nil { // not for a validated timestamp; encoding/json then fails the same way
 		writeJSON(w, http.StatusOK, resp)
-		return
+		return ingestOutcome{status: http.StatusOK, summary: resp.Summary}
 	}
 	*buf = append(out, '\n') // as json.Encoder ends a value
 	writeHeader(w, http.StatusOK)
 	_, _ = w.Write(*buf) // a write error means the client went away; there is nobody to tell
+	return ingestOutcome{status: http.StatusOK, summary: resp.Summary}
 }
 
 func (s *Server) getBuf() *[]byte {
@@ -253,12 +264,13 @@ func (s *Server) write(ctx context.Context, sub *submission) (*apiv1.CountsRespo
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, msg string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="rollup"`)
-	s.fail(w, &httpError{status: http.StatusUnauthorized, body: apiv1.ErrorResponse{Error: apiv1.ErrUnauthorized, Message: msg}})
+	s.fail(w, s.unauthorizedErr(w, msg))
 }
 
-func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
-	s.fail(w, s.unavailableErr(what, err))
+// unauthorizedErr sets the WWW-Authenticate header and returns the 401 to write.
+func (s *Server) unauthorizedErr(w http.ResponseWriter, msg string) *httpError {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="rollup"`)
+	return &httpError{status: http.StatusUnauthorized, body: apiv1.ErrorResponse{Error: apiv1.ErrUnauthorized, Message: msg}}
 }
 
 func (s *Server) unavailableErr(what string, err error) *httpError {
