@@ -13,7 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
-// CheckpointsCollection holds one document per watcher: {_id: name, token, cluster_time, saved_at}.
+// CheckpointsCollection holds one document per watcher (per partition): {_id: name, token,
+// cluster_time, saved_at}, plus term when a lease holder saved it.
 const CheckpointsCollection = "checkpoints"
 
 // checkpoint is a saved resume token. Everything the stream delivered before the token has its
@@ -38,6 +39,9 @@ func (c checkpoint) since() time.Time {
 type checkpoints struct {
 	coll *mongo.Collection
 	id   string
+	// term, when > 0, is the saver's lease term: a save is refused (errFenced) when the
+	// stored checkpoint has a newer one.
+	term int64
 }
 
 func newCheckpoints(db *mongo.Database, id string) checkpoints {
@@ -69,11 +73,21 @@ func (c checkpoints) load(ctx context.Context) (checkpoint, bool, error) {
 // save stores token durably (majority, journaled).
 func (c checkpoints) save(ctx context.Context, token bson.Raw, now time.Time) (checkpoint, error) {
 	cp := checkpoint{Token: token, ClusterTime: tokenTime(token), SavedAt: now.UTC().Truncate(time.Millisecond)}
-	_, err := c.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.id}}, bson.D{
+	filter := bson.D{{Key: "_id", Value: c.id}}
+	doc := bson.D{
 		{Key: "token", Value: cp.Token},
 		{Key: "cluster_time", Value: cp.ClusterTime},
 		{Key: "saved_at", Value: cp.SavedAt},
-	}, options.Replace().SetUpsert(true))
+	}
+	if c.term > 0 {
+		// A newer term's checkpoint makes the filter miss, and the upsert then fails on _id.
+		filter = append(filter, termGuard(c.term))
+		doc = append(doc, bson.E{Key: fieldTerm, Value: c.term})
+	}
+	_, err := c.coll.ReplaceOne(ctx, filter, doc, options.Replace().SetUpsert(true))
+	if c.term > 0 && mongo.IsDuplicateKeyError(err) {
+		return checkpoint{}, fmt.Errorf("save checkpoint %s term %d: %w", c.id, c.term, errFenced)
+	}
 	if err != nil {
 		return checkpoint{}, fmt.Errorf("save checkpoint: %w", err)
 	}

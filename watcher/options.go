@@ -45,6 +45,23 @@ type Options struct {
 	// ReplayChunk is the number of leaves recomputed together when a lost window is replayed
 	// (default 10,000).
 	ReplayChunk int
+
+	// Partitions split the projects over several streams, each with its own checkpoint (and
+	// lease); see ParsePartitions (default: one partition of every project). Every instance
+	// sharing a database must use the same partitions.
+	Partitions []Partition
+	// Leases makes the watcher run only the partitions whose lease it holds (see Run), so
+	// several instances can run it: exactly one leads each partition and a standby takes
+	// over within LeaseTTL of the leader's death.
+	Leases bool
+	// LeaseTTL is how long a lease lasts without renewal (default 10s); it is renewed every
+	// LeaseTTL/3, and standbys try to take expired leases as often.
+	LeaseTTL time.Duration
+	// Owner identifies this instance in lease documents (default host name, pid and a
+	// random suffix).
+	Owner string
+	// MaxPartitions bounds how many partitions this instance leads at once (default: all).
+	MaxPartitions int
 }
 
 // Defaults of Options.
@@ -61,6 +78,7 @@ const (
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultReplayChunk        = 10_000
 	DefaultMaxRestarts        = 5
+	DefaultLeaseTTL           = 10 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -100,6 +118,15 @@ func (o Options) withDefaults() Options {
 	if o.ReplayChunk <= 0 {
 		o.ReplayChunk = DefaultReplayChunk
 	}
+	if len(o.Partitions) == 0 {
+		o.Partitions = []Partition{{}}
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.MaxPartitions <= 0 || o.MaxPartitions > len(o.Partitions) {
+		o.MaxPartitions = len(o.Partitions)
+	}
 	return o
 }
 
@@ -126,11 +153,20 @@ type Stats struct {
 	Invalid int64
 	// LastEventTime is the wall time of the last event processed.
 	LastEventTime time.Time
+	// Fenced is the number of times a partition stopped because a newer lease term refused
+	// its writes or its checkpoint (it was a stale leader).
+	Fenced int64
+	// Takeovers is the number of leases this instance acquired.
+	Takeovers int64
+	// LeaseLosses is the number of leases this instance lost (not renewed in time, or taken
+	// over), releases at shutdown excluded.
+	LeaseLosses int64
 }
 
 // counters are the live Stats.
 type counters struct {
 	events, batches, parentWrites, conflicts, replays, orphans, invalid atomic.Int64
+	fenced, takeovers, leaseLosses                                      atomic.Int64
 	lastEvent                                                           atomic.Int64 // unix ns
 }
 
@@ -143,6 +179,9 @@ func (c *counters) snapshot() Stats {
 		Replays:      c.replays.Load(),
 		Orphans:      c.orphans.Load(),
 		Invalid:      c.invalid.Load(),
+		Fenced:       c.fenced.Load(),
+		Takeovers:    c.takeovers.Load(),
+		LeaseLosses:  c.leaseLosses.Load(),
 	}
 	if ns := c.lastEvent.Load(); ns != 0 {
 		s.LastEventTime = time.Unix(0, ns).UTC()

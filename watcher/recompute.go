@@ -31,6 +31,12 @@ type engine struct {
 	// crash, set by tests only, is called before each level's writes; when it returns true the
 	// round is abandoned as by a crash: nothing more is written and no checkpoint is saved.
 	crash func() bool
+	// fence, for a leader of a lease, fences its parent writes by its term (nil: unfenced).
+	fence *fence
+	// part is the partition whose leaves the engine recomputes (zero: every project).
+	part Partition
+	// pause, set by tests only, is called before each fenced BulkWrite (to freeze a leader).
+	pause func()
 }
 
 // errCrashed is what a round abandoned by the test crash hook returns.
@@ -271,7 +277,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 			return done, nil
 		}
 		e.stats.parentWrites.Add(int64(len(ws)))
-		conflicts, err := writeGuarded(ctx, e.counts, ws)
+		conflicts, err := e.writeParents(ctx, ws)
 		if errors.Is(err, errUnknownOutcome) && ctx.Err() == nil {
 			e.log.Warn("parent writes have an unknown outcome; re-reading them", zap.Int("parents", len(ws)), zap.Error(err))
 			pending = wkeys

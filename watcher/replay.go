@@ -36,6 +36,9 @@ func (e *engine) replayLeavesSince(ctx context.Context, from time.Time) (int64, 
 	if !from.IsZero() {
 		filter = append(filter, bson.E{Key: migrations.FieldWrittenAt, Value: bson.D{{Key: "$gte", Value: from}}})
 	}
+	if f := e.part.projectFilter(); f != nil {
+		filter = append(filter, bson.E{Key: migrations.FieldProject, Value: f})
+	}
 	cur, err := e.counts.Find(ctx, filter)
 	if err != nil {
 		return 0, fmt.Errorf("find leaves: %w", err)
@@ -63,6 +66,9 @@ func (e *engine) replayLeavesSince(ctx context.Context, from time.Time) (int64, 
 		l, err := decodeLeaf(cur.Current)
 		if err != nil {
 			e.stats.invalid.Add(1)
+			continue
+		}
+		if !e.part.owns(l.Project) {
 			continue
 		}
 		batch = append(batch, l)

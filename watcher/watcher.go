@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -23,6 +24,12 @@ type Watcher struct {
 	db      *mongo.Database
 	cps     checkpoints
 	started atomic.Bool
+	leaders *leadership
+	// parentTerm says whether parents carry the lease term (parentTermSupported; tests
+	// override it).
+	parentTerm func() bool
+	// pauseLeases, set by tests only, is called before each round of lease renewals.
+	pauseLeases func()
 }
 
 // New returns a watcher of db's counts collection. It writes parents and checkpoints with
@@ -32,7 +39,12 @@ func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *W
 		log = zap.NewNop()
 	}
 	opts = opts.withDefaults()
-	w := &Watcher{db: db, cps: newCheckpoints(db, opts.Name)}
+	w := &Watcher{
+		db:         db,
+		cps:        newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
+		leaders:    newLeadership(opts),
+		parentTerm: parentTermSupported,
+	}
 	w.engine = engine{
 		counts: countsCollection(db),
 		trees:  trees,
@@ -40,6 +52,7 @@ func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *W
 		log:    log.Named("watcher"),
 		stats:  &counters{},
 		now:    time.Now,
+		part:   opts.Partitions[0],
 	}
 	return w
 }
@@ -77,12 +90,57 @@ func isHistoryLost(err error) bool {
 // written since the checkpoint (minus Options.ReplayMargin; all leaves when there is none)
 // are recomputed from the collection; events the new stream delivers meanwhile are processed
 // afterwards, and the overlap is harmless because recomputing is idempotent.
+//
+// Partitions: each partition runs its own stream and checkpoint as described above, all at
+// once; the first to fail for good stops the others. With Options.Leases, Run instead runs
+// only the partitions whose lease it holds (see runLeased in lease_run.go): it takes free or
+// expired leases (at most Options.MaxPartitions), renews them every LeaseTTL/3, stops a
+// partition at once when its lease is lost, and releases its leases at shutdown so a standby
+// takes over without waiting for the TTL.
 func (w *Watcher) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("watcher: Run called twice")
 	}
+	if w.opts.Leases {
+		return w.runLeased(ctx)
+	}
+	if len(w.opts.Partitions) == 1 {
+		w.leaders.set(0, true, 0, w.now())
+		defer w.leaders.set(0, false, 0, time.Time{})
+		return w.run(ctx, context.WithoutCancel(ctx))
+	}
+	p := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
+	for i, part := range w.opts.Partitions {
+		pw := w.forPartition(part, nil)
+		p.Go(func(ctx context.Context) error {
+			w.leaders.set(i, true, 0, w.now())
+			defer w.leaders.set(i, false, 0, time.Time{})
+			return pw.run(ctx, context.WithoutCancel(ctx))
+		})
+	}
+	return p.Wait()
+}
+
+// forPartition returns a watcher of one partition sharing w's counters, trees and hooks; f
+// fences its writes (nil: unfenced).
+func (w *Watcher) forPartition(part Partition, f *fence) *Watcher {
+	c := &Watcher{db: w.db, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, parentTerm: w.parentTerm}
+	c.engine = w.engine
+	c.part, c.fence = part, f
+	if f != nil {
+		c.cps.term = f.term
+	}
+	if part.Name != "" {
+		c.log = w.log.With(zap.String("partition", part.Name))
+	}
+	return c
+}
+
+// run is Run for one partition. The work context, which the writes of a batch use, outlives
+// ctx by ShutdownTimeout but ends at once with hard (a lost lease).
+func (w *Watcher) run(ctx, hard context.Context) error {
 	// work outlives ctx by ShutdownTimeout so the batch in progress can finish.
-	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	work, cancelWork := context.WithCancel(hard)
 	defer cancelWork()
 	stopTimer := context.AfterFunc(ctx, func() {
 		t := time.AfterFunc(w.opts.ShutdownTimeout, cancelWork)
@@ -108,7 +166,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			failures = 0 // it made progress since the last failure
 		}
 		switch {
-		case errors.Is(err, errCrashed):
+		case errors.Is(err, errCrashed), errors.Is(err, errFenced):
 			return err
 		case ctx.Err() != nil:
 			return w.shutdown(work, s)
@@ -179,7 +237,7 @@ func (w *Watcher) open(ctx context.Context, s *streamState) (*mongo.ChangeStream
 	if s.resume != nil {
 		o.SetStartAfter(s.resume)
 	}
-	cs, err := w.db.Collection(migrations.CountsCollection).Watch(ctx, leafFilter(), o)
+	cs, err := w.db.Collection(migrations.CountsCollection).Watch(ctx, w.part.streamFilter(), o)
 	if err != nil {
 		return nil, fmt.Errorf("open change stream: %w", err)
 	}
@@ -307,6 +365,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 				w.stats.invalid.Add(1)
 				w.log.Warn("skipping a malformed leaf", zap.Error(err))
 				break
+			}
+			if !w.part.owns(l.Project) {
+				break // another partition's leaf (a hash partition's stream carries all)
 			}
 			out = append(out, l)
 			if !ev.wall.IsZero() {

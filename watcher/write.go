@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/rollup"
 )
 
 // docKey is the unique key of a counts document.
@@ -31,6 +33,9 @@ type guardedWrite struct {
 	// update is the absolute {$set: ...} document (every field of the parent, new rev
 	// included), from rollup.Parent.Update.
 	update bson.D
+	// term, when > 0, is the writer's lease term: it is set on the document and the write
+	// is refused (as a conflict) when the stored document has a newer term.
+	term int64
 }
 
 // model returns the write as an upsert whose filter holds the rev guard: when the stored rev
@@ -44,15 +49,18 @@ func (g guardedWrite) model() mongo.WriteModel {
 	if !g.exists {
 		guard = bson.D{{Key: "$exists", Value: false}}
 	}
-	return mongo.NewUpdateOneModel().
-		SetFilter(bson.D{
-			{Key: migrations.FieldID, Value: g.key.ID},
-			{Key: migrations.FieldType, Value: g.key.Type},
-			{Key: migrations.FieldTimestamp, Value: g.key.Tick},
-			{Key: migrations.FieldVersion, Value: guard},
-		}).
-		SetUpdate(g.update).
-		SetUpsert(true)
+	filter := bson.D{
+		{Key: migrations.FieldID, Value: g.key.ID},
+		{Key: migrations.FieldType, Value: g.key.Type},
+		{Key: migrations.FieldTimestamp, Value: g.key.Tick},
+		{Key: migrations.FieldVersion, Value: guard},
+	}
+	update := g.update
+	if g.term > 0 {
+		filter = append(filter, termGuard(g.term))
+		update = withTerm(update, g.term)
+	}
+	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true)
 }
 
 // errUnknownOutcome marks a write whose effect is unknown (write-concern error, network error,
@@ -96,4 +104,82 @@ func writeGuarded(ctx context.Context, coll *mongo.Collection, ws []guardedWrite
 		conflicts = append(conflicts, we.Index)
 	}
 	return conflicts, nil
+}
+
+// fieldTerm is the lease term of the leader that last wrote a parent or a checkpoint.
+const fieldTerm = "term"
+
+// termGuard is the filter condition of a write by a leader of term: the stored term is not
+// newer (or absent). As an extra, non-equality field it makes a refused upsert fail with
+// E11000, so a refusal shows up as a conflict at its own index.
+func termGuard(term int64) bson.E {
+	return bson.E{Key: fieldTerm, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gt", Value: term}}}}}
+}
+
+// withTerm returns update ({$set: {...}}) with term added to its $set.
+func withTerm(update bson.D, term int64) bson.D {
+	out := make(bson.D, 0, len(update))
+	for _, op := range update {
+		if set, ok := op.Value.(bson.D); ok && op.Key == "$set" {
+			op.Value = append(slices.Clip(set), bson.E{Key: fieldTerm, Value: term})
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// fence is what a leader's writes carry: its lease term, and how to check that the lease is
+// still its own.
+type fence struct {
+	term int64
+	// parentTerm says parent documents carry the term (rollup.ParentFromDoc accepts the
+	// field); without it parents are protected by the rev guard and the lease check alone.
+	parentTerm bool
+	// check returns an error wrapping errFenced when a newer term holds the lease.
+	check func(context.Context) error
+}
+
+// writeParents is writeGuarded for the engine: a leader's writes carry its term, and after
+// any conflict or unknown outcome the lease is checked, so a stale leader stops (errFenced)
+// instead of re-merging over its successor's work.
+func (e *engine) writeParents(ctx context.Context, ws []guardedWrite) ([]int, error) {
+	if e.fence == nil {
+		return writeGuarded(ctx, e.counts, ws)
+	}
+	if e.fence.parentTerm {
+		for i := range ws {
+			ws[i].term = e.fence.term
+		}
+	}
+	if e.pause != nil {
+		e.pause()
+	}
+	conflicts, err := writeGuarded(ctx, e.counts, ws)
+	if len(conflicts) > 0 || errors.Is(err, errUnknownOutcome) {
+		if ferr := e.fence.check(ctx); ferr != nil {
+			if errors.Is(ferr, errFenced) {
+				e.stats.fenced.Add(1)
+			}
+			return nil, ferr
+		}
+	}
+	return conflicts, err
+}
+
+// parentTermSupported reports whether rollup.ParentFromDoc reads a parent document that
+// carries a term field. Parents get the field only then: every reader of parents (the API,
+// verify) goes through ParentFromDoc, which rejects unknown fields.
+func parentTermSupported() bool {
+	p := rollup.Parent{ID: "n", Type: "t", Project: "p", Timestamp: time.Unix(0, 0).UTC(), Rev: 1}
+	upd := withTerm(p.Update(time.Unix(0, 0).UTC()), 1)
+	set, ok := upd[0].Value.(bson.D)
+	if !ok {
+		return false
+	}
+	raw, err := bson.Marshal(set)
+	if err != nil {
+		return false
+	}
+	_, err = rollup.ParentFromDoc(raw)
+	return err == nil
 }
