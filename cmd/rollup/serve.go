@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
@@ -51,17 +52,40 @@ type serveConfig struct {
 	embeddedAddr string
 	listen       string
 	logLevel     string
+	// sources says where each setting came from (flag, environment, config file, default).
+	sources *settings
+}
+
+// logFields describe the configuration for the start-up log line: every setting, the
+// MongoDB URI as its hosts only.
+func (c serveConfig) logFields() []zap.Field {
+	uri := redactURI(c.mongoURI)
+	if uri == "" {
+		uri = "(embedded)"
+	}
+	return []zap.Field{
+		zap.String("mongodb_uri", uri), zap.String("database", c.database), zap.String("data", c.dataDir),
+		zap.Bool("demo", c.demo), zap.Int("demo_agents", c.demoAgents), zap.String("embedded_listen", c.embeddedAddr),
+		zap.String("listen", c.listen), zap.String("log_level", c.logLevel),
+	}
 }
 
 func parseServe(e *env, args []string) (serveConfig, error) {
+	return parseServeEnv(e, args, os.LookupEnv)
+}
+
+// parseServeEnv parses serve's settings from args, lookupEnv and the --config file, and
+// validates them; errors name the setting and where its value came from.
+func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool)) (serveConfig, error) {
 	var c serveConfig
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(e.stderr, serveUsage)
 		fs.PrintDefaults()
+		_, _ = fmt.Fprint(e.stderr, "\n"+configUsage)
 	}
-	fs.StringVar(&c.mongoURI, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI); empty starts the embedded server")
+	fs.StringVar(&c.mongoURI, "mongodb-uri", "", "MongoDB connection string (env ROLLUP_MONGODB_URI); empty starts the embedded server")
 	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
 	fs.StringVar(&c.dataDir, "data", "rollup-data", "data directory of the embedded server")
 	fs.BoolVar(&c.demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
@@ -69,19 +93,50 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.StringVar(&c.embeddedAddr, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	registerConfig(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.demo && c.mongoURI != "" {
-		return c, errors.New("--demo runs on the embedded server: drop --mongodb-uri")
+	src, err := applyConfig(fs, lookupEnv)
+	c.sources = src
+	if err != nil {
+		return c, err
 	}
-	if c.demoAgents < 1 {
-		return c, errors.New("--demo-agents must be at least 1")
+	return c, c.validate()
+}
+
+// validate checks the settings together; an error names the setting and its source.
+func (c serveConfig) validate() error {
+	s := c.sources
+	switch {
+	case c.demo && c.mongoURI != "":
+		return s.errorf("mongodb-uri", "--demo runs on the embedded server: unset --mongodb-uri (or drop --demo)")
+	case c.demoAgents < 1:
+		return s.errorf("demo-agents", "must be at least 1, got %d", c.demoAgents)
+	case c.mongoURI == "" && !c.demo && c.dataDir == "":
+		return s.errorf("data", "the embedded server needs a data directory (or pass --demo for an in-memory store)")
 	}
-	return c, nil
+	if err := checkMongoURI(c.mongoURI); err != nil {
+		return s.errorf("mongodb-uri", "%w", err)
+	}
+	if err := checkDatabaseName(c.database); err != nil {
+		return s.errorf("database", "%w", err)
+	}
+	if err := checkListenAddr(c.listen); err != nil {
+		return s.errorf("listen", "%w", err)
+	}
+	if c.mongoURI == "" {
+		if err := checkListenAddr(c.embeddedAddr); err != nil {
+			return s.errorf("embedded-listen", "%w", err)
+		}
+	}
+	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
+		return s.errorf("log-level", "want debug, info, warn or error, got %q", c.logLevel)
+	}
+	return nil
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
