@@ -168,6 +168,8 @@ type counters struct {
 	events, batches, parentWrites, conflicts, replays, orphans, invalid atomic.Int64
 	fenced, takeovers, leaseLosses                                      atomic.Int64
 	lastEvent                                                           atomic.Int64 // unix ns
+	// prog is the streams' positions and the recompute latencies (Progress).
+	prog progress
 }
 
 func (c *counters) snapshot() Stats {

@@ -282,6 +282,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		burst = burst[:0]
 		if pending != nil {
 			s.token, pending = pending, nil
+			w.stats.prog.position(w.cps.id, s.token)
 		}
 		return nil
 	}
@@ -386,6 +387,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 
 // processBurst recomputes the ancestors of a burst of leaves.
 func (w *Watcher) processBurst(ctx context.Context, leaves []leaf) error {
+	start := time.Now()
 	r := newRound()
 	if err := w.addLeaves(ctx, r, leaves); err != nil {
 		return err
@@ -394,6 +396,7 @@ func (w *Watcher) processBurst(ctx context.Context, leaves []leaf) error {
 		return err
 	}
 	w.stats.events.Add(int64(len(leaves)))
+	w.stats.prog.burst(time.Since(start))
 	return nil
 }
 
@@ -407,6 +410,7 @@ func (w *Watcher) save(ctx context.Context, s *streamState, token bson.Raw) erro
 		return err
 	}
 	s.safe = cp
+	w.stats.prog.checkpoint(w.cps.id, cp)
 	return nil
 }
 
