@@ -41,6 +41,8 @@ func commands() map[string]command {
 
 		"tree": {summary: "import, show or validate a project's tree (import FILE, show --project P, validate FILE)", run: runTree},
 
+		"simulate": {summary: "run simulated agents against a rollup API (the compose demo)", run: runSimulate},
+
 		"replay": {summary: "recompute a project's parents for a time window from the leaves (--dry-run: show changes)", run: runReplay},
 		"verify": {summary: "check a project's rollups for a time window; exit 1 on any violation", run: runVerify},
 	}
