@@ -26,6 +26,8 @@ Benchmarks:
                 latency (write acknowledged -> event received) at a fixed write rate
   ingest        end to end: simulated agents -> HTTP API -> bulk writer -> store, against raw
                 driver bulk upserts of the same documents in the same run
+  baselines     rollup against the original design (upsert + $inc on every ancestor) and a
+                per-tick re-aggregation: leaves/s, freshness, store commands, totals under faults
 
 Examples:
   rollup bench mongod                       # 1,000,000 upserts, in memory
@@ -33,6 +35,7 @@ Examples:
   rollup bench mongod --n 200000 --batch 500
   rollup bench changestream --rate 10000 --duration 5s
   rollup bench ingest --agents 10000 --leaves 10 --ticks 3
+  rollup bench baselines --faults
 
 Flags of mongod:
 `
@@ -44,12 +47,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "ingest" {
 		return runBenchIngest(ctx, e, args[1:])
 	}
+	if len(args) > 0 && args[0] == "baselines" {
+		return runBenchBaselines(ctx, e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "mongod" {
 		_, _ = fmt.Fprint(e.stderr, benchUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
-		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest)", errUsage)
+		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines)", errUsage)
 	}
 	fs := flag.NewFlagSet("bench mongod", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
