@@ -1,0 +1,12 @@
+// Package metrics owns rollup's observability surface: the Prometheus collectors (rollup_*
+// series read from the components' Stats snapshots at scrape time), the health endpoints
+// (/healthz: the process is alive; /readyz: store reachable, migrations applied, watcher
+// running) and the process logger (JSON in production, console in --demo).
+//
+// It holds no business logic and no global state: the registry is injected (Register), the
+// components keep their own counters (api.Stats, bulk.Stats, watcher.Stats and Progress) and
+// never import Prometheus, and the readiness checks are functions the caller wires.
+//
+// Files that import client_golang carry the build tag "prometheus" until go.mod lists its
+// transitive modules: build and test them with -tags prometheus.
+package metrics
