@@ -249,7 +249,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 			cur := rollup.Parent{ID: k.id, Type: dp.node.Type, Project: k.project, Timestamp: k.tick}
 			raw, exists := stored[dk]
 			if exists {
-				p, err := rollup.ParentFromDoc(raw)
+				p, err := rollup.ParentFromDoc(withoutTerm(raw))
 				if err != nil {
 					e.stats.invalid.Add(1)
 					e.log.Warn("skipping a parent: its key holds a document that is not a parent document",

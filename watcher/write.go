@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -182,4 +183,25 @@ func parentTermSupported() bool {
 	}
 	_, err = rollup.ParentFromDoc(raw)
 	return err == nil
+}
+
+// withoutTerm returns doc without its term field (the lease term is the watcher's, not part of
+// the parent as rollup reads it).
+func withoutTerm(doc bson.Raw) bson.Raw {
+	if _, err := doc.LookupErr(fieldTerm); err != nil {
+		return doc
+	}
+	elems, err := doc.Elements()
+	if err != nil {
+		return doc
+	}
+	out := make([]byte, 4, len(doc))
+	for _, e := range elems {
+		if e.Key() != fieldTerm {
+			out = append(out, e...)
+		}
+	}
+	out = append(out, 0)
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	return out
 }
