@@ -1,0 +1,199 @@
+//go:build prometheus
+
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/watcher"
+)
+
+// Sources are the snapshots the collector reads at every scrape. A nil source's series are
+// not exported (an instance without a watcher, say).
+type Sources struct {
+	// API is api.Server.Stats.
+	API func() api.Stats
+	// Bulk is bulk.Writer.Stats.
+	Bulk func() bulk.Stats
+	// Watcher is watcher.Watcher.Stats.
+	Watcher func() watcher.Stats
+	// Progress is watcher.Watcher.Progress.
+	Progress func() watcher.Progress
+	// Leadership is watcher.Watcher.Leadership.
+	Leadership func() []watcher.PartitionState
+	// Now is the clock of the lag and age gauges (default time.Now).
+	Now func() time.Time
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors, for Register.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Register adds rollup's collector over src to reg.
+func Register(reg prometheus.Registerer, src Sources) error {
+	if src.Now == nil {
+		src.Now = time.Now
+	}
+	return reg.Register(&collector{src: src})
+}
+
+// Handler returns the /metrics handler of g.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("rollup_"+name, help, labels, nil)
+}
+
+var _ prometheus.Collector = (*collector)(nil)
+
+// collector turns the Sources' snapshots into const metrics at scrape time.
+type collector struct {
+	src Sources
+}
+
+// descs are every series' descriptions. A function, not a package variable: no globals.
+type descs struct {
+	ingestRequests, ingestRejections, ingestItems                        *prometheus.Desc
+	bulkBatches, bulkOps, bulkItems, bulkReissued, bulkRetries, bulkFail *prometheus.Desc
+	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
+	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
+	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
+}
+
+func newDescs() descs {
+	return descs{
+		ingestRequests:   desc("ingest_requests_total", "Ingest requests (POST /v1/counts) answered, by HTTP status.", "status"),
+		ingestRejections: desc("ingest_rejections_total", "Ingest requests answered with an error, by error code (reason).", "reason"),
+		ingestItems:      desc("ingest_items_total", "Items of successful ingest requests, by item status.", "status"),
+		bulkBatches:      desc("bulk_batches_total", "Batches the bulk writer cut and wrote."),
+		bulkOps:          desc("bulk_batch_ops", "Operations per bulk batch (after deduplicating keys)."),
+		bulkItems:        desc("bulk_items_total", "Items that reached a bulk batch, by final outcome.", "outcome"),
+		bulkReissued:     desc("bulk_reissued_ops_total", "Operations re-issued alone after a duplicate-key error (E11000)."),
+		bulkRetries:      desc("bulk_retries_total", "Whole BulkWrites resent once because their outcome was unknown, by error class.", "class"),
+		bulkFail:         desc("bulk_failures_total", "BulkWrites whose items ended unavailable, by error class of the last error.", "class"),
+		events:           desc("watcher_events_total", "Leaf events the watcher recomputed (replayed leaves included)."),
+		batches:          desc("watcher_batches_total", "Non-empty change stream batches received."),
+		parentWrites:     desc("watcher_parent_writes_total", "Parent and root document writes sent (conflicting and resent ones included)."),
+		conflicts:        desc("watcher_conflicts_total", "Parent writes that lost the rev guard and were re-merged."),
+		replays:          desc("watcher_history_lost_replays_total", "Lost history windows replayed from the leaves (ChangeStreamHistoryLost or no checkpoint)."),
+		orphans:          desc("watcher_orphans_total", "Leaf events not in the tree of their tick: kept, excluded from totals."),
+		invalid:          desc("watcher_invalid_total", "Malformed documents skipped."),
+		fenced:           desc("watcher_fenced_total", "Partitions stopped because a newer lease term refused their writes."),
+		takeovers:        desc("watcher_lease_takeovers_total", "Leases this instance acquired."),
+		leaseLosses:      desc("watcher_lease_losses_total", "Leases this instance lost (releases at shutdown excluded)."),
+		lastEvent:        desc("watcher_last_event_timestamp_seconds", "Wall time of the last leaf event the watcher read (unix seconds)."),
+		recompute:        desc("watcher_recompute_seconds", "Time to recompute a burst of leaves (every ancestor written)."),
+		lag:              desc("watcher_lag_seconds", "Now minus the cluster time after the last processed change stream batch.", "checkpoint"),
+		checkpointAge:    desc("watcher_checkpoint_age_seconds", "Now minus the time the last checkpoint was saved by this process.", "checkpoint"),
+		leader:           desc("watcher_leader", "1 when this instance runs the partition (leads its lease), else 0.", "partition", "id"),
+		term:             desc("watcher_leader_term", "Lease term this instance leads the partition with (0 without leases or when not leading).", "partition", "id"),
+	}
+}
+
+// Describe sends every series' description.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	d := newDescs()
+	for _, x := range []*prometheus.Desc{
+		d.ingestRequests, d.ingestRejections, d.ingestItems,
+		d.bulkBatches, d.bulkOps, d.bulkItems, d.bulkReissued, d.bulkRetries, d.bulkFail,
+		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
+		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
+		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
+	} {
+		ch <- x
+	}
+}
+
+// Collect reads the sources and sends their series.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	d := newDescs()
+	now := c.src.Now()
+	counter := func(dd *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(dd, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(dd *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(dd, prometheus.GaugeValue, v, labels...)
+	}
+	histogram := func(dd *prometheus.Desc, s hist.Snapshot) {
+		ch <- prometheus.MustNewConstHistogram(dd, s.Count, s.Sum, s.Buckets())
+	}
+	if c.src.API != nil {
+		s := c.src.API()
+		for status, n := range s.Requests {
+			counter(d.ingestRequests, n, strconv.Itoa(status))
+		}
+		for reason, n := range s.Rejections {
+			counter(d.ingestRejections, n, reason)
+		}
+		for status, n := range s.Items {
+			counter(d.ingestItems, n, status)
+		}
+	}
+	if c.src.Bulk != nil {
+		s := c.src.Bulk()
+		counter(d.bulkBatches, s.Batches)
+		histogram(d.bulkOps, s.BatchOps)
+		for o, n := range s.Items {
+			counter(d.bulkItems, n, o.String())
+		}
+		counter(d.bulkReissued, s.Reissued)
+		for _, cl := range []bulk.Class{bulk.ClassUnknownOutcome, bulk.ClassWriteConcern} {
+			counter(d.bulkRetries, s.Retries[cl], cl.String())
+		}
+		for cl, n := range s.Failures {
+			counter(d.bulkFail, n, cl.String())
+		}
+	}
+	if c.src.Watcher != nil {
+		s := c.src.Watcher()
+		counter(d.events, s.Events)
+		counter(d.batches, s.Batches)
+		counter(d.parentWrites, s.ParentWrites)
+		counter(d.conflicts, s.Conflicts)
+		counter(d.replays, s.Replays)
+		counter(d.orphans, s.Orphans)
+		counter(d.invalid, s.Invalid)
+		counter(d.fenced, s.Fenced)
+		counter(d.takeovers, s.Takeovers)
+		counter(d.leaseLosses, s.LeaseLosses)
+		if !s.LastEventTime.IsZero() {
+			gauge(d.lastEvent, float64(s.LastEventTime.UnixNano())/1e9)
+		}
+	}
+	if c.src.Progress != nil {
+		p := c.src.Progress()
+		histogram(d.recompute, p.Recompute)
+		for _, s := range p.Streams {
+			if !s.Position.IsZero() {
+				gauge(d.lag, max(0, now.Sub(s.Position).Seconds()), s.Checkpoint)
+			}
+			if !s.CheckpointSavedAt.IsZero() {
+				gauge(d.checkpointAge, max(0, now.Sub(s.CheckpointSavedAt).Seconds()), s.Checkpoint)
+			}
+		}
+	}
+	if c.src.Leadership != nil {
+		for _, p := range c.src.Leadership() {
+			v := 0.0
+			if p.Leader {
+				v = 1
+			}
+			gauge(d.leader, v, p.Partition, p.ID)
+			gauge(d.term, float64(p.Term), p.Partition, p.ID)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+//go:build prometheus
+
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/watcher"
+)
+
+// scrape serves /metrics of reg and returns the body.
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: %d %s", rec.Code, rec.Body.String())
+	}
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func wantLines(t *testing.T, body string, lines ...string) {
+	t.Helper()
+	have := map[string]bool{}
+	for _, l := range strings.Split(body, "\n") {
+		have[l] = true
+	}
+	for _, l := range lines {
+		if !have[l] {
+			t.Errorf("missing series line %q", l)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", body)
+	}
+}
+
+// TestCollectorFakes checks every series' name, labels and value from fixed snapshots.
+func TestCollectorFakes(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ops := hist.New(bulk.BatchOpsBounds()...)
+	ops.Observe(2)
+	ops.Observe(700)
+	rec := hist.New(watcher.RecomputeBounds()...)
+	rec.Observe(0.02)
+	src := Sources{
+		API: func() api.Stats {
+			return api.Stats{Requests: map[int]int64{200: 3, 400: 1}, Rejections: map[string]int64{"invalid_item": 1},
+				Items: map[string]int64{"applied": 5, "stale": 1, "rejected": 0}}
+		},
+		Bulk: func() bulk.Stats {
+			return bulk.Stats{Batches: 2, BatchOps: ops.Snapshot(), Reissued: 4,
+				Items:    map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
+				Retries:  map[bulk.Class]int64{bulk.ClassWriteConcern: 1},
+				Failures: map[bulk.Class]int64{bulk.ClassUnknownOutcome: 2}}
+		},
+		Watcher: func() watcher.Stats {
+			return watcher.Stats{Events: 10, Batches: 3, ParentWrites: 7, Conflicts: 1, Replays: 1, Orphans: 2, Invalid: 0,
+				LastEventTime: now.Add(-1500 * time.Millisecond), Fenced: 0, Takeovers: 1, LeaseLosses: 0}
+		},
+		Progress: func() watcher.Progress {
+			return watcher.Progress{Recompute: rec.Snapshot(), Streams: []watcher.StreamProgress{
+				{Checkpoint: "watcher", Position: now.Add(-5 * time.Second), CheckpointSavedAt: now.Add(-2 * time.Second)},
+				{Checkpoint: "watcher-p1"}, // nothing processed yet: no lag or age series
+			}}
+		},
+		Leadership: func() []watcher.PartitionState {
+			return []watcher.PartitionState{{Partition: "", ID: "watcher", Leader: true, Term: 3}, {Partition: "p1", ID: "watcher-p1"}}
+		},
+		Now: func() time.Time { return now },
+	}
+	reg := NewRegistry()
+	if err := Register(reg, src); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, Handler(reg))
+	wantLines(t, body,
+		`rollup_ingest_requests_total{status="200"} 3`,
+		`rollup_ingest_requests_total{status="400"} 1`,
+		`rollup_ingest_rejections_total{reason="invalid_item"} 1`,
+		`rollup_ingest_items_total{status="applied"} 5`,
+		`rollup_ingest_items_total{status="rejected"} 0`,
+		`rollup_bulk_batches_total 2`,
+		`rollup_bulk_batch_ops_bucket{le="1"} 0`,
+		`rollup_bulk_batch_ops_bucket{le="2"} 1`,
+		`rollup_bulk_batch_ops_bucket{le="500"} 1`,
+		`rollup_bulk_batch_ops_bucket{le="1000"} 2`,
+		`rollup_bulk_batch_ops_bucket{le="+Inf"} 2`,
+		`rollup_bulk_batch_ops_sum 702`,
+		`rollup_bulk_batch_ops_count 2`,
+		`rollup_bulk_items_total{outcome="applied"} 6`,
+		`rollup_bulk_items_total{outcome="unknown"} 0`,
+		`rollup_bulk_reissued_ops_total 4`,
+		`rollup_bulk_retries_total{class="write_concern"} 1`,
+		`rollup_bulk_retries_total{class="unknown_outcome"} 0`,
+		`rollup_bulk_failures_total{class="unknown_outcome"} 2`,
+		`rollup_watcher_events_total 10`,
+		`rollup_watcher_batches_total 3`,
+		`rollup_watcher_parent_writes_total 7`,
+		`rollup_watcher_conflicts_total 1`,
+		`rollup_watcher_history_lost_replays_total 1`,
+		`rollup_watcher_orphans_total 2`,
+		`rollup_watcher_invalid_total 0`,
+		`rollup_watcher_lease_takeovers_total 1`,
+		fmt.Sprintf(`rollup_watcher_last_event_timestamp_seconds %v`, float64(now.Add(-1500*time.Millisecond).UnixNano())/1e9),
+		`rollup_watcher_recompute_seconds_bucket{le="0.01"} 0`,
+		`rollup_watcher_recompute_seconds_bucket{le="0.025"} 1`,
+		`rollup_watcher_recompute_seconds_count 1`,
+		`rollup_watcher_lag_seconds{checkpoint="watcher"} 5`,
+		`rollup_watcher_checkpoint_age_seconds{checkpoint="watcher"} 2`,
+		`rollup_watcher_leader{id="watcher",partition=""} 1`,
+		`rollup_watcher_leader{id="watcher-p1",partition="p1"} 0`,
+		`rollup_watcher_leader_term{id="watcher",partition=""} 3`,
+	)
+	if strings.Contains(body, `checkpoint="watcher-p1"`) {
+		t.Errorf("a stream without position has lag or age series")
+	}
+	if !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "# TYPE rollup_bulk_batch_ops histogram") {
+		t.Errorf("missing the runtime collector or the histogram type")
+	}
+}
+
+// TestCollectorNilSources exports nothing of rollup when there is nothing to read.
+func TestCollectorNilSources(t *testing.T) {
+	reg := NewRegistry()
+	if err := Register(reg, Sources{}); err != nil {
+		t.Fatal(err)
+	}
+	if body := scrape(t, Handler(reg)); strings.Contains(body, "rollup_") {
+		t.Fatalf("series without sources:\n%s", body)
+	}
+}
+
+// staticTree is one tree for every tick.
+type staticTree struct{ tr *tree.Tree }
+
+func (s staticTree) TreeAt(context.Context, string, time.Time) (*tree.Tree, int, error) {
+	return s.tr, 1, nil
+}
+
+// TestCollectorPipeline drives a real bulk writer and watcher against the embedded store and
+// checks the scraped series.
+func TestCollectorPipeline(t *testing.T) {
+	store := embeddedtest.Start(t)
+	client := store.Client(t)
+	db := store.Database(t, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	counts := db.Collection(migrations.CountsCollection)
+	if _, err := counts.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldTimestamp, Value: 1}},
+		Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const project = "proj"
+	tr, err := tree.Build(project, tree.Generate(project, 1, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := bulk.New(counts, bulk.Options{MaxDelay: time.Millisecond}, zap.NewNop())
+	w := watcher.New(db, staticTree{tr}, watcher.Options{CheckpointInterval: time.Millisecond}, zap.NewNop())
+	var flag RunFlag
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- writer.Run(runCtx) }()
+	go func() { done <- flag.Wrap(w.Run)(runCtx) }()
+	defer func() {
+		stop()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}()
+
+	reg := NewRegistry()
+	if err := Register(reg, Sources{Bulk: writer.Stats, Watcher: w.Stats, Progress: w.Progress, Leadership: w.Leadership}); err != nil {
+		t.Fatal(err)
+	}
+	// The watcher opens its stream after Run starts: wait for its first checkpoint.
+	waitFor(t, "the first checkpoint", func() bool {
+		p := w.Progress()
+		return len(p.Streams) > 0 && !p.Streams[0].CheckpointSavedAt.IsZero()
+	})
+	tick := tree.AlignTick(time.Now().UTC(), 5*time.Minute)
+	var items []bulk.Item
+	for i, l := range tr.Leaves() {
+		items = append(items, bulk.Item{Key: bulk.Key{ID: l.ID, Type: l.Type, Timestamp: tick}, Project: project, Online: int64(i + 1), Version: 10})
+	}
+	if _, err := writer.Submit(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Submit(ctx, items[:2]); err != nil { // resent: stale after a re-issue
+		t.Fatal(err)
+	}
+	waitFor(t, "the watcher to process every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
+	body := scrape(t, Handler(reg))
+	wantLines(t, body,
+		`rollup_bulk_batches_total 2`,
+		fmt.Sprintf(`rollup_bulk_items_total{outcome="applied"} %d`, len(items)),
+		`rollup_bulk_items_total{outcome="stale"} 2`,
+		`rollup_bulk_reissued_ops_total 2`,
+		`rollup_bulk_batch_ops_count 2`,
+		fmt.Sprintf(`rollup_bulk_batch_ops_sum %d`, len(items)+2),
+		fmt.Sprintf(`rollup_watcher_events_total %d`, len(items)),
+		`rollup_watcher_orphans_total 0`,
+		`rollup_watcher_leader{id="watcher",partition=""} 1`,
+	)
+	// 1 root + 1 group + 2 servers are written at least once.
+	if w.Stats().ParentWrites < 4 {
+		t.Errorf("parent writes %d, want at least 4", w.Stats().ParentWrites)
+	}
+	for _, prefix := range []string{"rollup_watcher_recompute_seconds_count ", `rollup_watcher_lag_seconds{checkpoint="watcher"} `, `rollup_watcher_checkpoint_age_seconds{checkpoint="watcher"} `} {
+		v, ok := value(body, prefix)
+		if !ok || v < 0 || v > 60 {
+			t.Errorf("%s= %v (found %v), want a small non-negative value", prefix, v, ok)
+		}
+	}
+	if v, _ := value(body, "rollup_watcher_recompute_seconds_count "); v < 1 {
+		t.Errorf("recompute count %v, want at least 1", v)
+	}
+	if !flag.Running() {
+		t.Error("watcher flag not running")
+	}
+}
+
+func value(body, prefix string) (float64, bool) {
+	for _, l := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			var v float64
+			_, err := fmt.Sscan(rest, &v)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		tm := time.NewTimer(5 * time.Millisecond) // a bounded poll interval, not a wait for a signal
+		<-tm.C
+	}
+}
