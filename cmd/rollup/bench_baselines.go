@@ -64,6 +64,7 @@ const (
 type baselinesConfig struct {
 	groups, servers, processes int
 	agents, ticks, batch       int
+	originalBatch              int // ops per bulk of the original design
 	faults                     bool
 	uri                        string
 }
@@ -111,7 +112,7 @@ Runs three designs of parent totals in the same run on the same store, each on i
 and behind its own counting proxy, fed by the same simulated agents (each agent submits the
 leaves of one parent at a time, every leaf once per tick):
   original     one upsert per leaf (no unique index) + an $inc of its delta on every ancestor,
-               unordered bulks of --batch ops, a failed batch retried whole
+               unordered bulks of --original-batch ops, a failed batch retried whole
   reaggregate  leaf upserts in bulks of --batch on the unique key, then per tick one $group per
                level over the tick's leaves and the parents written
   rollup       bulk.Writer + the watcher, as rollup serve runs them
@@ -122,6 +123,7 @@ store commands and bytes per tick, write ops per tick, and whether every parent 
 Examples:
   rollup bench baselines                              # 20 groups, 1,000 servers, 100,000 leaves, 3 ticks
   rollup bench baselines --faults
+  rollup bench baselines --ticks 1 --original-batch 1       # the original's one command per write
   rollup bench baselines --groups 2 --servers 10 --processes 10 --ticks 1 --faults
 
 Flags:
@@ -140,7 +142,8 @@ func runBenchBaselines(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.processes, "processes", 100, "processes (leaves) per server")
 	fs.IntVar(&cfg.agents, "agents", 100, "concurrent simulated agents")
 	fs.IntVar(&cfg.ticks, "ticks", 3, "ticks to run")
-	fs.IntVar(&cfg.batch, "batch", 1000, "ops per unordered bulk write of the original and reaggregate designs")
+	fs.IntVar(&cfg.batch, "batch", 1000, "ops per unordered bulk write of the reaggregate design, and leaves per batch of both baselines")
+	fs.IntVar(&cfg.originalBatch, "original-batch", 1000, "ops per unordered bulk write of the original design (1: one command per write, as the original system sent them)")
 	fs.BoolVar(&cfg.faults, "faults", false, "close the connection of one leaf update per design and tick (configureFailPoint)")
 	fs.StringVar(&cfg.uri, "mongodb-uri", "", "run against this MongoDB (one host, started with enableTestCommands=1 for --faults) instead of an embedded server")
 	if err := fs.Parse(args); err != nil {
@@ -171,8 +174,8 @@ func (c baselinesConfig) validate() error {
 		return errors.New("--groups, --servers and --processes must be positive")
 	case c.servers%c.groups != 0:
 		return fmt.Errorf("--servers (%d) must be a multiple of --groups (%d)", c.servers, c.groups)
-	case c.agents < 1 || c.ticks < 1 || c.batch < 1:
-		return errors.New("--agents, --ticks and --batch must be positive")
+	case c.agents < 1 || c.ticks < 1 || c.batch < 1 || c.originalBatch < 1:
+		return errors.New("--agents, --ticks, --batch and --original-batch must be positive")
 	}
 	return nil
 }
@@ -367,7 +370,7 @@ func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progre
 				return nil, err
 			}
 			r.appName = "bench-original-leaves"
-			d, err := newOriginalDesign(ctx, c.Database(r.db, wc), cl.Database(r.db, wc), cfg.batch)
+			d, err := newOriginalDesign(ctx, c.Database(r.db, wc), cl.Database(r.db, wc), cfg.batch, cfg.originalBatch)
 			if err != nil {
 				return nil, err
 			}
@@ -730,12 +733,13 @@ type originalDesign struct {
 	batcher            *leafBatcher
 }
 
-func newOriginalDesign(ctx context.Context, db, leafDB *mongo.Database, batch int) (*originalDesign, error) {
-	d := &originalDesign{counts: db.Collection(migrations.CountsCollection), leafCounts: leafDB.Collection(migrations.CountsCollection), batch: batch}
+// newOriginalDesign batches up to leaves leaves and sends them in bulks of ops writes.
+func newOriginalDesign(ctx context.Context, db, leafDB *mongo.Database, leaves, ops int) (*originalDesign, error) {
+	d := &originalDesign{counts: db.Collection(migrations.CountsCollection), leafCounts: leafDB.Collection(migrations.CountsCollection), batch: ops}
 	if _, err := d.counts.Indexes().CreateOne(ctx, baselineKeyIndex(false)); err != nil {
 		return nil, fmt.Errorf("original: create index: %w", err)
 	}
-	d.batcher = newLeafBatcher(batch, d.write)
+	d.batcher = newLeafBatcher(leaves, d.write)
 	return d, nil
 }
 
@@ -975,8 +979,8 @@ func commandMix(s blackpipe.Stats) string {
 
 func printBaselines(w io.Writer, cfg baselinesConfig, res []baselineResult) {
 	leaves := cfg.servers * cfg.processes
-	_, _ = fmt.Fprintf(w, "tree: 1 root, %d groups, %d servers, %d leaves; %d agents; %d ticks; bulks of %d; faults: %v\n",
-		cfg.groups, cfg.servers, leaves, cfg.agents, cfg.ticks, cfg.batch, onOff(cfg.faults))
+	_, _ = fmt.Fprintf(w, "tree: 1 root, %d groups, %d servers, %d leaves; %d agents; %d ticks; batches of %d leaves, bulks of %d ops (original: %d); faults: %v\n",
+		cfg.groups, cfg.servers, leaves, cfg.agents, cfg.ticks, cfg.batch, cfg.batch, cfg.originalBatch, onOff(cfg.faults))
 	_, _ = fmt.Fprintln(w, "design        leaves/s  fresh p50  fresh p99  cmds/tick  MB up/down per tick  write ops/tick  totals correct")
 	var cmds [3]float64
 	for i, r := range res {
