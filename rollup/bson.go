@@ -22,6 +22,8 @@ const (
 	FieldExpected = "expected"
 	// FieldTreeVersion is the tree version the document was computed with (int64).
 	FieldTreeVersion = "tree_version"
+	// FieldTerm is the lease term of the watcher that last wrote a parent (fencing).
+	FieldTerm = "term"
 	// FieldRollup is true on every parent and root document, absent on leaves.
 	FieldRollup = "rollup"
 	// fieldMongoID is the document's _id, ignored by ParentFromDoc.
@@ -137,6 +139,10 @@ func ParentFromDoc(doc bson.Raw) (Parent, error) {
 			}
 		case FieldChildren:
 			p.Children, err = childrenField(v)
+		case FieldTerm:
+			// The fencing term of the watcher lease that wrote the document (package watcher);
+			// it guards writes and is no part of the totals.
+			_, err = intField(key, v)
 		default:
 			return Parent{}, &DocError{Field: key, Reason: "unknown field"}
 		}

@@ -63,4 +63,11 @@
 // parents only through Replay.
 //
 // Replay's semantics (children replaced, concurrent writes merged) are documented on Replay.
+//
+// Leases and partitions (Options.Leases, Options.Partitions): several instances can run a
+// Watcher; exactly one leads each partition (a hash of the project name, or project lists) by a
+// lease document with a fencing term taken from one counter for all partitions. The leader's
+// parent writes and checkpoint saves carry its term and are refused for a newer stored term, so
+// a stale leader that resumes after its lease expired cannot overwrite its successor's work;
+// standbys take over after the lease TTL, or at once when a leader shuts down gracefully.
 package watcher
