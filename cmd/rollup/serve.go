@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -21,6 +22,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -52,6 +54,10 @@ type serveConfig struct {
 	embeddedAddr string
 	listen       string
 	logLevel     string
+	// partitions splits the watcher's work ("" = one partition; "hash:N"; "projects:a,b;c").
+	partitions    string
+	leaseTTL      time.Duration
+	maxPartitions int
 	// sources says where each setting came from (flag, environment, config file, default).
 	sources *settings
 }
@@ -93,6 +99,9 @@ func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool))
 	fs.StringVar(&c.embeddedAddr, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")
+	fs.IntVar(&c.maxPartitions, "max-partitions", 0, "most partitions this instance leads (0 = all it can; set ≈ partitions ÷ instances to spread the work)")
 	registerConfig(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -136,6 +145,15 @@ func (c serveConfig) validate() error {
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
 		return s.errorf("log-level", "want debug, info, warn or error, got %q", c.logLevel)
 	}
+	if _, err := watcher.ParsePartitions(c.partitions); err != nil {
+		return s.errorf("watcher-partitions", "%w", err)
+	}
+	if c.leaseTTL < time.Second {
+		return s.errorf("lease-ttl", "must be at least 1s, got %s", c.leaseTTL)
+	}
+	if c.maxPartitions < 0 {
+		return s.errorf("max-partitions", "must not be negative, got %d", c.maxPartitions)
+	}
 	return nil
 }
 
@@ -147,11 +165,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	log, err := newLogger(cfg.logLevel, e.stderr)
+	// JSON logs in production, console in the demo.
+	log, err := metrics.NewLogger(cfg.logLevel, !cfg.demo, e.stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	defer func() { _ = log.Sync() }()
+	log.Info("starting", cfg.logFields()...)
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	uri := cfg.mongoURI
@@ -218,11 +238,35 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	mux.Handle("/", web.Handler())
 	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	w := watcher.New(db, treeCache, watcher.Options{}, log)
+	parts, err := watcher.ParsePartitions(cfg.partitions) // validated in parseServe
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("watcher partitions: %w", err)
+	}
+	w := watcher.New(db, treeCache, watcher.Options{
+		Partitions: parts, Leases: true, LeaseTTL: cfg.leaseTTL, MaxPartitions: cfg.maxPartitions,
+	}, log)
+
+	// Observability: Prometheus metrics and health endpoints on the same listener.
+	reg := metrics.NewRegistry()
+	if err := metrics.Register(reg, metrics.Sources{API: apiServer.Stats, Bulk: writer.Stats, Watcher: w.Stats,
+		Progress: w.Progress, Leadership: w.Leadership}); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	var watcherRunning metrics.RunFlag
+	health := &metrics.Health{
+		Ping:    func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
+		Pending: migrations.New(db, log.Named("migrations")).Pending,
+		Running: watcherRunning.Running,
+	}
+	mux.Handle("/metrics", metrics.Handler(reg))
+	mux.Handle("/healthz", health.Live())
+	mux.Handle("/readyz", health.Ready())
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	p.Go(writer.Run)
-	p.Go(w.Run)
+	p.Go(watcherRunning.Wrap(w.Run))
 	p.Go(func(ctx context.Context) error { return runHTTP(ctx, httpServer, ln) })
 	baseURL := "http://" + ln.Addr().String()
 	log.Info("api listening", zap.String("url", baseURL))

@@ -46,7 +46,8 @@ func freeAddr(t *testing.T) string {
 // startServe runs `rollup serve` (this test binary, see TestMain) and waits for its API.
 func startServe(t *testing.T, dir, storeAddr, apiAddr string) *serveChild {
 	t.Helper()
-	args, _ := json.Marshal([]string{"serve", "--data", dir, "--embedded-listen", storeAddr, "--listen", apiAddr, "--log-level", "warn"})
+	// A short lease: the restarted process takes over from the killed one quickly.
+	args, _ := json.Marshal([]string{"serve", "--data", dir, "--embedded-listen", storeAddr, "--listen", apiAddr, "--log-level", "warn", "--lease-ttl", "1s"})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(args))
 	cmd.Stderr = os.Stderr
