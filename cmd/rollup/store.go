@@ -20,10 +20,24 @@ type storeFlags struct {
 	database string
 }
 
-// register adds --mongodb-uri (default from ROLLUP_MONGODB_URI) and --database to fs.
+// register adds --mongodb-uri (default from ROLLUP_MONGODB_URI) and --database to fs. The URI
+// may hold credentials, so its value is never printed, not even as the default in --help.
 func (s *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.uri, "mongodb-uri", os.Getenv("ROLLUP_MONGODB_URI"), "MongoDB connection string (env ROLLUP_MONGODB_URI)")
+	s.uri = os.Getenv("ROLLUP_MONGODB_URI")
+	fs.Var(secretValue{&s.uri}, "mongodb-uri", "MongoDB connection string (env ROLLUP_MONGODB_URI)")
 	fs.StringVar(&s.database, "database", migrations.DefaultDatabase, "database name")
+}
+
+// secretValue is a string flag whose value String never reveals.
+type secretValue struct{ s *string }
+
+// String returns "" so help output shows no default.
+func (v secretValue) String() string { return "" }
+
+// Set stores the value.
+func (v secretValue) Set(x string) error {
+	*v.s = x
+	return nil
 }
 
 // withDB connects, runs fn with the database (majority writes) and disconnects.
