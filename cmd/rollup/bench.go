@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,21 +55,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines)", errUsage)
 	}
-	fs := flag.NewFlagSet("bench mongod", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, benchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "bench mongod", benchUsage)
 	n := fs.Int("n", 1_000_000, "documents to upsert")
 	batch := fs.Int("batch", 1000, "upserts per unordered bulk write")
 	durable := fs.Bool("durable", false, "use a data directory (every write fsync'd before it is acknowledged)")
 	uri := fs.String("mongodb-uri", "", "benchmark this MongoDB instead of an embedded server")
 	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	if *n < 100_000 || *n%100_000 != 0 || *batch < 1 {
 		return fmt.Errorf("%w: --n must be a positive multiple of 100000 and --batch positive", errUsage)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -130,12 +129,7 @@ Flags:
 `
 
 func runBenchBaselines(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("bench baselines", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, baselinesUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "bench baselines", baselinesUsage)
 	var cfg baselinesConfig
 	fs.IntVar(&cfg.groups, "groups", 20, "groups under the root")
 	fs.IntVar(&cfg.servers, "servers", 1000, "servers in all, split evenly over the groups")
@@ -147,10 +141,7 @@ func runBenchBaselines(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.faults, "faults", false, "close the connection of one leaf update per design and tick (configureFailPoint)")
 	fs.StringVar(&cfg.uri, "mongodb-uri", "", "run against this MongoDB (one host, started with enableTestCommands=1 for --faults) instead of an embedded server")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -33,18 +31,14 @@ type changeStreamBenchResult struct {
 }
 
 func runBenchChangeStream(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("bench changestream", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlagSet(e, "bench changestream", benchUsage)
 	var cfg changeStreamBenchConfig
 	fs.IntVar(&cfg.backlog, "backlog", 200_000, "events the consumer drains while writers keep upserting (throughput)")
 	fs.IntVar(&cfg.rate, "rate", 10_000, "writes per second during the latency phase")
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "length of the latency phase")
 	fs.StringVar(&cfg.uri, "mongodb-uri", "", "benchmark this MongoDB instead of an embedded server")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	if cfg.backlog < 1000 || cfg.rate < 100 || cfg.duration <= 0 {
 		return fmt.Errorf("%w: --backlog >= 1000, --rate >= 100 and a positive --duration are required", errUsage)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -42,8 +40,7 @@ type ingestTick struct {
 }
 
 func runBenchIngest(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("bench ingest", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlagSet(e, "bench ingest", benchUsage)
 	var cfg ingestBenchConfig
 	fs.IntVar(&cfg.agents, "agents", 10_000, "simulated agents per tick")
 	fs.IntVar(&cfg.leavesPerAgent, "leaves", 10, "leaves per agent")
@@ -52,10 +49,7 @@ func runBenchIngest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.uri, "mongodb-uri", "", "benchmark against this MongoDB instead of an embedded server (use directConnection=true)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	if cfg.agents < 1 || cfg.leavesPerAgent < 1 || cfg.ticks < 1 {
 		return fmt.Errorf("%w: --agents, --leaves and --ticks must be positive", errUsage)

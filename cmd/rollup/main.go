@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -100,4 +101,25 @@ func printUsage(w io.Writer, cmds map[string]command) {
 	b.WriteString("\nRun 'rollup <subcommand> --help' for its flags and examples.\n")
 	b.WriteString("\nExit status: 0 success, 1 failure (for verify: violations found), 2 usage error.\n")
 	_, _ = io.WriteString(w, b.String())
+}
+
+// newFlagSet returns a subcommand's flag set: errors and --help go to stderr, and --help prints
+// usage (the command's text with its examples) followed by the flags.
+func newFlagSet(e *env, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(e.stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// usageError is a subcommand's result for a flag-parsing error: nil after --help, else a usage
+// error (exit status 2).
+func usageError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errUsage, err)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -45,12 +44,7 @@ type migrateConfig struct {
 // parseMigrate parses "migrate <up|status> [flags]"; flags may also come before the subcommand.
 func parseMigrate(e *env, args []string) (migrateConfig, error) {
 	var c migrateConfig
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, migrateUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "migrate", migrateUsage)
 	c.store.register(fs)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "up: report what would be done, change nothing")
 	fs.DurationVar(&c.lockWait, "lock-wait", migrations.DefaultLockWait, "up: how long to wait for another instance's migration lock (0: fail at once)")
@@ -89,10 +83,7 @@ func parseMigrate(e *env, args []string) (migrateConfig, error) {
 func runMigrate(ctx context.Context, e *env, args []string) error {
 	c, err := parseMigrate(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	log, err := newLogger(c.logLevel, e.stderr)
 	if err != nil {

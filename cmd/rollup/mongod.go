@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/gameops/rollup/embedded"
@@ -22,12 +20,7 @@ Flags:
 `
 
 func runMongod(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("mongod", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, mongodUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "mongod", mongodUsage)
 	listen := fs.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free port)")
 	dataDir := fs.String("data", "", "data directory (durable: every acknowledged write survives a crash)")
 	memory := fs.Bool("memory", false, "keep everything in memory (nothing survives the process)")
@@ -35,10 +28,7 @@ func runMongod(ctx context.Context, e *env, args []string) error {
 	testCmds := fs.Bool("enable-test-commands", false, "enable configureFailPoint (tests only, like mongod's enableTestCommands)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))

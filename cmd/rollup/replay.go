@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -56,12 +55,7 @@ type replayConfig struct {
 func parseReplay(e *env, args []string) (replayConfig, error) {
 	var c replayConfig
 	var from, to string
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, replayUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "replay", replayUsage)
 	c.window.register(fs, &from, &to)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print what would change, write nothing")
 	fs.StringVar(&c.progress, "progress", "auto", "progress on stderr: auto (bar on a terminal, else lines), bar, lines or none")
@@ -90,10 +84,7 @@ func parseReplay(e *env, args []string) (replayConfig, error) {
 func runReplay(ctx context.Context, e *env, args []string) error {
 	c, err := parseReplay(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	if c.progress == "auto" {
 		c.progress = "lines"

@@ -160,10 +160,7 @@ func (c serveConfig) validate() error {
 func runServe(ctx context.Context, e *env, args []string) error {
 	cfg, err := parseServe(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	// JSON logs in production, console in the demo.
 	log, err := metrics.NewLogger(cfg.logLevel, !cfg.demo, e.stderr)

@@ -207,10 +207,7 @@ func waitForAPI(ctx context.Context, baseURL string, d time.Duration) error {
 func runSimulate(ctx context.Context, e *env, args []string) error {
 	c, err := parseSimulate(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	return simulate(ctx, e, c)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -49,12 +48,7 @@ type submitConfig struct {
 
 func parseSubmit(e *env, args []string) (submitConfig, error) {
 	var c submitConfig
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, submitUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "submit", submitUsage)
 	fs.StringVar(&c.url, "url", os.Getenv("ROLLUP_URL"), "server base URL (env ROLLUP_URL)")
 	fs.StringVar(&c.token, "token", os.Getenv("ROLLUP_TOKEN"), "the project's bearer token (env ROLLUP_TOKEN; the env var keeps it out of the process list)")
 	fs.StringVar(&c.project, "project", "", "project name")
@@ -141,10 +135,7 @@ func runSubmit(ctx context.Context, e *env, args []string) error {
 func runSubmitWith(ctx context.Context, e *env, stdin io.Reader, args []string) error {
 	c, err := parseSubmit(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	s, err := submitInput(c, stdin, time.Now())
 	if err != nil {

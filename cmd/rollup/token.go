@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -45,12 +44,7 @@ type tokenConfig struct {
 // parseToken parses "token <create|list> [flags]"; flags may also come before the subcommand.
 func parseToken(e *env, args []string) (tokenConfig, error) {
 	var c tokenConfig
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, tokenUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "token", tokenUsage)
 	c.store.register(fs)
 	fs.StringVar(&c.project, "project", "", "project name (1-128 bytes of A-Z a-z 0-9 _ : -)")
 	fs.StringVar(&c.name, "name", "", "create: a label for the token (default \""+api.DefaultTokenName+"\")")
@@ -90,10 +84,7 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 func runToken(ctx context.Context, e *env, args []string) error {
 	c, err := parseToken(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	return c.store.withDB(ctx, func(db *mongo.Database) error { return token(ctx, e, c, db) })
 }

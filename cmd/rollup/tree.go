@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,12 +56,7 @@ type treeConfig struct {
 func parseTree(e *env, args []string) (treeConfig, error) {
 	var c treeConfig
 	var effective, at string
-	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, treeUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "tree", treeUsage)
 	fs.StringVar(&c.project, "project", "", "project (import, validate: overrides a file without one; show: required)")
 	fs.StringVar(&effective, "effective", "", "import: first tick (RFC3339, rounded up to a tick start) the version applies to; default: the next tick")
 	fs.IntVar(&c.version, "version", 0, "show: the version to print")
@@ -134,10 +128,7 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 func runTree(ctx context.Context, e *env, args []string) error {
 	c, err := parseTree(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	switch c.sub {
 	case "validate":

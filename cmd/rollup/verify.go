@@ -108,12 +108,7 @@ type verifyConfig struct {
 func parseVerify(e *env, args []string) (verifyConfig, error) {
 	var c verifyConfig
 	var from, to string
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, verifyUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(e, "verify", verifyUsage)
 	c.window.register(fs, &from, &to)
 	fs.IntVar(&c.max, "max", 20, "print at most this many violations")
 	c.store.register(fs)
@@ -140,10 +135,7 @@ func parseVerify(e *env, args []string) (verifyConfig, error) {
 func runVerify(ctx context.Context, e *env, args []string) error {
 	c, err := parseVerify(e, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return usageError(err)
 	}
 	return c.store.withDB(ctx, func(db *mongo.Database) error { return verify(ctx, e.stdout, db, c) })
 }
