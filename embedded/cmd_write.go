@@ -51,6 +51,30 @@ func (s *Server) writeStatements(ctx context.Context, n int, ordered bool, run f
 	return op, writeErrors, err
 }
 
+// parsed is one statement of a write command, parsed outside the write lock; a statement that
+// does not parse becomes a write error at its index when the statements run.
+type parsed[T any] struct {
+	op  T
+	err error
+}
+
+func parseAll[T any](stmts []bson.D, parse func(bson.D) (T, error)) []parsed[T] {
+	out := make([]parsed[T], len(stmts))
+	for i, d := range stmts {
+		out[i].op, out[i].err = parse(d)
+	}
+	return out
+}
+
+// writeReply is the reply of a write command: its counters, then writeErrors when any.
+func writeReply(op bson.Timestamp, writeErrors bson.A, fields ...bson.E) result {
+	f := bson.D(fields)
+	if writeErrors != nil {
+		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return result{fields: f, opTime: op}
+}
+
 // batchArg returns the op documents of a write command (documents/updates/deletes).
 func batchArg(r *request, key string) ([]bson.D, error) {
 	v, ok := r.arg(key)
@@ -132,11 +156,7 @@ func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	f := bson.D{{Key: "n", Value: int32(n)}}
-	if writeErrors != nil {
-		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
-	}
-	return result{fields: f, opTime: op}, nil
+	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(n)}), nil
 }
 
 // updateOp is one parsed statement of an update command.
@@ -313,29 +333,22 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	}
 	ordered := orderedArg(r)
 	// Parse outside the write lock; a statement that does not parse is a write error at its index.
-	ops := make([]updateOp, len(stmts))
-	parseErrs := make([]error, len(stmts))
-	for i, d := range stmts {
-		ops[i], parseErrs[i] = parseUpdateOp(d)
-	}
+	ops := parseAll(stmts, parseUpdateOp)
 	var st updateStats
 	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
-		if parseErrs[i] != nil {
-			return parseErrs[i]
+		if ops[i].err != nil {
+			return ops[i].err
 		}
-		return applyUpdate(w, r.db, coll, ops[i], i, &st)
+		return applyUpdate(w, r.db, coll, ops[i].op, i, &st)
 	})
 	if err != nil {
 		return result{}, err
 	}
-	f := bson.D{{Key: "n", Value: int32(st.n)}, {Key: "nModified", Value: int32(st.nModified)}}
+	f := []bson.E{{Key: "n", Value: int32(st.n)}, {Key: "nModified", Value: int32(st.nModified)}}
 	if st.upserted != nil {
 		f = append(f, bson.E{Key: "upserted", Value: st.upserted})
 	}
-	if writeErrors != nil {
-		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
-	}
-	return result{fields: f, opTime: op}, nil
+	return writeReply(op, writeErrors, f...), nil
 }
 
 type deleteOp struct {
@@ -394,17 +407,13 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 		return result{}, err
 	}
 	ordered := orderedArg(r)
-	ops := make([]deleteOp, len(stmts))
-	parseErrs := make([]error, len(stmts))
-	for i, d := range stmts {
-		ops[i], parseErrs[i] = parseDeleteOp(d)
-	}
+	ops := parseAll(stmts, parseDeleteOp)
 	n := 0
 	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
-		if parseErrs[i] != nil {
-			return parseErrs[i]
+		if ops[i].err != nil {
+			return ops[i].err
 		}
-		o := ops[i]
+		o := ops[i].op
 		var targets []*storage.Doc
 		w.Find(r.db, coll, o.q, func(d *storage.Doc) bool {
 			if o.filter.Match(d.D) {
@@ -424,9 +433,5 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	f := bson.D{{Key: "n", Value: int32(n)}}
-	if writeErrors != nil {
-		f = append(f, bson.E{Key: "writeErrors", Value: writeErrors})
-	}
-	return result{fields: f, opTime: op}, nil
+	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(n)}), nil
 }
