@@ -3,7 +3,8 @@ package api
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/gameops/rollup/api/internal/jsonscan"
 )
 
 // fastParse is parseRequest for the plain bodies agents send, without encoding/json's
@@ -15,18 +16,18 @@ import (
 // which reads every body fastParse accepts identically (FuzzFastParse checks) and explains
 // what is wrong with the others.
 func fastParse(body []byte, maxItems int) (req *rawRequest, ok bool) {
-	p := fastScanner{s: string(body)}
-	if !p.lit('{') {
+	p := fastScanner{jsonscan.New(string(body))}
+	if !p.Lit('{') {
 		return nil, false
 	}
 	req = &rawRequest{}
-	if p.lit('}') {
-		return req, p.end()
+	if p.Lit('}') {
+		return req, p.End()
 	}
 	var seen uint
 	for {
-		key, ok := p.str()
-		if !ok || !p.lit(':') {
+		key, ok := p.Str()
+		if !ok || !p.Lit(':') {
 			return nil, false
 		}
 		var bit uint
@@ -53,11 +54,11 @@ func fastParse(body []byte, maxItems int) (req *rawRequest, ok bool) {
 			return nil, false
 		}
 		seen |= bit
-		if p.lit(',') {
+		if p.Lit(',') {
 			continue
 		}
-		if p.lit('}') {
-			return req, p.end()
+		if p.Lit('}') {
+			return req, p.End()
 		}
 		return nil, false
 	}
@@ -65,105 +66,39 @@ func fastParse(body []byte, maxItems int) (req *rawRequest, ok bool) {
 
 // fastScanner reads the plain JSON subset of fastParse; each method returns false at
 // anything else.
-type fastScanner struct {
-	s string
-	i int
-}
+type fastScanner struct{ jsonscan.Scanner }
 
-func (p *fastScanner) ws() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// lit consumes c after optional whitespace.
-func (p *fastScanner) lit(c byte) bool {
-	p.ws()
-	if p.i < len(p.s) && p.s[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only whitespace is left.
-func (p *fastScanner) end() bool {
-	p.ws()
-	return p.i == len(p.s)
-}
-
-// str reads a string of printable ASCII without escapes (what encoding/json decodes to the
-// same bytes).
-func (p *fastScanner) str() (string, bool) {
-	p.ws()
-	if p.i >= len(p.s) || p.s[p.i] != '"' {
-		return "", false
-	}
-	start := p.i + 1
-	for j := start; j < len(p.s); j++ {
-		switch c := p.s[j]; {
-		case c == '"':
-			p.i = j + 1
-			return p.s[start:j], true
-		case c < 0x20 || c >= utf8.RuneSelf || c == '\\':
-			return "", false
-		}
-	}
-	return "", false
+// integer reads an integer without fraction or exponent.
+func (p *fastScanner) integer() (json.Number, bool) {
+	n, ok := p.Int()
+	return json.Number(n), ok
 }
 
 func (p *fastScanner) optStr() (optString, bool) {
-	v, ok := p.str()
+	v, ok := p.Str()
 	return optString{v: v, ok: ok}, ok
-}
-
-// integer reads -?(0|[1-9][0-9]*), a JSON number without fraction or exponent (one that
-// follows is left for the caller's next expectation to fail on).
-func (p *fastScanner) integer() (json.Number, bool) {
-	p.ws()
-	start, j := p.i, p.i
-	if j < len(p.s) && p.s[j] == '-' {
-		j++
-	}
-	switch {
-	case j < len(p.s) && p.s[j] == '0':
-		j++
-	case j < len(p.s) && p.s[j] >= '1' && p.s[j] <= '9':
-		for j < len(p.s) && p.s[j] >= '0' && p.s[j] <= '9' {
-			j++
-		}
-	default:
-		return "", false
-	}
-	p.i = j
-	return json.Number(p.s[start:j]), true
 }
 
 // counts reads the counts array: non-empty objects of id, type and online, each at most once.
 func (p *fastScanner) counts(req *rawRequest, maxItems int) bool {
-	if !p.lit('[') {
+	if !p.Lit('[') {
 		return false
 	}
 	req.hasCounts = true
 	// Every item is an object: the number of '{' left bounds the number of items.
-	req.counts = make([]rawCount, 0, min(strings.Count(p.s[p.i:], "{"), max(maxItems, 0)))
-	if p.lit(']') {
+	req.counts = make([]rawCount, 0, min(strings.Count(p.Rest(), "{"), max(maxItems, 0)))
+	if p.Lit(']') {
 		return true
 	}
 	for {
-		if len(req.counts) == maxItems || !p.lit('{') {
+		if len(req.counts) == maxItems || !p.Lit('{') {
 			return false
 		}
 		var c rawCount
 		var seen uint
 		for {
-			key, ok := p.str()
-			if !ok || !p.lit(':') {
+			key, ok := p.Str()
+			if !ok || !p.Lit(':') {
 				return false
 			}
 			var bit uint
@@ -185,18 +120,18 @@ func (p *fastScanner) counts(req *rawRequest, maxItems int) bool {
 				return false
 			}
 			seen |= bit
-			if p.lit(',') {
+			if p.Lit(',') {
 				continue
 			}
-			if p.lit('}') {
+			if p.Lit('}') {
 				break
 			}
 			return false
 		}
 		req.counts = append(req.counts, c)
-		if p.lit(',') {
+		if p.Lit(',') {
 			continue
 		}
-		return p.lit(']')
+		return p.Lit(']')
 	}
 }

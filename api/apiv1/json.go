@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gameops/rollup/api/internal/jsonscan"
 )
 
 // The hand-written encoders and decoder below exist because the ingest path handles a request
@@ -195,86 +198,16 @@ func DecodeCountsResponse(data []byte, r *CountsResponse) error {
 
 // scanner reads the plain subset of JSON the fast decoder accepts; every method returns false
 // when the input is anything else (which then goes to encoding/json).
-type scanner struct {
-	b []byte
-	s string // b as a string: the decoded strings are substrings of it
-	i int
-}
+type scanner struct{ jsonscan.Scanner }
 
-func (p *scanner) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// lit consumes c after optional whitespace.
-func (p *scanner) lit(c byte) bool {
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// str reads a string of printable ASCII without escapes.
-func (p *scanner) str() (string, bool) {
-	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return "", false
-	}
-	start := p.i + 1
-	for j := start; j < len(p.b); j++ {
-		switch c := p.b[j]; {
-		case c == '"':
-			p.i = j + 1
-			return p.s[start:j], true
-		case c < 0x20 || c >= utf8.RuneSelf || c == '\\':
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// rawStr is str returning the quoted bytes.
-func (p *scanner) rawStr() ([]byte, bool) {
-	p.ws()
-	start := p.i
-	if _, ok := p.str(); !ok {
-		return nil, false
-	}
-	return p.b[start:p.i], true
-}
-
-// integer reads -?(0|[1-9][0-9]*) into an int64. A fraction or exponent after it is left for
-// the caller's next expectation (',' or a closing bracket) to fail on.
+// integer reads an integer without fraction or exponent into an int64.
 func (p *scanner) integer() (int64, bool) {
-	p.ws()
-	start, j := p.i, p.i
-	if j < len(p.b) && p.b[j] == '-' {
-		j++
-	}
-	switch {
-	case j < len(p.b) && p.b[j] == '0':
-		j++
-	case j < len(p.b) && p.b[j] >= '1' && p.b[j] <= '9':
-		for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
-			j++
-		}
-	default:
+	n, ok := p.Int()
+	if !ok {
 		return 0, false
 	}
-	v, err := strconv.ParseInt(p.s[start:j], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	p.i = j
-	return v, true
+	v, err := strconv.ParseInt(n, 10, 64)
+	return v, err == nil
 }
 
 func (p *scanner) int() (int, bool) {
@@ -288,13 +221,13 @@ func (p *scanner) int() (int, bool) {
 // object reads the members of an object whose '{' was consumed: member is called with each
 // key after its ':' and reads the value. Keys must be distinct bits of seen.
 func (p *scanner) object(member func(key string) (bit uint, ok bool)) bool {
-	if p.lit('}') {
+	if p.Lit('}') {
 		return true
 	}
 	var seen uint
 	for {
-		key, ok := p.str()
-		if !ok || !p.lit(':') {
+		key, ok := p.Str()
+		if !ok || !p.Lit(':') {
 			return false
 		}
 		bit, ok := member(key)
@@ -302,30 +235,30 @@ func (p *scanner) object(member func(key string) (bit uint, ok bool)) bool {
 			return false
 		}
 		seen |= bit
-		if p.lit(',') {
+		if p.Lit(',') {
 			continue
 		}
-		return p.lit('}')
+		return p.Lit('}')
 	}
 }
 
 func fastDecodeResponse(data []byte, r *CountsResponse) bool {
-	p := scanner{b: data, s: string(data)}
-	if !p.lit('{') {
+	p := scanner{jsonscan.New(string(data))}
+	if !p.Lit('{') {
 		return false
 	}
 	ok := p.object(func(key string) (uint, bool) {
 		var ok bool
 		switch key {
 		case "submission_id":
-			r.SubmissionID, ok = p.str()
+			r.SubmissionID, ok = p.Str()
 			return 1 << 0, ok
 		case "project":
-			r.Project, ok = p.str()
+			r.Project, ok = p.Str()
 			return 1 << 1, ok
 		case "timestamp":
-			raw, ok := p.rawStr()
-			return 1 << 2, ok && r.Timestamp.UnmarshalJSON(raw) == nil
+			raw, ok := p.RawStr()
+			return 1 << 2, ok && r.Timestamp.UnmarshalJSON([]byte(raw)) == nil
 		case "version":
 			r.Version, ok = p.integer()
 			return 1 << 3, ok
@@ -339,20 +272,19 @@ func fastDecodeResponse(data []byte, r *CountsResponse) bool {
 	if !ok {
 		return false
 	}
-	p.ws()
-	return p.i == len(p.b)
+	return p.End()
 }
 
 func (p *scanner) items(r *CountsResponse) bool {
-	if !p.lit('[') {
+	if !p.Lit('[') {
 		return false
 	}
-	r.Items = make([]ItemResult, 0, bytes.Count(p.b[p.i:], []byte(`"index"`)))
-	if p.lit(']') {
+	r.Items = make([]ItemResult, 0, strings.Count(p.Rest(), `"index"`))
+	if p.Lit(']') {
 		return true
 	}
 	for {
-		if !p.lit('{') {
+		if !p.Lit('{') {
 			return false
 		}
 		var it ItemResult
@@ -363,18 +295,18 @@ func (p *scanner) items(r *CountsResponse) bool {
 				it.Index, ok = p.int()
 				return 1 << 0, ok
 			case "id":
-				it.ID, ok = p.str()
+				it.ID, ok = p.Str()
 				return 1 << 1, ok
 			case "type":
-				it.Type, ok = p.str()
+				it.Type, ok = p.Str()
 				return 1 << 2, ok
 			case "status":
 				var s string
-				s, ok = p.str()
+				s, ok = p.Str()
 				it.Status = Status(s)
 				return 1 << 3, ok
 			case "error":
-				it.Error, ok = p.str()
+				it.Error, ok = p.Str()
 				return 1 << 4, ok
 			}
 			return 0, false
@@ -383,15 +315,15 @@ func (p *scanner) items(r *CountsResponse) bool {
 			return false
 		}
 		r.Items = append(r.Items, it)
-		if p.lit(',') {
+		if p.Lit(',') {
 			continue
 		}
-		return p.lit(']')
+		return p.Lit(']')
 	}
 }
 
 func (p *scanner) summary(s *Summary) bool {
-	if !p.lit('{') {
+	if !p.Lit('{') {
 		return false
 	}
 	return p.object(func(key string) (uint, bool) {
