@@ -1,5 +1,3 @@
-// Command rollup is the single binary of rollup: the service (serve), the embedded
-// MongoDB-compatible server (mongod) and the operations commands.
 package main
 
 import (
