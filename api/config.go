@@ -9,6 +9,7 @@ import (
 
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // Sink durably writes leaf counts; *bulk.Writer implements it. Submit returns one Result per
@@ -64,6 +65,9 @@ type Config struct {
 	DB *mongo.Database
 	// Sink writes the counts.
 	Sink Sink
+	// TreeStore is where the read API loads trees from (nil: a store over DB). Share the
+	// process's store so a large tree is loaded and cached once.
+	TreeStore *treedb.Store
 	// Trees, when set, lets the API refuse counts reported under an interior node of the
 	// project's tree at that tick (their key is the watcher's parent document). Ids the tree
 	// does not know are accepted: orphans are kept and surfaced. *watcher.TreeCache implements it.

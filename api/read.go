@@ -44,8 +44,8 @@ type reader struct {
 
 // routeReads registers the read API on s.mux.
 func (s *Server) routeReads(cfg Config) {
-	s.read = reader{db: cfg.DB, tick: cfg.Tick, now: cfg.Now}
-	if cfg.DB != nil {
+	s.read = reader{db: cfg.DB, trees: cfg.TreeStore, tick: cfg.Tick, now: cfg.Now}
+	if s.read.trees == nil && cfg.DB != nil {
 		s.read.trees = treedb.New(cfg.DB)
 	}
 	p := "GET " + apiv1.ProjectsPath + "/{project}"

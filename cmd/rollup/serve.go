@@ -229,7 +229,7 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	trees := treedb.New(db)
 	treeCache := watcher.NewTreeCache(trees) // shared: the API refuses counts for interior nodes
 	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
-	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, Trees: treeCache, Logger: log})
+	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, TreeStore: trees, Trees: treeCache, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiServer.Handler())
 	mux.Handle("/", web.Handler())
