@@ -60,7 +60,7 @@ func BenchmarkWriter(b *testing.B) {
 				for chunk := range next {
 					models := make([]mongo.WriteModel, len(chunk))
 					for i, it := range chunk {
-						models[i] = model(it, time.Now())
+						models[i], _ = model(nil, it, time.Now())
 					}
 					if _, err := raw.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
 						b.Error(err)

@@ -230,7 +230,8 @@ func updateQs(t testing.TB, p *blackpipe.Proxy) [][]string {
 // guardFilter is the q filter the writer sends for it, as extended JSON.
 func guardFilter(t testing.TB, it Item) string {
 	t.Helper()
-	b, err := bson.Marshal(model(it, time.Time{}).(*mongo.UpdateOneModel).Filter)
+	m, _ := model(nil, it, time.Time{})
+	b, err := bson.Marshal(m.(*mongo.UpdateOneModel).Filter)
 	if err != nil {
 		t.Fatal(err)
 	}

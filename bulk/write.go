@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/migrations"
@@ -20,22 +21,53 @@ import (
 // rollup guard means a leaf reported under a parent's (id, type) can never overwrite the
 // watcher's document: it fails on the unique index like a stale write (the API rejects such
 // leaves before they get here when it knows the tree).
-func model(it Item, writtenAt time.Time) mongo.WriteModel {
-	filter := bson.D{
-		{Key: migrations.FieldID, Value: it.ID},
-		{Key: migrations.FieldType, Value: it.Type},
-		{Key: migrations.FieldTimestamp, Value: it.Timestamp.UTC()},
-		{Key: migrations.FieldVersion, Value: bson.D{{Key: "$lt", Value: it.Version}}},
-		{Key: rollup.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
-	}
-	update := bson.D{{Key: "$set", Value: bson.D{
-		{Key: migrations.FieldOnline, Value: it.Online},
-		{Key: migrations.FieldVersion, Value: it.Version},
-		{Key: migrations.FieldProject, Value: it.Project},
-		{Key: migrations.FieldSubmissionID, Value: it.SubmissionID},
-		{Key: migrations.FieldWrittenAt, Value: writtenAt},
-	}}}
-	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true)
+//
+// The filter and update are encoded here, straight into buf (returned grown), instead of as
+// bson.D for the driver to encode by reflection: that was a third of the writer's CPU and
+// most of its garbage. The bytes equal the bson.D encoding (TestModelEncoding).
+func model(buf []byte, it Item, writtenAt time.Time) (mongo.WriteModel, []byte) {
+	start := len(buf)
+	buf = appendFilter(buf, it)
+	mid := len(buf)
+	buf = appendUpdate(buf, it, writtenAt)
+	// Full slice expressions: a later append to buf must never write into these documents.
+	filter, update := bson.Raw(buf[start:mid:mid]), bson.Raw(buf[mid:len(buf):len(buf)])
+	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true), buf
+}
+
+func appendFilter(buf []byte, it Item) []byte {
+	idx, buf := bsoncore.AppendDocumentStart(buf)
+	buf = bsoncore.AppendStringElement(buf, migrations.FieldID, it.ID)
+	buf = bsoncore.AppendStringElement(buf, migrations.FieldType, it.Type)
+	buf = bsoncore.AppendDateTimeElement(buf, migrations.FieldTimestamp, it.Timestamp.UnixMilli())
+	var sub int32
+	sub, buf = bsoncore.AppendDocumentElementStart(buf, migrations.FieldVersion)
+	buf = bsoncore.AppendInt64Element(buf, "$lt", it.Version)
+	buf, _ = bsoncore.AppendDocumentEnd(buf, sub)
+	sub, buf = bsoncore.AppendDocumentElementStart(buf, rollup.FieldRollup)
+	buf = bsoncore.AppendBooleanElement(buf, "$ne", true)
+	buf, _ = bsoncore.AppendDocumentEnd(buf, sub)
+	buf, _ = bsoncore.AppendDocumentEnd(buf, idx)
+	return buf
+}
+
+func appendUpdate(buf []byte, it Item, writtenAt time.Time) []byte {
+	idx, buf := bsoncore.AppendDocumentStart(buf)
+	var set int32
+	set, buf = bsoncore.AppendDocumentElementStart(buf, "$set")
+	buf = bsoncore.AppendInt64Element(buf, migrations.FieldOnline, it.Online)
+	buf = bsoncore.AppendInt64Element(buf, migrations.FieldVersion, it.Version)
+	buf = bsoncore.AppendStringElement(buf, migrations.FieldProject, it.Project)
+	buf = bsoncore.AppendStringElement(buf, migrations.FieldSubmissionID, it.SubmissionID)
+	buf = bsoncore.AppendDateTimeElement(buf, migrations.FieldWrittenAt, writtenAt.UnixMilli())
+	buf, _ = bsoncore.AppendDocumentEnd(buf, set)
+	buf, _ = bsoncore.AppendDocumentEnd(buf, idx)
+	return buf
+}
+
+// modelSize bounds the bytes model appends for it (field names, values and framing).
+func modelSize(it Item) int {
+	return 256 + 2*len(it.ID) + len(it.Type) + len(it.Project) + len(it.SubmissionID)
 }
 
 // write writes deduplicated items (at most one per key) and returns one result per item.
@@ -57,8 +89,13 @@ func (w *Writer) write(ctx context.Context, items []Item) []Result {
 	models := make([]mongo.WriteModel, len(items))
 	now := time.Now().UTC()
 	all := make([]int, len(items))
+	size := 0
+	for _, it := range items {
+		size += modelSize(it)
+	}
+	buf := make([]byte, 0, size) // one allocation for every op's filter and update
 	for i, it := range items {
-		models[i] = model(it, now)
+		models[i], buf = model(buf, it, now)
 		all[i] = i
 	}
 	dups := w.phase(ctx, models, all, res, OutcomeApplied)
