@@ -23,8 +23,10 @@ func TestClassify(t *testing.T) {
 	coll := noRetry.Database(e.check.Database().Name()).Collection(e.check.Name())
 	bg := context.Background()
 	e.seed(t, item("x", 1, 1))
-	upsert := func(id string, version int64) mongo.WriteModel { m, _ := model(nil, item(id, 1, version), time.Now())
-		return m }
+	upsert := func(id string, version int64) mongo.WriteModel {
+		m, _ := model(nil, item(id, 1, version), time.Now())
+		return m
+	}
 	bulk := func(c *mongo.Collection, models ...mongo.WriteModel) error {
 		_, err := c.BulkWrite(bg, models, options.BulkWrite().SetOrdered(false))
 		return err
