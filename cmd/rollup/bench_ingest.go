@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
@@ -29,13 +32,19 @@ type ingestBenchConfig struct {
 	agents, leavesPerAgent, ticks int
 	durable                       bool
 	uri                           string
+	client                        string // "agentclient" or "loadgen"
 }
+
+// benchConns bounds the requests in flight (agentsim's bound too).
+const benchConns = 256
 
 type ingestTick struct {
 	leaves        int
 	ingest        time.Duration // HTTP → durable leaves
 	raw           time.Duration // raw driver bulk upserts of the same documents
-	ingestUpdates int           // update commands the bulk writer sent
+	ingestCPU     time.Duration // process CPU time (all goroutines) during ingest
+	rawCPU        time.Duration
+	ingestUpdates int // update commands the bulk writer sent
 	rawUpdates    int
 }
 
@@ -46,13 +55,18 @@ func runBenchIngest(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.leavesPerAgent, "leaves", 10, "leaves per agent")
 	fs.IntVar(&cfg.ticks, "ticks", 3, "ticks to run")
 	fs.BoolVar(&cfg.durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
+	fs.StringVar(&cfg.client, "client", "loadgen", "how the agents send: loadgen (persistent HTTP/1.1 connections, as wrk) or agentclient (the agent package over net/http)")
 	fs.StringVar(&cfg.uri, "mongodb-uri", "", "benchmark against this MongoDB instead of an embedded server (use directConnection=true)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err)
 	}
 	if cfg.agents < 1 || cfg.leavesPerAgent < 1 || cfg.ticks < 1 {
 		return fmt.Errorf("%w: --agents, --leaves and --ticks must be positive", errUsage)
+	}
+	if cfg.client != "loadgen" && cfg.client != "agentclient" {
+		return fmt.Errorf("%w: --client must be loadgen or agentclient, not %q", errUsage, cfg.client)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -64,6 +78,14 @@ func runBenchIngest(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			if err := writeHeapProfile(*memProfile); err != nil {
+				_, _ = fmt.Fprintln(e.stderr, err)
+			}
+		}()
 	}
 	uri, stop, err := benchStore(ctx, cfg.uri, cfg.durable)
 	if err != nil {
@@ -81,13 +103,29 @@ func runBenchIngest(ctx context.Context, e *env, args []string) error {
 func printIngest(w io.Writer, cfg ingestBenchConfig, ticks []ingestTick) {
 	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d)\n",
 		cfg.agents, cfg.leavesPerAgent, bulk.DefaultMaxBatch)
-	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  update cmds (ingest/raw)  bound ceil(leaves/batch)")
+	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)")
+	var total ingestTick
 	for i, t := range ticks {
-		ir := float64(t.leaves) / t.ingest.Seconds()
-		rr := float64(t.leaves) / t.raw.Seconds()
-		bound := (t.leaves + bulk.DefaultMaxBatch - 1) / bulk.DefaultMaxBatch
-		_, _ = fmt.Fprintf(w, "%4d  %6d  %15.0f  %12.0f  %5.2f  %10d / %-10d  %d\n", i+1, t.leaves, ir, rr, ir/rr, t.ingestUpdates, t.rawUpdates, bound)
+		printIngestRow(w, fmt.Sprintf("%4d", i+1), t)
+		total.leaves += t.leaves
+		total.ingest += t.ingest
+		total.raw += t.raw
+		total.ingestCPU += t.ingestCPU
+		total.rawCPU += t.rawCPU
+		total.ingestUpdates += t.ingestUpdates
+		total.rawUpdates += t.rawUpdates
 	}
+	if len(ticks) > 1 {
+		printIngestRow(w, " all", total)
+	}
+}
+
+func printIngestRow(w io.Writer, label string, t ingestTick) {
+	ir := float64(t.leaves) / t.ingest.Seconds()
+	rr := float64(t.leaves) / t.raw.Seconds()
+	bound := (t.leaves + bulk.DefaultMaxBatch - 1) / bulk.DefaultMaxBatch
+	_, _ = fmt.Fprintf(w, "%s  %6d  %15.0f  %12.0f  %5.2f  %8.2f / %-8.2f  %10d / %-10d  %d\n", label, t.leaves, ir, rr, ir/rr,
+		t.ingestCPU.Seconds(), t.rawCPU.Seconds(), t.ingestUpdates, t.rawUpdates, bound)
 }
 
 func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]ingestTick, error) {
@@ -137,17 +175,24 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 	for i := range cfg.agents * cfg.leavesPerAgent {
 		leaves = append(leaves, agentsim.Leaf{ID: fmt.Sprintf("bench-p%07d", i), Type: "process"})
 	}
-	transport := &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}
-	sim := agentsim.New(agentsim.Config{
-		Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
-		Project: "bench", Leaves: leaves, Agents: cfg.agents, Seed: 7,
-	})
+	// Both clients keep at most benchConns requests in flight.
+	submitTick := func(tick, observed time.Time) error {
+		gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.agents, benchConns, 7)
+		defer gen.Close()
+		return gen.SubmitTick(ctx, tick, observed)
+	}
+	if cfg.client == "agentclient" {
+		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
+		defer transport.CloseIdleConnections()
+		sim := agentsim.New(agentsim.Config{
+			Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
+			Project: "bench", Leaves: leaves, Agents: cfg.agents, Seed: 7,
+		})
+		submitTick = func(tick, observed time.Time) error { return sim.SubmitTick(ctx, tick, observed, 0) }
+	}
 	raw := client.Database(dbName).Collection("raw_counts")
-	if _, err := raw.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}},
-		Options: options.Index().SetUnique(true),
-	}); err != nil {
-		return nil, fmt.Errorf("raw index: %w", err)
+	if err := copyIndexes(ctx, db.Collection(migrations.CountsCollection), raw); err != nil {
+		return nil, err
 	}
 
 	now := time.Now().UTC()
@@ -155,30 +200,86 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 	var out []ingestTick
 	for i := range cfg.ticks {
 		tick := first.Add(time.Duration(i) * 5 * time.Minute)
-		var t ingestTick
-		t.leaves = len(leaves)
-		proxy.ResetStats()
-		start := time.Now()
-		if err := sim.SubmitTick(ctx, tick, now, 0); err != nil {
-			return nil, err
+		t := ingestTick{leaves: len(leaves)}
+		ingest := func() error {
+			var err error
+			t.ingest, t.ingestCPU, t.ingestUpdates, err = measurePhase(proxy, func() error { return submitTick(tick, now) })
+			return err
 		}
-		t.ingest = time.Since(start)
-		t.ingestUpdates = proxy.Stats().Commands["update"]
-
-		proxy.ResetStats()
-		start = time.Now()
-		if err := rawUpserts(ctx, raw, leaves, tick, now); err != nil {
-			return nil, err
+		rawPhase := func() error {
+			var err error
+			t.raw, t.rawCPU, t.rawUpdates, err = measurePhase(proxy, func() error { return rawUpserts(ctx, raw, leaves, tick, now) })
+			return err
 		}
-		t.raw = time.Since(start)
-		t.rawUpdates = proxy.Stats().Commands["update"]
+		// Alternate which path goes first, so neither always inherits the other's leftovers.
+		phases := []func() error{ingest, rawPhase}
+		if i%2 == 1 {
+			phases[0], phases[1] = phases[1], phases[0]
+		}
+		for _, phase := range phases {
+			if err := phase(); err != nil {
+				return nil, err
+			}
+		}
 		out = append(out, t)
 	}
 	return out, nil
 }
 
-// rawUpserts writes the same leaf documents the ingest path writes, with plain unordered
-// driver bulk writes of 1,000 from 2 goroutines (the bulk writer's default workers).
+// measurePhase runs write after a full garbage collection (neither path pays for the other's
+// garbage) and returns its wall time, the process's CPU time and the update commands the
+// proxy saw.
+func measurePhase(proxy *blackpipe.Proxy, write func() error) (time.Duration, time.Duration, int, error) {
+	runtime.GC()
+	proxy.ResetStats()
+	cpu0 := processCPU()
+	start := time.Now()
+	err := write()
+	wall := time.Since(start)
+	return wall, processCPU() - cpu0, proxy.Stats().Commands["update"], err
+}
+
+// processCPU is the user and system CPU time the process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// copyIndexes creates on to every index of from (except _id's): the raw path must maintain
+// the same indexes as the counts collection the ingest path writes, or the comparison is off
+// by their cost.
+func copyIndexes(ctx context.Context, from, to *mongo.Collection) error {
+	cur, err := from.Indexes().List(ctx)
+	if err != nil {
+		return fmt.Errorf("list indexes: %w", err)
+	}
+	var specs []struct {
+		Name   string `bson:"name"`
+		Key    bson.D `bson:"key"`
+		Unique bool   `bson:"unique"`
+	}
+	if err := cur.All(ctx, &specs); err != nil {
+		return fmt.Errorf("list indexes: %w", err)
+	}
+	for _, spec := range specs {
+		if spec.Name == "_id_" {
+			continue
+		}
+		if _, err := to.Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys: spec.Key, Options: options.Index().SetName(spec.Name).SetUnique(spec.Unique),
+		}); err != nil {
+			return fmt.Errorf("raw index %s: %w", spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// rawUpserts writes the same leaf documents the ingest path writes (same fields, into a
+// collection with the same indexes), with plain unordered driver bulk writes of 1,000 from 2
+// goroutines (the bulk writer's default workers), in key order.
 func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time) error {
 	ts := bson.NewDateTimeFromTime(tick)
 	version := observed.UnixNano()
@@ -187,12 +288,13 @@ func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.L
 		hi := min(lo+bulk.DefaultMaxBatch, len(leaves))
 		p.Go(func(ctx context.Context) error {
 			models := make([]mongo.WriteModel, 0, hi-lo)
+			submissionID := "raw-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(lo)
 			for i := lo; i < hi; i++ {
 				models = append(models, mongo.NewUpdateOneModel().
 					SetFilter(bson.D{{Key: "id", Value: leaves[i].ID}, {Key: "type", Value: leaves[i].Type}, {Key: "timestamp", Value: ts},
 						{Key: "version", Value: bson.D{{Key: "$lt", Value: version}}}}).
 					SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "online", Value: agentsim.Online(7, i, observed)}, {Key: "version", Value: version},
-						{Key: "project", Value: "bench"}, {Key: "written_at", Value: bson.NewDateTimeFromTime(time.Now())}}}}).
+						{Key: "project", Value: "bench"}, {Key: "submission_id", Value: submissionID}, {Key: "written_at", Value: bson.NewDateTimeFromTime(time.Now())}}}}).
 					SetUpsert(true))
 			}
 			if _, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
@@ -202,6 +304,22 @@ func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.L
 		})
 	}
 	return p.Wait()
+}
+
+// writeHeapProfile writes the allocation profile (alloc_space shows what the run allocated).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	return nil
 }
 
 // hostOf returns the host:port of a single-host MongoDB URI.

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/gameops/rollup/agentsim"
+	"github.com/gameops/rollup/api/apiv1"
+)
+
+// loadGen plays n agents against POST /v1/counts the way an HTTP load generator (wrk, hey)
+// does: a fixed set of persistent HTTP/1.1 connections, each request written with one write
+// from a reused buffer and its answer read with a minimal parser. It exists so `bench ingest`
+// can measure the server's pipeline without net/http's client — which on a real deployment
+// runs on the agents' machines — taking its CPU from the same two cores. Every answer is
+// checked: status 200, the submission echoed, and every item applied.
+type loadGen struct {
+	addr, token, project string
+	leaves               []agentsim.Leaf
+	agents               int
+	seed                 uint64
+
+	mu    sync.Mutex
+	idle  []*loadConn // connections kept across ticks
+	conns int
+}
+
+type loadConn struct {
+	c    net.Conn
+	r    *bufio.Reader
+	req  []byte // request head + body, reused
+	body []byte // response body, reused
+	resp apiv1.CountsResponse
+}
+
+func newLoadGen(addr, token, project string, leaves []agentsim.Leaf, agents, conns int, seed uint64) *loadGen {
+	return &loadGen{addr: addr, token: token, project: project, leaves: leaves, agents: agents, conns: conns, seed: seed}
+}
+
+// SubmitTick makes every agent submit its share of the leaves for tick, observed at observed
+// (the split and the counts are agentsim's), over at most conns connections at once.
+func (g *loadGen) SubmitTick(ctx context.Context, tick, observed time.Time) error {
+	var next atomic.Int64
+	p := pool.New().WithErrors().WithContext(ctx)
+	for range min(g.conns, g.agents) {
+		p.Go(func(ctx context.Context) error {
+			lc, err := g.conn(ctx)
+			if err != nil {
+				return err
+			}
+			for {
+				a := int(next.Add(1) - 1)
+				if a >= g.agents || ctx.Err() != nil {
+					g.release(lc)
+					return nil
+				}
+				if err := g.submit(lc, a, tick, observed); err != nil {
+					_ = lc.c.Close()
+					return fmt.Errorf("agent %d: %w", a, err)
+				}
+			}
+		})
+	}
+	return p.Wait()
+}
+
+// Close closes the idle connections.
+func (g *loadGen) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, lc := range g.idle {
+		_ = lc.c.Close()
+	}
+	g.idle = nil
+}
+
+func (g *loadGen) conn(ctx context.Context) (*loadConn, error) {
+	g.mu.Lock()
+	if n := len(g.idle); n > 0 {
+		lc := g.idle[n-1]
+		g.idle = g.idle[:n-1]
+		g.mu.Unlock()
+		return lc, nil
+	}
+	g.mu.Unlock()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", g.addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	return &loadConn{c: c, r: bufio.NewReaderSize(c, 16<<10)}, nil
+}
+
+func (g *loadGen) release(lc *loadConn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.idle = append(g.idle, lc)
+}
+
+func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) error {
+	n := len(g.leaves)
+	lo, hi := agent*n/g.agents, (agent+1)*n/g.agents
+	counts := make([]apiv1.Count, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		counts = append(counts, apiv1.Count{ID: g.leaves[i].ID, Type: g.leaves[i].Type, Online: agentsim.Online(g.seed, i, observed)})
+	}
+	id := "bench-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(agent)
+	req := apiv1.CountsRequest{Project: g.project, Timestamp: tick, ObservedAt: &observed, SubmissionID: id, Counts: counts}
+
+	// The body goes after a head whose Content-Length is patched in once the body is known.
+	b := append(lc.req[:0], "POST "+apiv1.CountsPath+" HTTP/1.1\r\nHost: rollup\r\nAuthorization: Bearer "...)
+	b = append(b, g.token...)
+	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	lenAt := len(b)
+	b = append(b, "          \r\n\r\n"...) // room for the length, padded with spaces
+	bodyAt := len(b)
+	b, err := req.AppendJSON(b)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	digits := strconv.AppendInt(nil, int64(len(b)-bodyAt), 10)
+	// Header values may carry trailing spaces (optional whitespace, RFC 9110 5.6.3).
+	copy(b[lenAt:], digits)
+	lc.req = b
+
+	if err := lc.c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+		return fmt.Errorf("deadline: %w", err)
+	}
+	if _, err := lc.c.Write(b); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	status, body, err := readHTTPResponse(lc.r, lc.body)
+	if err != nil {
+		return err
+	}
+	lc.body = body
+	if status != 200 {
+		return fmt.Errorf("HTTP %d: %s", status, body)
+	}
+	lc.resp = apiv1.CountsResponse{Items: lc.resp.Items[:0]}
+	if err := apiv1.DecodeCountsResponse(body, &lc.resp); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	if lc.resp.SubmissionID != id || lc.resp.Summary.Applied != len(counts) {
+		return fmt.Errorf("answer for %q: %d of %d items applied", lc.resp.SubmissionID, lc.resp.Summary.Applied, len(counts))
+	}
+	return nil
+}
+
+// readHTTPResponse reads one HTTP/1.1 response with a Content-Length body (net/http's server
+// sets one on every small answer) into buf and returns the status and the body.
+func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		return 0, buf, fmt.Errorf("read status line: %w", err)
+	}
+	// "HTTP/1.1 200 OK\r\n"
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, buf, fmt.Errorf("malformed status line %q", line)
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, buf, fmt.Errorf("malformed status line %q", line)
+	}
+	length := -1
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return 0, buf, fmt.Errorf("read header: %w", err)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return 0, buf, fmt.Errorf("malformed header %q", line)
+		}
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || length < 0 {
+				return 0, buf, fmt.Errorf("malformed Content-Length %q", value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			return 0, buf, errors.New("chunked answers are not supported by the load generator")
+		}
+	}
+	if length < 0 {
+		return 0, buf, errors.New("answer without Content-Length")
+	}
+	if cap(buf) < length {
+		buf = make([]byte, length)
+	}
+	buf = buf[:length]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, buf, fmt.Errorf("read body: %w", err)
+	}
+	return status, buf, nil
+}
