@@ -158,6 +158,9 @@ func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) erro
 	return nil
 }
 
+// maxAnswerBytes bounds an answer body (a 10,000-item answer is about 1 MB).
+const maxAnswerBytes = 16 << 20
+
 // readHTTPResponse reads one HTTP/1.1 response with a Content-Length body (net/http's server
 // sets one on every small answer) into buf and returns the status and the body.
 func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
@@ -198,6 +201,9 @@ func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
 	}
 	if length < 0 {
 		return 0, buf, errors.New("answer without Content-Length")
+	}
+	if length > maxAnswerBytes {
+		return 0, buf, fmt.Errorf("answer of %d bytes is over the %d-byte limit", length, maxAnswerBytes)
 	}
 	if cap(buf) < length {
 		buf = make([]byte, length)

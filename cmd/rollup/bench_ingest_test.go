@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchIngestCLI runs `bench ingest` end to end on a small shape with both clients: every
+// answer is checked inside the run (all items applied), the report has one row per tick plus
+// the total, and the command counts respect the bound.
+func TestBenchIngestCLI(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		usage   bool
+		wantOut []string
+	}{
+		{"loadgen", []string{"--agents", "20", "--leaves", "5", "--ticks", "2"}, false,
+			[]string{"20 agents x 5 leaves", "   1     100", "   2     100", " all     200", "1 / 1"}},
+		{"agentclient", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--client", "agentclient"}, false,
+			[]string{"   1     100", "1 / 1"}},
+		{"unknown client", []string{"--client", "curl"}, true, nil},
+		{"zero agents", []string{"--agents", "0"}, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			err := run(ctx, &env{stdout: &stdout, stderr: &stderr}, append([]string{"bench", "ingest"}, tc.args...))
+			if tc.usage {
+				if !errors.Is(err, errUsage) {
+					t.Fatalf("err %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			for _, s := range tc.wantOut {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("output lacks %q:\n%s", s, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestReadHTTPResponse(t *testing.T) {
+	tests := []struct {
+		name       string
+		in         string
+		wantStatus int
+		wantBody   string
+		wantErr    string
+	}{
+		{"ok", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 200, "{}", ""},
+		{"lower-case header, spaces", "HTTP/1.1 503 Service Unavailable\r\ncontent-length:  5 \r\n\r\nbusy!", 503, "busy!", ""},
+		{"empty body", "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 204, "", ""},
+		{"bare LF", "HTTP/1.1 200 OK\nContent-Length: 1\n\nx", 200, "x", ""},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 0, "", "chunked"},
+		{"no length", "HTTP/1.1 200 OK\r\n\r\n{}", 0, "", "without Content-Length"},
+		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 0, "", "malformed Content-Length"},
+		{"bad status", "HTTP/1.1 2x0 OK\r\n\r\n", 0, "", "malformed status line"},
+		{"not HTTP", "SSH-2.0-OpenSSH\r\n\r\n", 0, "", "malformed status line"},
+		{"header without colon", "HTTP/1.1 200 OK\r\nContent-Length 2\r\n\r\n{}", 0, "", "malformed header"},
+		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", 0, "", "read body"},
+		{"huge length", "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n", 0, "", "over the"},
+		{"cut in headers", "HTTP/1.1 200 OK\r\nContent-Len", 0, "", "read header"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body, err := readHTTPResponse(bufio.NewReader(strings.NewReader(tc.in)), nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != tc.wantStatus || string(body) != tc.wantBody {
+				t.Fatalf("got %d %q, want %d %q", status, body, tc.wantStatus, tc.wantBody)
+			}
+		})
+	}
+}
+
+// FuzzReadHTTPResponse checks the load generator's response parser never panics and never
+// returns more body than the input holds.
+func FuzzReadHTTPResponse(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"))
+	f.Add([]byte("HTTP/1.0 404 x\ncontent-length:0\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, body, err := readHTTPResponse(bufio.NewReader(bytes.NewReader(in)), nil)
+		if err == nil && len(body) > len(in) {
+			t.Fatalf("body of %d bytes from %d bytes of input", len(body), len(in))
+		}
+	})
+}
