@@ -22,6 +22,8 @@ func TestBenchIngestCLI(t *testing.T) {
 	}{
 		{"loadgen", []string{"--agents", "20", "--leaves", "5", "--ticks", "2"}, false,
 			[]string{"20 agents x 5 leaves", "   1     100", "   2     100", " all     200", "1 / 1"}},
+		{"large answers (chunked)", []string{"--agents", "2", "--leaves", "200", "--ticks", "1"}, false,
+			[]string{"   1     400"}},
 		{"agentclient", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--client", "agentclient"}, false,
 			[]string{"   1     100", "1 / 1"}},
 		{"unknown client", []string{"--client", "curl"}, true, nil},
@@ -63,7 +65,11 @@ func TestReadHTTPResponse(t *testing.T) {
 		{"lower-case header, spaces", "HTTP/1.1 503 Service Unavailable\r\ncontent-length:  5 \r\n\r\nbusy!", 503, "busy!", ""},
 		{"empty body", "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 204, "", ""},
 		{"bare LF", "HTTP/1.1 200 OK\nContent-Length: 1\n\nx", 200, "x", ""},
-		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 0, "", "chunked"},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{\"\r\nA;x=y\r\n:[1,2,3,4]\r\n0\r\nX-T: 1\r\n\r\n", 200, `{":[1,2,3,4]`, ""},
+		{"chunked, bad size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, "", "malformed chunk size"},
+		{"chunked, missing CRLF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}xx0\r\n\r\n", 0, "", "malformed chunk end"},
+		{"chunked, huge", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffff\r\n", 0, "", "over the"},
+		{"gzip", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0, "", "unsupported Transfer-Encoding"},
 		{"no length", "HTTP/1.1 200 OK\r\n\r\n{}", 0, "", "without Content-Length"},
 		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 0, "", "malformed Content-Length"},
 		{"bad status", "HTTP/1.1 2x0 OK\r\n\r\n", 0, "", "malformed status line"},
@@ -71,6 +77,7 @@ func TestReadHTTPResponse(t *testing.T) {
 		{"header without colon", "HTTP/1.1 200 OK\r\nContent-Length 2\r\n\r\n{}", 0, "", "malformed header"},
 		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", 0, "", "read body"},
 		{"huge length", "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n", 0, "", "over the"},
+		{"status below 100", "HTTP/1.1 099 x\r\n\r\n", 0, "", "malformed status line"},
 		{"cut in headers", "HTTP/1.1 200 OK\r\nContent-Len", 0, "", "read header"},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,7 @@ func newLoadGen(addr, token, project string, leaves []agentsim.Leaf, agents, con
 // (the split and the counts are agentsim's), over at most conns connections at once.
 func (g *loadGen) SubmitTick(ctx context.Context, tick, observed time.Time) error {
 	var next atomic.Int64
-	p := pool.New().WithErrors().WithContext(ctx)
+	p := pool.New().WithErrors().WithFirstError().WithContext(ctx).WithCancelOnError()
 	for range min(g.conns, g.agents) {
 		p.Go(func(ctx context.Context) error {
 			lc, err := g.conn(ctx)
@@ -161,8 +162,8 @@ func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) erro
 // maxAnswerBytes bounds an answer body (a 10,000-item answer is about 1 MB).
 const maxAnswerBytes = 16 << 20
 
-// readHTTPResponse reads one HTTP/1.1 response with a Content-Length body (net/http's server
-// sets one on every small answer) into buf and returns the status and the body.
+// readHTTPResponse reads one HTTP/1.1 response into buf and returns the status and the
+// body. net/http's server sends small answers with a Content-Length and larger ones chunked.
 func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
@@ -173,10 +174,10 @@ func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
 		return 0, buf, fmt.Errorf("malformed status line %q", line)
 	}
 	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
+	if err != nil || status < 100 {
 		return 0, buf, fmt.Errorf("malformed status line %q", line)
 	}
-	length := -1
+	length, chunked := -1, false
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
@@ -196,21 +197,69 @@ func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
 				return 0, buf, fmt.Errorf("malformed Content-Length %q", value)
 			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			return 0, buf, errors.New("chunked answers are not supported by the load generator")
+			if !bytes.EqualFold(bytes.TrimSpace(value), []byte("chunked")) {
+				return 0, buf, fmt.Errorf("unsupported Transfer-Encoding %q", value)
+			}
+			chunked = true
 		}
 	}
-	if length < 0 {
+	buf = buf[:0]
+	switch {
+	case chunked:
+		buf, err = readChunked(r, buf)
+		return status, buf, err
+	case length < 0:
 		return 0, buf, errors.New("answer without Content-Length")
 	}
-	if length > maxAnswerBytes {
-		return 0, buf, fmt.Errorf("answer of %d bytes is over the %d-byte limit", length, maxAnswerBytes)
+	return status, buf, readN(r, &buf, length)
+}
+
+// readChunked appends a chunked body (RFC 9112 7.1) to buf; trailers are skipped.
+func readChunked(r *bufio.Reader, buf []byte) ([]byte, error) {
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return buf, fmt.Errorf("read chunk size: %w", err)
+		}
+		size, _, _ := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte(";")) // no chunk extensions expected
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(size)), 16, 64)
+		if err != nil || n < 0 {
+			return buf, fmt.Errorf("malformed chunk size %q", line)
+		}
+		if n == 0 {
+			for { // trailer section, up to the empty line
+				line, err := r.ReadSlice('\n')
+				if err != nil {
+					return buf, fmt.Errorf("read trailer: %w", err)
+				}
+				if len(bytes.TrimRight(line, "\r\n")) == 0 {
+					return buf, nil
+				}
+			}
+		}
+		if int64(len(buf))+n > maxAnswerBytes {
+			return buf, fmt.Errorf("answer over the %d-byte limit", maxAnswerBytes)
+		}
+		if err := readN(r, &buf, int(n)); err != nil {
+			return buf, err
+		}
+		line, err = r.ReadSlice('\n')
+		if err != nil || len(bytes.TrimRight(line, "\r\n")) != 0 {
+			return buf, fmt.Errorf("malformed chunk end %q", line)
+		}
 	}
-	if cap(buf) < length {
-		buf = make([]byte, length)
+}
+
+// readN appends exactly n bytes of r to *buf.
+func readN(r *bufio.Reader, buf *[]byte, n int) error {
+	if len(*buf)+n > maxAnswerBytes {
+		return fmt.Errorf("answer of %d bytes is over the %d-byte limit", len(*buf)+n, maxAnswerBytes)
 	}
-	buf = buf[:length]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return 0, buf, fmt.Errorf("read body: %w", err)
+	b := slices.Grow(*buf, n)
+	b = b[:len(b)+n]
+	if _, err := io.ReadFull(r, b[len(*buf):]); err != nil {
+		return fmt.Errorf("read body: %w", err)
 	}
-	return status, buf, nil
+	*buf = b
+	return nil
 }
