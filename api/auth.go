@@ -20,8 +20,26 @@ import (
 // HashToken returns the sha256 hex of a token: the only form in which tokens are stored
 // (the _id of the tokens collection).
 func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
+	h := hashToken(token)
+	return string(h[:])
+}
+
+// tokenHash is HashToken's result in an array, so that a cache hit allocates nothing.
+type tokenHash [2 * sha256.Size]byte
+
+// hashToken is HashToken without allocation for tokens of at most maxTokenLen bytes (every
+// token bearerToken accepts).
+func hashToken(token string) tokenHash {
+	var sum [sha256.Size]byte
+	if len(token) <= maxTokenLen {
+		var b [maxTokenLen]byte // []byte(token) would allocate beyond 32 bytes
+		sum = sha256.Sum256(b[:copy(b[:], token)])
+	} else {
+		sum = sha256.Sum256([]byte(token))
+	}
+	var h tokenHash
+	hex.Encode(h[:], sum[:])
+	return h
 }
 
 // maxTokenLen bounds a presented token; ours are 43 characters.
@@ -142,6 +160,20 @@ func newAuthCache(store tokenStore, ttl time.Duration, now func() time.Time) *au
 	}
 }
 
+// lookupToken is lookup(ctx, HashToken(token)), without allocating when the cache answers.
+func (a *authCache) lookupToken(ctx context.Context, token string) (tokenInfo, bool, error) {
+	h := hashToken(token)
+	a.mu.Lock()
+	if e, ok := a.entries[string(h[:])]; ok && a.now().Before(e.expires) {
+		a.mu.Unlock()
+		return e.info, e.found, nil
+	}
+	a.mu.Unlock()
+	return a.lookup(ctx, string(h[:]))
+}
+
+// lookup returns what the token of the given hash grants: from the cache, else from the
+// store (one query shared by concurrent lookups of the hash).
 func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, error) {
 	a.mu.Lock()
 	if e, ok := a.entries[hash]; ok && a.now().Before(e.expires) {

@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +42,42 @@ func TestHashToken(t *testing.T) {
 	// sha256("abc"), a published test vector.
 	if got := HashToken("abc"); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
 		t.Fatalf("HashToken(abc) = %s", got)
+	}
+	// hashToken is sha256 hex at every length, including beyond maxTokenLen.
+	for _, n := range []int{0, 1, 18, 32, 33, 43, maxTokenLen - 1, maxTokenLen, maxTokenLen + 1, 1000} {
+		tok := strings.Repeat("x", n)
+		sum := sha256.Sum256([]byte(tok))
+		want := hex.EncodeToString(sum[:])
+		if h := hashToken(tok); string(h[:]) != want || HashToken(tok) != want {
+			t.Errorf("len %d: hashToken %s, HashToken %s, want %s", n, h[:], HashToken(tok), want)
+		}
+	}
+}
+
+// TestLookupToken checks that lookupToken answers as lookup of the token's hash and that a
+// cache hit allocates nothing.
+func TestLookupToken(t *testing.T) {
+	store := newFakeTokens()
+	a := newAuthCache(store, time.Minute, testNow)
+	ctx := context.Background()
+	for _, tok := range []string{tokenA, tokenB, tokenDel, "nope", strings.Repeat("z", 43)} {
+		info, found, err := a.lookupToken(ctx, tok)    // a miss, then ...
+		info2, found2, err2 := a.lookupToken(ctx, tok) // ... a hit
+		want, wantFound, wantErr := a.lookup(ctx, HashToken(tok))
+		if info != want || found != wantFound || err != wantErr || info2 != want || found2 != wantFound || err2 != wantErr {
+			t.Errorf("%s: lookupToken %+v %v %v then %+v %v %v; lookup %+v %v %v",
+				tok, info, found, err, info2, found2, err2, want, wantFound, wantErr)
+		}
+	}
+	store.mu.Lock()
+	lookups := store.lookups
+	store.mu.Unlock()
+	if lookups != 5 {
+		t.Errorf("%d store lookups, want 5 (one per token)", lookups)
+	}
+	long := strings.Repeat("z", 43) // the length of our tokens
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = a.lookupToken(ctx, long) }); n != 0 {
+		t.Errorf("a cache hit allocates %v times, want 0", n)
 	}
 }
 
