@@ -60,9 +60,10 @@ func malformed(field, format string, args ...any) *httpError {
 
 // decodeBody is parseRequest, through fastParse for the plain bodies agents send: anything
 // else (including every invalid body) goes to parseRequest, which explains what is wrong.
-func decodeBody(body []byte, maxItems int) (*rawRequest, *httpError) {
-	if raw, ok := fastParse(body, maxItems); ok {
-		return raw, nil
+// The fast path reads into (and returns) into, reusing its counts' capacity.
+func decodeBody(body []byte, maxItems int, into *rawRequest) (*rawRequest, *httpError) {
+	if fastParse(body, maxItems, into) {
+		return into, nil
 	}
 	return parseRequest(body, maxItems)
 }

@@ -14,7 +14,7 @@ import (
 
 // decodeRequest parses and validates a body as the handler does (minus auth).
 func decodeRequest(body []byte, lim limits, now time.Time) (*submission, *httpError) {
-	raw, herr := decodeBody(body, lim.maxItems)
+	raw, herr := decodeBody(body, lim.maxItems, &rawRequest{})
 	if herr != nil {
 		return nil, herr
 	}

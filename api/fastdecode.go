@@ -15,20 +15,23 @@ import (
 // that is not exactly such a request, valid or not — and the caller then runs parseRequest,
 // which reads every body fastParse accepts identically (FuzzFastParse checks) and explains
 // what is wrong with the others.
-func fastParse(body []byte, maxItems int) (req *rawRequest, ok bool) {
+//
+// fastParse reads into req, overwriting it but reusing the capacity of req.counts; req is
+// garbage when ok is false.
+func fastParse(body []byte, maxItems int, req *rawRequest) (ok bool) {
+	*req = rawRequest{counts: req.counts[:0]}
 	p := fastScanner{jsonscan.New(string(body))}
 	if !p.Lit('{') {
-		return nil, false
+		return false
 	}
-	req = &rawRequest{}
 	if p.Lit('}') {
-		return req, p.End()
+		return p.End()
 	}
 	var seen uint
 	for {
 		key, ok := p.Str()
 		if !ok || !p.Lit(':') {
-			return nil, false
+			return false
 		}
 		var bit uint
 		switch key {
@@ -48,19 +51,19 @@ func fastParse(body []byte, maxItems int) (req *rawRequest, ok bool) {
 			bit = 1 << 4
 			ok = p.counts(req, maxItems)
 		default:
-			return nil, false
+			return false
 		}
 		if !ok || seen&bit != 0 {
-			return nil, false
+			return false
 		}
 		seen |= bit
 		if p.Lit(',') {
 			continue
 		}
 		if p.Lit('}') {
-			return req, p.End()
+			return p.End()
 		}
-		return nil, false
+		return false
 	}
 }
 
@@ -80,13 +83,17 @@ func (p *fastScanner) optStr() (optString, bool) {
 }
 
 // counts reads the counts array: non-empty objects of id, type and online, each at most once.
+// It reuses the capacity of req.counts, allocating only when req.counts is nil or too small.
 func (p *fastScanner) counts(req *rawRequest, maxItems int) bool {
 	if !p.Lit('[') {
 		return false
 	}
 	req.hasCounts = true
 	// Every item is an object: the number of '{' left bounds the number of items.
-	req.counts = make([]rawCount, 0, min(strings.Count(p.Rest(), "{"), max(maxItems, 0)))
+	req.counts = req.counts[:0]
+	if n := min(strings.Count(p.Rest(), "{"), max(maxItems, 0)); req.counts == nil || cap(req.counts) < n {
+		req.counts = make([]rawCount, 0, n)
+	}
 	if p.Lit(']') {
 		return true
 	}

@@ -28,15 +28,27 @@ type Server struct {
 	read reader
 	// stats counts the ingest answers.
 	stats *ingestStats
-	// bufs holds *[]byte buffers for request bodies and 200 answers.
-	bufs sync.Pool
+	// scratch holds the *ingestScratch of ingest requests.
+	scratch sync.Pool
 }
 
-// Buffer sizes of Server.bufs: new buffers fit an agent's request; larger ones (up to
-// maxPooledBuf) are kept for the next large request, larger still are left to the GC.
+// ingestScratch is the memory of an ingest request that nothing keeps after its answer is
+// written, reused by later requests: the body (then the 200 answer), the parsed request
+// and the answer. The strings in raw and resp point into the body's string, not into buf.
+// The submission handed to the Sink is not in it: a Sink may keep what it is given.
+type ingestScratch struct {
+	buf  []byte
+	raw  rawRequest
+	resp apiv1.CountsResponse
+}
+
+// Sizes of a Server.scratch: new buffers fit an agent's request; larger ones (up to
+// maxPooledBuf bytes, maxPooledItems items) are kept for the next large request, larger
+// still are left to the GC.
 const (
-	initialBuf   = 4 << 10
-	maxPooledBuf = 256 << 10
+	initialBuf     = 4 << 10
+	maxPooledBuf   = 256 << 10
+	maxPooledItems = 2048
 )
 
 var _ http.Handler = (*Server)(nil)
@@ -113,10 +125,10 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	}
 
 	// 2. The body.
-	buf := s.getBuf()
-	defer s.putBuf(buf)
-	body, err := readBody((*buf)[:0], http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
-	*buf = body
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	body, err := readBody(sc.buf[:0], http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
+	sc.buf = body
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -126,7 +138,7 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 		}
 		return s.failCounts(w, malformed("", "reading the body: %s", err.Error()))
 	}
-	raw, herr := decodeBody(body, s.lim.maxItems)
+	raw, herr := decodeBody(body, s.lim.maxItems, &sc.raw)
 	if herr != nil {
 		return s.failCounts(w, herr)
 	}
@@ -157,34 +169,39 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	}
 
 	// 6. Write.
-	resp, herr := s.write(ctx, sub)
-	if herr != nil {
+	resp := &sc.resp
+	if herr := s.write(ctx, sub, resp); herr != nil {
 		return s.failCounts(w, herr)
 	}
-	out, err := resp.AppendJSON((*buf)[:0])
+	out, err := resp.AppendJSON(sc.buf[:0])
 	if err != nil { // not for a validated timestamp; encoding/json then fails the same way
 		writeJSON(w, http.StatusOK, resp)
 		return ingestOutcome{status: http.StatusOK, summary: resp.Summary}
 	}
-	*buf = append(out, '\n') // as json.Encoder ends a value
+	sc.buf = append(out, '\n') // as json.Encoder ends a value
 	writeHeader(w, http.StatusOK)
-	_, _ = w.Write(*buf) // a write error means the client went away; there is nobody to tell
+	_, _ = w.Write(sc.buf) // a write error means the client went away; there is nobody to tell
 	return ingestOutcome{status: http.StatusOK, summary: resp.Summary}
 }
 
-func (s *Server) getBuf() *[]byte {
-	if b, ok := s.bufs.Get().(*[]byte); ok {
-		return b
+func (s *Server) getScratch() *ingestScratch {
+	if sc, ok := s.scratch.Get().(*ingestScratch); ok {
+		return sc
 	}
-	b := make([]byte, 0, initialBuf)
-	return &b
+	return &ingestScratch{buf: make([]byte, 0, initialBuf)}
 }
 
-func (s *Server) putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
-		*b = (*b)[:0]
-		s.bufs.Put(b)
+// putScratch keeps sc for a later request unless it grew too large. It drops the strings of
+// this request first so that a pooled scratch does not keep its body alive.
+func (s *Server) putScratch(sc *ingestScratch) {
+	if cap(sc.buf) > maxPooledBuf || cap(sc.raw.counts) > maxPooledItems || cap(sc.resp.Items) > maxPooledItems {
+		return
 	}
+	counts, items := sc.raw.counts[:cap(sc.raw.counts)], sc.resp.Items[:cap(sc.resp.Items)]
+	clear(counts)
+	clear(items)
+	*sc = ingestScratch{buf: sc.buf[:0], raw: rawRequest{counts: counts[:0]}, resp: apiv1.CountsResponse{Items: items[:0]}}
+	s.scratch.Put(sc)
 }
 
 // readBody appends r to b until EOF as io.ReadAll does, growing b once to the announced
@@ -208,16 +225,23 @@ func readBody(b []byte, r io.Reader, length, limit int64) ([]byte, error) {
 	}
 }
 
-// write hands sub to the Sink and builds the 200 answer, or the 503/500 when any outcome is
-// not final.
-func (s *Server) write(ctx context.Context, sub *submission) (*apiv1.CountsResponse, *httpError) {
-	resp := &apiv1.CountsResponse{
+// write hands sub to the Sink and builds the 200 answer in resp (overwriting it, reusing the
+// capacity of resp.Items), or returns the 503/500 when any outcome is not final.
+func (s *Server) write(ctx context.Context, sub *submission, resp *apiv1.CountsResponse) *httpError {
+	items := resp.Items
+	if n := len(sub.items); items == nil || cap(items) < n {
+		items = make([]apiv1.ItemResult, n)
+	} else {
+		items = items[:n]
+		clear(items)
+	}
+	*resp = apiv1.CountsResponse{
 		SubmissionID: sub.submissionID, Project: sub.project, Timestamp: sub.timestamp,
-		Version: sub.version, Items: make([]apiv1.ItemResult, len(sub.items)),
+		Version: sub.version, Items: items,
 	}
 	if len(sub.items) > 0 {
 		if s.cfg.Sink == nil {
-			return nil, s.internal("no sink configured", errors.New("api: nil Sink"))
+			return s.internal("no sink configured", errors.New("api: nil Sink"))
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 		results, err := s.cfg.Sink.Submit(sctx, sub.items)
@@ -225,11 +249,11 @@ func (s *Server) write(ctx context.Context, sub *submission) (*apiv1.CountsRespo
 		switch {
 		case err != nil && (errors.Is(err, bulk.ErrUnavailable) || errors.Is(err, bulk.ErrClosed) ||
 			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
-			return nil, s.unavailableErr("write", err)
+			return s.unavailableErr("write", err)
 		case err != nil:
-			return nil, s.internal("write", err)
+			return s.internal("write", err)
 		case len(results) != len(sub.items):
-			return nil, s.internal("write", fmt.Errorf("sink returned %d results for %d items", len(results), len(sub.items)))
+			return s.internal("write", fmt.Errorf("sink returned %d results for %d items", len(results), len(sub.items)))
 		}
 		for i, res := range results {
 			it := &resp.Items[i]
@@ -249,7 +273,7 @@ func (s *Server) write(ctx context.Context, sub *submission) (*apiv1.CountsRespo
 				resp.Summary.Rejected++
 			default:
 				// Not final: the whole request is resent (safe: applied items come back stale).
-				return nil, s.unavailableErr("write", fmt.Errorf("item %d outcome %s: %w", i, res.Outcome, res.Err))
+				return s.unavailableErr("write", fmt.Errorf("item %d outcome %s: %w", i, res.Outcome, res.Err))
 			}
 		}
 	}
@@ -260,7 +284,7 @@ func (s *Server) write(ctx context.Context, sub *submission) (*apiv1.CountsRespo
 		s.log.Warn("items rejected by the store", zap.String("project", sub.project),
 			zap.String("submission_id", sub.submissionID), zap.Int("rejected", resp.Summary.Rejected))
 	}
-	return resp, nil
+	return nil
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, msg string) {

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,6 +268,60 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 		if len(seen) != tc.max-tc.min+1 {
 			t.Errorf("retryAfterSeconds(%v) drew only %v: not jittered over the range", tc.base, seen)
+		}
+	}
+}
+
+// TestScratchReuse: an answer does not depend on the requests the server answered before
+// (which leave their parsed counts and answer items in the reused scratch): each one is
+// byte for byte what a fresh server answers, and what encoding/json makes of it.
+func TestScratchReuse(t *testing.T) {
+	// Items named r… are rejected with an error, s… are stale, the others applied.
+	sinkFn := func(_ context.Context, items []bulk.Item) ([]bulk.Result, error) {
+		res := make([]bulk.Result, len(items))
+		for i, it := range items {
+			switch it.ID[0] {
+			case 'r':
+				res[i] = bulk.Result{Outcome: bulk.OutcomeRejected, Err: errors.New("refused " + it.ID)}
+			case 's':
+				res[i].Outcome = bulk.OutcomeStale
+			default:
+				res[i].Outcome = bulk.OutcomeApplied
+			}
+		}
+		return res, nil
+	}
+	bodies := []string{
+		reqBody(`[{"id":"r1","type":"t","online":1},{"id":"r2","type":"t","online":2},{"id":"s3","type":"t","online":3},{"id":"a4","type":"t","online":4},{"id":"r5","type":"t","online":5}]`),
+		reqBody(`[{"id":"a1","type":"u","online":9},{"id":"a2","type":"u","online":8}]`),
+		reqBody(`[]`),
+		reqBody(`[{"id":"a1","type":"t","online":1},{"id":"a1","type":"t","online":2}]`),  // 400
+		`{"project":"proj-a","timestamp":"2024-05-01T10:05:00Z","submission_id":"sub-2"}`, // 400
+		reqBody(`[{"id":"s1","type":"t","online":1},{"id":"a2","type":"t","online":2},{"id":"a3","type":"t","online":3}]`),
+		`{"project":"proj-a","timestamp":"2024-05-01T10:05:00Z","submission_id":"sub-3","counts":[]}`,
+		reqBody(`[{"id":"a1","type":"t","online":1}]`),
+	}
+	srv := newServer(testConfig(t, &fakeSink{fn: sinkFn}), newFakeTokens())
+	for round := range 3 {
+		for i, body := range bodies {
+			got := post(t, srv, tokenA, strings.NewReader(body))
+			want := post(t, newServer(testConfig(t, &fakeSink{fn: sinkFn}), newFakeTokens()), tokenA, strings.NewReader(body))
+			if got.status != want.status || got.raw != want.raw || !reflect.DeepEqual(got.header, want.header) {
+				t.Fatalf("round %d body %d: reused server %d %v\n%s\nfresh server %d %v\n%s",
+					round, i, got.status, got.header, got.raw, want.status, want.header, want.raw)
+			}
+			if got.ok == nil {
+				continue
+			}
+			var enc bytes.Buffer
+			e := json.NewEncoder(&enc)
+			e.SetEscapeHTML(false)
+			if err := e.Encode(got.ok); err != nil {
+				t.Fatal(err)
+			}
+			if got.raw != enc.String() {
+				t.Fatalf("round %d body %d: answer\n%s\nencoding/json\n%s", round, i, got.raw, enc.String())
+			}
 		}
 	}
 }
