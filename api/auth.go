@@ -160,11 +160,13 @@ func newAuthCache(store tokenStore, ttl time.Duration, now func() time.Time) *au
 	}
 }
 
-// lookupToken is lookup(ctx, HashToken(token)), without allocating when the cache answers.
-func (a *authCache) lookupToken(ctx context.Context, token string) (tokenInfo, bool, error) {
+// lookupByToken is lookup(ctx, HashToken(token)), without allocating when the cache answers.
+// now is the time of the request (from the cache's clock): a cache entry answers when it
+// expires after now.
+func (a *authCache) lookupByToken(ctx context.Context, token string, now time.Time) (tokenInfo, bool, error) {
 	h := hashToken(token)
 	a.mu.Lock()
-	if e, ok := a.entries[string(h[:])]; ok && a.now().Before(e.expires) {
+	if e, ok := a.entries[string(h[:])]; ok && now.Before(e.expires) {
 		a.mu.Unlock()
 		return e.info, e.found, nil
 	}

@@ -54,29 +54,42 @@ func TestHashToken(t *testing.T) {
 	}
 }
 
-// TestLookupToken checks that lookupToken answers as lookup of the token's hash and that a
+// TestLookupByToken checks that lookupByToken answers as lookup of the token's hash and that a
 // cache hit allocates nothing.
-func TestLookupToken(t *testing.T) {
+func TestLookupByToken(t *testing.T) {
 	store := newFakeTokens()
 	a := newAuthCache(store, time.Minute, testNow)
 	ctx := context.Background()
 	for _, tok := range []string{tokenA, tokenB, tokenDel, "nope", strings.Repeat("z", 43)} {
-		info, found, err := a.lookupToken(ctx, tok)    // a miss, then ...
-		info2, found2, err2 := a.lookupToken(ctx, tok) // ... a hit
+		info, found, err := a.lookupByToken(ctx, tok, testNow())    // a miss, then ...
+		info2, found2, err2 := a.lookupByToken(ctx, tok, testNow()) // ... a hit
 		want, wantFound, wantErr := a.lookup(ctx, HashToken(tok))
 		if info != want || found != wantFound || err != wantErr || info2 != want || found2 != wantFound || err2 != wantErr {
-			t.Errorf("%s: lookupToken %+v %v %v then %+v %v %v; lookup %+v %v %v",
+			t.Errorf("%s: lookupByToken %+v %v %v then %+v %v %v; lookup %+v %v %v",
 				tok, info, found, err, info2, found2, err2, want, wantFound, wantErr)
 		}
 	}
-	store.mu.Lock()
-	lookups := store.lookups
-	store.mu.Unlock()
-	if lookups != 5 {
+	if lookups := store.numLookups(); lookups != 5 {
 		t.Errorf("%d store lookups, want 5 (one per token)", lookups)
 	}
+	// Entries expire as with lookup.
+	clock := &fakeClock{now: testNow()}
+	store = newFakeTokens()
+	a = newAuthCache(store, time.Minute, clock.Now)
+	for _, step := range []struct {
+		advance time.Duration
+		lookups int
+	}{{0, 1}, {59 * time.Second, 1}, {time.Second, 2}, {30 * time.Second, 2}} {
+		clock.Advance(step.advance)
+		if _, found, err := a.lookupByToken(ctx, tokenA, clock.Now()); err != nil || !found {
+			t.Fatalf("found %v, err %v", found, err)
+		}
+		if n := store.numLookups(); n != step.lookups {
+			t.Errorf("at %s: %d store lookups, want %d", clock.Now().Sub(testNow()), n, step.lookups)
+		}
+	}
 	long := strings.Repeat("z", 43) // the length of our tokens
-	if n := testing.AllocsPerRun(100, func() { _, _, _ = a.lookupToken(ctx, long) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = a.lookupByToken(ctx, long, testNow()) }); n != 0 {
 		t.Errorf("a cache hit allocates %v times, want 0", n)
 	}
 }

@@ -72,7 +72,7 @@ func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 		defer cancel()
-		info, found, err := s.auth.lookupToken(ctx, token)
+		info, found, err := s.auth.lookupByToken(ctx, token, s.cfg.Now())
 		if err != nil {
 			s.fail(w, s.readUnavailable("token lookup", err))
 			return

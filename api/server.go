@@ -111,7 +111,7 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	if !ok {
 		return s.failCounts(w, s.unauthorizedErr(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\""))
 	}
-	info, found, err := s.auth.lookupToken(ctx, token)
+	info, found, err := s.auth.lookupByToken(ctx, token, now)
 	if err != nil {
 		return s.failCounts(w, s.unavailableErr("token lookup", err))
 	}
