@@ -18,7 +18,7 @@ func decodeRequest(body []byte, lim limits, now time.Time) (*submission, *httpEr
 	if herr != nil {
 		return nil, herr
 	}
-	return validate(raw, lim, now)
+	return validate(raw, lim, now, &submission{})
 }
 
 func fuzzLimits() limits {

@@ -33,12 +33,14 @@ type Server struct {
 }
 
 // ingestScratch is the memory of an ingest request that nothing keeps after its answer is
-// written, reused by later requests: the body (then the 200 answer), the parsed request
-// and the answer. The strings in raw and resp point into the body's string, not into buf.
-// The submission handed to the Sink is not in it: a Sink may keep what it is given.
+// written, reused by later requests: the body (then the 200 answer), the parsed and the
+// validated request, and the answer. The strings in raw, sub and resp point into the body's
+// string, not into buf. The items handed to the Sink (sub.items) are allocated per request:
+// a Sink may keep what it is given.
 type ingestScratch struct {
 	buf  []byte
 	raw  rawRequest
+	sub  submission
 	resp apiv1.CountsResponse
 }
 
@@ -158,7 +160,7 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	}
 
 	// 4. What: every value, all or nothing.
-	sub, herr := validate(raw, s.lim, now)
+	sub, herr := validate(raw, s.lim, now, &sc.sub)
 	if herr != nil {
 		return s.failCounts(w, herr)
 	}

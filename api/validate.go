@@ -38,13 +38,15 @@ const rfc3339Example = "2024-05-01T10:05:00Z"
 
 // validate checks every value of a parsed request against lim at server time now: 400 with
 // every invalid field (item errors carry their index), then 422 for timestamps outside the
-// window. Nothing is partially accepted.
-func validate(raw *rawRequest, lim limits, now time.Time) (*submission, *httpError) {
+// window. Nothing is partially accepted. The submission is built in (and returned as) into,
+// which is overwritten; its items are always newly allocated.
+func validate(raw *rawRequest, lim limits, now time.Time, into *submission) (*submission, *httpError) {
 	var top, items []apiv1.FieldError
 	topErr := func(field, format string, args ...any) {
 		top = append(top, apiv1.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	sub := &submission{}
+	sub := into
+	*sub = submission{}
 
 	name := func(field string, v optString) string {
 		if !v.ok {
