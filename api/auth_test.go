@@ -64,7 +64,7 @@ func TestLookupByToken(t *testing.T) {
 		info, found, err := a.lookupByToken(ctx, tok, testNow())    // a miss, then ...
 		info2, found2, err2 := a.lookupByToken(ctx, tok, testNow()) // ... a hit
 		want, wantFound, wantErr := a.lookup(ctx, HashToken(tok))
-		if info != want || found != wantFound || err != wantErr || info2 != want || found2 != wantFound || err2 != wantErr {
+		if info != want || found != wantFound || !errors.Is(err, wantErr) || info2 != want || found2 != wantFound || !errors.Is(err2, wantErr) {
 			t.Errorf("%s: lookupByToken %+v %v %v then %+v %v %v; lookup %+v %v %v",
 				tok, info, found, err, info2, found2, err2, want, wantFound, wantErr)
 		}
