@@ -60,6 +60,11 @@ func (g *loadGen) SubmitTick(ctx context.Context, tick, observed time.Time) erro
 			if err != nil {
 				return err
 			}
+			// One deadline for the connection's share of the tick, not one per request.
+			if err := lc.c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
+				_ = lc.c.Close()
+				return fmt.Errorf("deadline: %w", err)
+			}
 			for {
 				a := int(next.Add(1) - 1)
 				if a >= g.agents || ctx.Err() != nil {
@@ -135,9 +140,6 @@ func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) erro
 	copy(b[lenAt:], digits)
 	lc.req = b
 
-	if err := lc.c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
-		return fmt.Errorf("deadline: %w", err)
-	}
 	if _, err := lc.c.Write(b); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
