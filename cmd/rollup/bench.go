@@ -23,7 +23,9 @@ Benchmarks:
   changestream  events/s one change-stream consumer drains while writers upsert, and event
                 latency (write acknowledged -> event received) at a fixed write rate
   ingest        end to end: simulated agents -> HTTP API -> bulk writer -> store, against raw
-                driver bulk upserts of the same documents in the same run
+                driver bulk upserts of the same documents (same fields, same indexes) in the
+                same run; agents are a load generator (--client loadgen) or the agent client
+                package over net/http (--client agentclient)
   baselines     rollup against the original design (upsert + $inc on every ancestor) and a
                 per-tick re-aggregation: leaves/s, freshness, store commands, totals under faults
 
@@ -33,6 +35,7 @@ Examples:
   rollup bench mongod --n 200000 --batch 500
   rollup bench changestream --rate 10000 --duration 5s
   rollup bench ingest --agents 10000 --leaves 10 --ticks 3
+  rollup bench ingest --client agentclient  # agents through api/agentclient on the same cores
   rollup bench baselines --faults
 
 Flags of mongod:
