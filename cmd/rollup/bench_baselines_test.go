@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -99,24 +98,7 @@ func TestBenchBaselinesCLI(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			var stdout, stderr bytes.Buffer
-			err := run(ctx, &env{stdout: &stdout, stderr: &stderr}, append([]string{"bench", "baselines"}, tc.args...))
-			if tc.usage {
-				if !errors.Is(err, errUsage) {
-					t.Fatalf("err %v, want a usage error", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("%v\n%s", err, stderr.String())
-			}
-			for _, s := range tc.wantOut {
-				if !strings.Contains(stdout.String(), s) {
-					t.Errorf("output lacks %q:\n%s", s, stdout.String())
-				}
-			}
+			checkCLI(t, append([]string{"bench", "baselines"}, tc.args...), tc.usage, tc.wantOut)
 		})
 	}
 }
