@@ -122,8 +122,7 @@ func (s *Sim) SubmitTick(ctx context.Context, tick, observed time.Time, jitter t
 	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(min(s.cfg.Agents, 256))
 	n := len(s.cfg.Leaves)
 	for a := range s.cfg.Agents {
-		lo, hi := a*n/s.cfg.Agents, (a+1)*n/s.cfg.Agents
-		if lo == hi {
+		if a*n/s.cfg.Agents == (a+1)*n/s.cfg.Agents {
 			continue
 		}
 		p.Go(func(ctx context.Context) error {
@@ -137,11 +136,7 @@ func (s *Sim) SubmitTick(ctx context.Context, tick, observed time.Time, jitter t
 				case <-t.C:
 				}
 			}
-			counts := make([]agentclient.Count, 0, hi-lo)
-			for i := lo; i < hi; i++ {
-				l := s.cfg.Leaves[i]
-				counts = append(counts, agentclient.Count{ID: l.ID, Type: l.Type, Online: Online(s.cfg.Seed, i, observed)})
-			}
+			counts := AgentCounts(s.cfg.Leaves, s.cfg.Agents, a, s.cfg.Seed, observed)
 			_, err := s.cfg.Client.Submit(ctx, agentclient.Submission{
 				Project: s.cfg.Project, Timestamp: tick, ObservedAt: observed, Counts: counts,
 			})
@@ -152,6 +147,18 @@ func (s *Sim) SubmitTick(ctx context.Context, tick, observed time.Time, jitter t
 		})
 	}
 	return p.Wait()
+}
+
+// AgentCounts is what agent a of agents reports at observed: its even share of leaves (agent a
+// owns leaves[a*n/agents : (a+1)*n/agents]), each with its Online count.
+func AgentCounts(leaves []Leaf, agents, a int, seed uint64, observed time.Time) []agentclient.Count {
+	n := len(leaves)
+	lo, hi := a*n/agents, (a+1)*n/agents
+	counts := make([]agentclient.Count, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		counts = append(counts, agentclient.Count{ID: leaves[i].ID, Type: leaves[i].Type, Online: Online(seed, i, observed)})
+	}
+	return counts
 }
 
 // Online is the simulated count of leaf i at time t: a daily curve (peak in the evening UTC),

@@ -115,12 +115,7 @@ func (g *loadGen) release(lc *loadConn) {
 }
 
 func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) error {
-	n := len(g.leaves)
-	lo, hi := agent*n/g.agents, (agent+1)*n/g.agents
-	counts := make([]apiv1.Count, 0, hi-lo)
-	for i := lo; i < hi; i++ {
-		counts = append(counts, apiv1.Count{ID: g.leaves[i].ID, Type: g.leaves[i].Type, Online: agentsim.Online(g.seed, i, observed)})
-	}
+	counts := agentsim.AgentCounts(g.leaves, g.agents, agent, g.seed, observed)
 	id := "bench-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(agent)
 	req := apiv1.CountsRequest{Project: g.project, Timestamp: tick, ObservedAt: &observed, SubmissionID: id, Counts: counts}
 
