@@ -3,11 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBenchIngestCLI runs `bench ingest` end to end on a small shape with both clients: every
@@ -33,30 +30,6 @@ func TestBenchIngestCLI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkCLI(t, append([]string{"bench", "ingest"}, tc.args...), tc.usage, tc.wantOut)
 		})
-	}
-}
-
-// checkCLI runs the command line args in process and checks it fails with a usage error
-// (usage) or succeeds with every wantOut string in its standard output.
-func checkCLI(t *testing.T, args []string, usage bool, wantOut []string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	err := run(ctx, &env{stdout: &stdout, stderr: &stderr}, args)
-	if usage {
-		if !errors.Is(err, errUsage) {
-			t.Fatalf("err %v, want a usage error", err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	for _, s := range wantOut {
-		if !strings.Contains(stdout.String(), s) {
-			t.Errorf("output lacks %q:\n%s", s, stdout.String())
-		}
 	}
 }
 
