@@ -1,43 +1,55 @@
 package bulk
 
-// dedupKey identifies a stored document: the timestamp at BSON DateTime (millisecond)
-// precision, so two instants the store cannot tell apart are one key.
-type dedupKey struct {
-	id, typ string
-	ms      int64
-}
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
 
-func keyOf(k Key) dedupKey {
-	return dedupKey{id: k.ID, typ: k.Type, ms: k.Timestamp.UnixMilli()}
-}
-
-// dedup groups items by key. It returns the indices of the winners (one per key, in order of
-// first appearance) and, for every item, the index of its key's winner. The winner is the item
-// with the highest Version; among equal highest versions the earliest one wins. An unordered
-// bulk does not order its ops, so two ops for one key must never be sent together.
-func dedup(items []Item) (winners []int, owner []int) {
-	owner = make([]int, len(items))
-	seen := make(map[dedupKey]int, len(items)) // key → position in winners
-	winners = make([]int, 0, len(items))
-	for i, it := range items {
-		k := keyOf(it.Key)
-		pos, ok := seen[k]
-		if !ok {
-			seen[k] = len(winners)
+// dedup groups items by stored key. It returns the indices of the winners (one per key, in
+// key order: the order of the unique index, which is the order write sends them in) and, for
+// every item, the index of its key's winner. The winner is the item with the highest Version;
+// among equal highest versions the earliest one wins. An unordered bulk does not order its
+// ops, so two ops for one key must never be sent together.
+//
+// It sorts instead of hashing: the winners come out in the order the batch is sent in, and
+// order, winners and owner reuse the arrays passed in (the first is scratch).
+func dedup(items []Item, order, winners, owner []int) (_, _, _ []int) {
+	order = grow(order, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := compareStoredKeys(items[a].Key, items[b].Key); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(items[b].Version, items[a].Version); c != 0 {
+			return c // highest version first
+		}
+		return cmp.Compare(a, b) // then the earliest
+	})
+	owner = grow(owner, len(items))
+	winners = winners[:0]
+	for j, i := range order {
+		if j == 0 || compareStoredKeys(items[order[j-1]].Key, items[i].Key) != 0 {
 			winners = append(winners, i)
-			continue
 		}
-		if it.Version > items[winners[pos]].Version {
-			winners[pos] = i
-		}
+		owner[i] = winners[len(winners)-1]
 	}
-	for _, w := range winners {
-		seen[keyOf(items[w].Key)] = w
+	return order, winners, owner
+}
+
+// compareStoredKeys orders keys as the unique (id, type, timestamp) index orders the
+// documents they are stored as (timestamps at BSON DateTime precision, milliseconds); 0
+// means one document.
+func compareStoredKeys(a, b Key) int {
+	if c := strings.Compare(a.ID, b.ID); c != 0 {
+		return c
 	}
-	for i, it := range items {
-		owner[i] = seen[keyOf(it.Key)]
+	if c := strings.Compare(a.Type, b.Type); c != 0 {
+		return c
 	}
-	return winners, owner
+	return cmp.Compare(a.Timestamp.UnixMilli(), b.Timestamp.UnixMilli())
 }
 
 // loserResult is the result of an item that lost deduplication to winner, whose result is wr.

@@ -205,7 +205,7 @@ type recorder struct {
 
 func newRecorder(c *fakeClock, hold bool) *recorder { return &recorder{clock: c, hold: hold} }
 
-func (r *recorder) write(_ context.Context, items []Item) []Result {
+func (r *recorder) write(_ context.Context, items []Item, _ *batch) []Result {
 	b := sentBatch{at: r.clock.now().Sub(tick0)}
 	for _, it := range items {
 		b.ids = append(b.ids, it.ID)

@@ -26,12 +26,14 @@ type Writer struct {
 	policy   policy
 	clock    clock
 	stats    *counters
-	// writeBatch writes deduplicated items (w.write; tests substitute a recorder).
-	writeBatch func(ctx context.Context, items []Item) []Result
+	// writeBatch writes deduplicated items with b's memory (w.write; tests substitute a
+	// recorder).
+	writeBatch func(ctx context.Context, items []Item, b *batch) []Result
+	batches    batchPool
 
-	mu     sync.Mutex
-	buf    []op // pending, oldest first
-	closed bool
+	mu      sync.Mutex
+	pending queue
+	closed  bool
 }
 
 // op is one accepted item and where its result goes.
@@ -74,6 +76,7 @@ func New(coll *mongo.Collection, opts Options, log *zap.Logger) *Writer {
 		policy:   policy{maxBatch: opts.MaxBatch, maxDelay: opts.MaxDelay, idleGap: opts.IdleGap},
 		clock:    realClock{},
 		stats:    newCounters(),
+		batches:  batchPool{maxOps: opts.MaxBatch},
 	}
 	w.writeBatch = w.write
 	return w
@@ -123,8 +126,8 @@ func (w *Writer) Run(ctx context.Context) error {
 		var wake <-chan time.Time // the policy's next deadline, if any
 		cancelWake = func() {}
 		for inFlight < w.opts.Workers {
-			batch, wait := w.take(idleSince, inFlight, draining)
-			if batch == nil {
+			b, wait := w.take(idleSince, inFlight, draining)
+			if b == nil {
 				if wait > 0 {
 					wake, cancelWake = w.clock.after(wait)
 				}
@@ -132,7 +135,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			inFlight++
 			workers.Go(func() {
-				w.flush(writeCtx, batch)
+				w.flush(writeCtx, b)
 				finished <- struct{}{}
 			})
 		}
@@ -164,59 +167,58 @@ func (w *Writer) Run(ctx context.Context) error {
 
 // take cuts the next batch as the policy says (drain: whatever is pending, a batch at a
 // time). Otherwise it returns how long until the policy's next deadline (0: none).
-func (w *Writer) take(idleSince time.Time, inFlight int, drain bool) ([]op, time.Duration) {
+func (w *Writer) take(idleSince time.Time, inFlight int, drain bool) (*batch, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.buf) == 0 {
+	if w.pending.len() == 0 {
 		return nil, 0
 	}
 	n, wait := w.policy.cut(w.clock.now(), idleSince, inFlight,
-		pendingSet{n: len(w.buf), oldest: w.buf[0].at, newest: w.buf[len(w.buf)-1].at}, drain)
+		pendingSet{n: w.pending.len(), oldest: w.pending.oldest().at, newest: w.pending.newest().at}, drain)
 	if n == 0 {
 		return nil, wait
 	}
-	batch := w.buf[:n:n]
-	w.buf = w.buf[n:]
-	if len(w.buf) == 0 {
-		w.buf = nil
-	}
-	return batch, 0
+	b := w.batches.get()
+	b.ops = w.pending.take(b.ops[:0], n)
+	return b, 0
 }
 
 func (w *Writer) pendingLen() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.buf)
+	return w.pending.len()
 }
 
-// flush writes one batch and hands every item its result.
-func (w *Writer) flush(ctx context.Context, batch []op) {
-	items := make([]Item, len(batch))
-	for i := range batch {
-		items[i] = batch[i].item
+// flush writes one batch, hands every item its result and recycles b.
+func (w *Writer) flush(ctx context.Context, b *batch) {
+	defer w.batches.put(b)
+	n := len(b.ops)
+	b.items = grow(b.items, n)
+	for i := range b.ops {
+		b.items[i] = b.ops[i].item
 	}
-	winners, owner := dedup(items)
-	unique := make([]Item, len(winners))
-	pos := make([]int, len(batch)) // batch index of a winner → position in unique
-	for j, i := range winners {
-		unique[j] = items[i]
-		pos[i] = j
+	b.order, b.winners, b.owner = dedup(b.items, b.order, b.winners, b.owner)
+	b.unique = grow(b.unique, len(b.winners))
+	b.pos = grow(b.pos, n) // item index of a winner → position in unique
+	for j, i := range b.winners {
+		b.unique[j] = b.items[i]
+		b.pos[i] = j
 	}
 	w.stats.batches.Add(1)
-	w.stats.batchOps.Observe(float64(len(unique)))
+	w.stats.batchOps.Observe(float64(len(b.unique)))
 	start := time.Now()
-	res := w.writeBatch(ctx, unique)
-	for i := range batch {
-		wi := owner[i]
-		r := res[pos[wi]]
+	res := w.writeBatch(ctx, b.unique, b)
+	for i := range b.ops {
+		wi := b.owner[i]
+		r := res[b.pos[wi]]
 		if wi != i {
-			r = loserResult(items[i], items[wi], r)
+			r = loserResult(b.items[i], b.items[wi], r)
 		}
 		w.stats.outcome(r.Outcome)
-		batch[i].req.finish(batch[i].idx, r)
+		b.ops[i].req.finish(b.ops[i].idx, r)
 	}
-	w.sem.release(len(batch))
-	w.log.Debug("batch written", zap.Int("items", len(batch)), zap.Int("ops", len(unique)),
+	w.sem.release(n)
+	w.log.Debug("batch written", zap.Int("items", n), zap.Int("ops", len(b.unique)),
 		zap.Duration("took", time.Since(start)))
 }
 
@@ -267,12 +269,12 @@ func (w *Writer) enqueue(items []Item, req *request, first int) error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	now := w.clock.now() // under mu: arrival times are in buffer order
-	before := len(w.buf)
+	now := w.clock.now() // under mu: arrival times are in queue order
+	before := w.pending.len()
 	for i, it := range items {
-		w.buf = append(w.buf, op{item: it, req: req, idx: first + i, at: now})
+		w.pending.push(op{item: it, req: req, idx: first + i, at: now})
 	}
-	filled := before < w.opts.MaxBatch && len(w.buf) >= w.opts.MaxBatch
+	filled := before < w.opts.MaxBatch && w.pending.len() >= w.opts.MaxBatch
 	w.mu.Unlock()
 	// Later arrivals need no wake-up: Run's deadline accounts for them when it fires.
 	if before == 0 || filled {

@@ -111,7 +111,7 @@ func TestSubmitEmptyAndClosed(t *testing.T) {
 		r, err := w.Submit(context.Background(), []Item{item("a", 1, 1), item("b", 2, 1)})
 		got <- answer{r, err}
 	}()
-	pollUntil(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.buf) == 2 })
+	pollUntil(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.pending.len() == 2 })
 	cancel()
 	a := <-got
 	if a.err != nil || !slices.Equal(outcomes(a.res), []Outcome{OutcomeApplied, OutcomeApplied}) {
