@@ -39,13 +39,26 @@ type ingestBenchConfig struct {
 const benchConns = 256
 
 type ingestTick struct {
-	leaves        int
-	ingest        time.Duration // HTTP → durable leaves
-	raw           time.Duration // raw driver bulk upserts of the same documents
-	ingestCPU     time.Duration // process CPU time (all goroutines) during ingest
-	rawCPU        time.Duration
-	ingestUpdates int // update commands the bulk writer sent
-	rawUpdates    int
+	leaves int
+	ingest phaseStats // HTTP → durable leaves
+	raw    phaseStats // raw driver bulk upserts of the same documents
+}
+
+// phaseStats is what one path cost for one tick.
+type phaseStats struct {
+	wall    time.Duration
+	cpu     time.Duration // process CPU time (all goroutines)
+	updates int           // update commands the store received
+	alloc   uint64        // bytes allocated by the process
+	gcs     uint32        // garbage collections that ended
+}
+
+func (p *phaseStats) add(o phaseStats) {
+	p.wall += o.wall
+	p.cpu += o.cpu
+	p.updates += o.updates
+	p.alloc += o.alloc
+	p.gcs += o.gcs
 }
 
 func runBenchIngest(ctx context.Context, e *env, args []string) error {
@@ -103,17 +116,13 @@ func runBenchIngest(ctx context.Context, e *env, args []string) error {
 func printIngest(w io.Writer, cfg ingestBenchConfig, ticks []ingestTick) {
 	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d)\n",
 		cfg.agents, cfg.leavesPerAgent, bulk.DefaultMaxBatch)
-	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)")
+	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)  MB allocated (ingest/raw)  GCs (ingest/raw)")
 	var total ingestTick
 	for i, t := range ticks {
 		printIngestRow(w, fmt.Sprintf("%4d", i+1), t)
 		total.leaves += t.leaves
-		total.ingest += t.ingest
-		total.raw += t.raw
-		total.ingestCPU += t.ingestCPU
-		total.rawCPU += t.rawCPU
-		total.ingestUpdates += t.ingestUpdates
-		total.rawUpdates += t.rawUpdates
+		total.ingest.add(t.ingest)
+		total.raw.add(t.raw)
 	}
 	if len(ticks) > 1 {
 		printIngestRow(w, " all", total)
@@ -121,11 +130,12 @@ func printIngest(w io.Writer, cfg ingestBenchConfig, ticks []ingestTick) {
 }
 
 func printIngestRow(w io.Writer, label string, t ingestTick) {
-	ir := float64(t.leaves) / t.ingest.Seconds()
-	rr := float64(t.leaves) / t.raw.Seconds()
+	ir := float64(t.leaves) / t.ingest.wall.Seconds()
+	rr := float64(t.leaves) / t.raw.wall.Seconds()
 	bound := (t.leaves + bulk.DefaultMaxBatch - 1) / bulk.DefaultMaxBatch
-	_, _ = fmt.Fprintf(w, "%s  %6d  %15.0f  %12.0f  %5.2f  %8.2f / %-8.2f  %10d / %-10d  %d\n", label, t.leaves, ir, rr, ir/rr,
-		t.ingestCPU.Seconds(), t.rawCPU.Seconds(), t.ingestUpdates, t.rawUpdates, bound)
+	_, _ = fmt.Fprintf(w, "%s  %6d  %15.0f  %12.0f  %5.2f  %8.2f / %-8.2f  %10d / %-10d  %-24d  %10d / %-10d  %6d / %d\n", label, t.leaves, ir, rr, ir/rr,
+		t.ingest.cpu.Seconds(), t.raw.cpu.Seconds(), t.ingest.updates, t.raw.updates, bound,
+		t.ingest.alloc>>20, t.raw.alloc>>20, t.ingest.gcs, t.raw.gcs)
 }
 
 func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]ingestTick, error) {
@@ -175,11 +185,17 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 	for i := range cfg.agents * cfg.leavesPerAgent {
 		leaves = append(leaves, agentsim.Leaf{ID: fmt.Sprintf("bench-p%07d", i), Type: "process"})
 	}
-	// Both clients keep at most benchConns requests in flight.
-	submitTick := func(tick, observed time.Time) error {
-		gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.agents, benchConns, 7)
-		defer gen.Close()
-		return gen.SubmitTick(ctx, tick, observed)
+	// Both clients keep at most benchConns requests in flight. prepareTick does, before the
+	// measured window, what the agents do on their own machines (the load generator encodes
+	// the requests then); the function it returns is what is measured.
+	gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.agents, benchConns, 7)
+	defer gen.Close()
+	prepareTick := func(tick, observed time.Time) (func() error, error) {
+		reqs, err := gen.Prepare(tick, observed)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return gen.Send(ctx, reqs) }, nil
 	}
 	if cfg.client == "agentclient" {
 		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
@@ -188,7 +204,9 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 			Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
 			Project: "bench", Leaves: leaves, Agents: cfg.agents, Seed: 7,
 		})
-		submitTick = func(tick, observed time.Time) error { return sim.SubmitTick(ctx, tick, observed, 0) }
+		prepareTick = func(tick, observed time.Time) (func() error, error) {
+			return func() error { return sim.SubmitTick(ctx, tick, observed, 0) }, nil
+		}
 	}
 	raw := client.Database(dbName).Collection("raw_counts")
 	if err := copyIndexes(ctx, db.Collection(migrations.CountsCollection), raw); err != nil {
@@ -202,13 +220,16 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 		tick := first.Add(time.Duration(i) * 5 * time.Minute)
 		t := ingestTick{leaves: len(leaves)}
 		ingest := func() error {
-			var err error
-			t.ingest, t.ingestCPU, t.ingestUpdates, err = measurePhase(proxy, func() error { return submitTick(tick, now) })
+			submit, err := prepareTick(tick, now)
+			if err != nil {
+				return err
+			}
+			t.ingest, err = measurePhase(proxy, submit)
 			return err
 		}
 		rawPhase := func() error {
 			var err error
-			t.raw, t.rawCPU, t.rawUpdates, err = measurePhase(proxy, func() error { return rawUpserts(ctx, raw, leaves, tick, now) })
+			t.raw, err = measurePhase(proxy, func() error { return rawUpserts(ctx, raw, leaves, tick, now) })
 			return err
 		}
 		// Alternate which path goes first, so neither always inherits the other's leftovers.
@@ -227,16 +248,20 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 }
 
 // measurePhase runs write after a full garbage collection (neither path pays for the other's
-// garbage) and returns its wall time, the process's CPU time and the update commands the
-// proxy saw.
-func measurePhase(proxy *blackpipe.Proxy, write func() error) (time.Duration, time.Duration, int, error) {
+// garbage) and returns its wall time, the process's CPU time, the update commands the proxy
+// saw, and what the process allocated and collected meanwhile.
+func measurePhase(proxy *blackpipe.Proxy, write func() error) (phaseStats, error) {
 	runtime.GC()
 	proxy.ResetStats()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	cpu0 := processCPU()
 	start := time.Now()
 	err := write()
-	wall := time.Since(start)
-	return wall, processCPU() - cpu0, proxy.Stats().Commands["update"], err
+	p := phaseStats{wall: time.Since(start), cpu: processCPU() - cpu0, updates: proxy.Stats().Commands["update"]}
+	runtime.ReadMemStats(&m1)
+	p.alloc, p.gcs = m1.TotalAlloc-m0.TotalAlloc, m1.NumGC-m0.NumGC
+	return p, err
 }
 
 // processCPU is the user and system CPU time the process has used so far.

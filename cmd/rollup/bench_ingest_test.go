@@ -3,8 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gameops/rollup/agentsim"
 )
 
 // TestBenchIngestCLI runs `bench ingest` end to end on a small shape with both clients: every
@@ -91,4 +97,52 @@ func FuzzReadHTTPResponse(f *testing.F) {
 			t.Fatalf("body of %d bytes from %d bytes of input", len(body), len(in))
 		}
 	})
+}
+
+// TestLoadConnSend checks that the load generator accepts only the answer that reports every
+// item of the request applied, byte for byte.
+func TestLoadConnSend(t *testing.T) {
+	g := newLoadGen("unused", "tok", "p", []agentsim.Leaf{{ID: "a", Type: "process"}, {ID: "b", Type: "process"}}, 1, 1, 7)
+	tick := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	r, err := g.prepare(0, tick, tick.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := bytes.Replace(r.want, []byte(`"status":"applied"`), []byte(`"status":"stale"`), 1)
+	answer := func(status string, body []byte) string {
+		return "HTTP/1.1 " + status + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
+	}
+	tests := []struct {
+		name, answer, wantErr string
+	}{
+		{"every item applied", answer("200 OK", r.want), ""},
+		{"one item stale", answer("200 OK", stale), "want"},
+		{"unavailable", answer("503 Service Unavailable", []byte("busy")), "HTTP 503"},
+		{"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "read body"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer func() { _ = client.Close() }()
+			go func() {
+				defer func() { _ = server.Close() }()
+				req := make([]byte, len(r.req))
+				if _, err := io.ReadFull(server, req); err != nil || !bytes.Equal(req, r.req) {
+					return
+				}
+				_, _ = server.Write([]byte(tc.answer))
+			}()
+			lc := &loadConn{c: client, r: bufio.NewReader(client)}
+			err := lc.send(&r)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+	if !bytes.Contains(r.req, []byte("Authorization: Bearer tok\r\n")) || !bytes.Contains(r.want, []byte(`"summary":{"applied":2,`)) {
+		t.Fatalf("prepared request %q, answer %q", r.req, r.want)
+	}
 }

@@ -21,11 +21,12 @@ import (
 )
 
 // loadGen plays n agents against POST /v1/counts the way an HTTP load generator (wrk, hey)
-// does: a fixed set of persistent HTTP/1.1 connections, each request written with one write
-// from a reused buffer and its answer read with a minimal parser. It exists so `bench ingest`
-// can measure the server's pipeline without net/http's client — which on a real deployment
-// runs on the agents' machines — taking its CPU from the same two cores. Every answer is
-// checked: status 200, the submission echoed, and every item applied.
+// does: a fixed set of persistent HTTP/1.1 connections, requests prepared before the measured
+// window and each written with one write, answers read with a minimal parser. It exists so
+// `bench ingest` can measure the server's pipeline without the agents' own work — which on a
+// real deployment runs on the agents' machines — taking CPU from the same two cores. Every
+// answer is checked: status 200 and a body byte for byte equal to the answer that reports
+// every item applied.
 type loadGen struct {
 	addr, token, project string
 	leaves               []agentsim.Leaf
@@ -40,21 +41,73 @@ type loadGen struct {
 type loadConn struct {
 	c    net.Conn
 	r    *bufio.Reader
-	req  []byte // request head + body, reused
 	body []byte // response body, reused
-	resp apiv1.CountsResponse
+}
+
+// agentRequest is one agent's prepared request and the answer expected for it.
+type agentRequest struct {
+	agent int
+	req   []byte // request head and body
+	want  []byte // the 200 answer with every item applied
 }
 
 func newLoadGen(addr, token, project string, leaves []agentsim.Leaf, agents, conns int, seed uint64) *loadGen {
 	return &loadGen{addr: addr, token: token, project: project, leaves: leaves, agents: agents, conns: conns, seed: seed}
 }
 
-// SubmitTick makes every agent submit its share of the leaves for tick, observed at observed
-// (the split and the counts are agentsim's), over at most conns connections at once.
-func (g *loadGen) SubmitTick(ctx context.Context, tick, observed time.Time) error {
+// Prepare encodes every agent's submission of its share of the leaves for tick, observed at
+// observed (the split and the counts are agentsim's), and the answer that reports all of
+// them applied.
+func (g *loadGen) Prepare(tick, observed time.Time) ([]agentRequest, error) {
+	out := make([]agentRequest, g.agents)
+	for a := range out {
+		r, err := g.prepare(a, tick, observed)
+		if err != nil {
+			return nil, err
+		}
+		out[a] = r
+	}
+	return out, nil
+}
+
+func (g *loadGen) prepare(agent int, tick, observed time.Time) (agentRequest, error) {
+	counts := agentsim.AgentCounts(g.leaves, g.agents, agent, g.seed, observed)
+	id := "bench-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(agent)
+	req := apiv1.CountsRequest{Project: g.project, Timestamp: tick, ObservedAt: &observed, SubmissionID: id, Counts: counts}
+
+	// The body goes after a head whose Content-Length is patched in once the body is known.
+	b := append([]byte(nil), "POST "+apiv1.CountsPath+" HTTP/1.1\r\nHost: rollup\r\nAuthorization: Bearer "...)
+	b = append(b, g.token...)
+	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	lenAt := len(b)
+	b = append(b, "          \r\n\r\n"...) // room for the length, padded with spaces
+	bodyAt := len(b)
+	b, err := req.AppendJSON(b)
+	if err != nil {
+		return agentRequest{}, fmt.Errorf("encode agent %d: %w", agent, err)
+	}
+	digits := strconv.AppendInt(nil, int64(len(b)-bodyAt), 10)
+	// Header values may carry trailing spaces (optional whitespace, RFC 9110 5.6.3).
+	copy(b[lenAt:], digits)
+
+	want := apiv1.CountsResponse{SubmissionID: id, Project: g.project, Timestamp: tick, Version: observed.UnixNano(),
+		Items: make([]apiv1.ItemResult, len(counts)), Summary: apiv1.Summary{Applied: len(counts)}}
+	for i, c := range counts {
+		want.Items[i] = apiv1.ItemResult{Index: i, ID: c.ID, Type: c.Type, Status: apiv1.StatusApplied}
+	}
+	wantJSON, err := want.AppendJSON(nil)
+	if err != nil {
+		return agentRequest{}, fmt.Errorf("encode answer of agent %d: %w", agent, err)
+	}
+	return agentRequest{agent: agent, req: b, want: append(wantJSON, '\n')}, nil
+}
+
+// Send sends the prepared requests over at most conns connections at once and checks every
+// answer.
+func (g *loadGen) Send(ctx context.Context, reqs []agentRequest) error {
 	var next atomic.Int64
 	p := pool.New().WithErrors().WithFirstError().WithContext(ctx).WithCancelOnError()
-	for range min(g.conns, g.agents) {
+	for range min(g.conns, len(reqs)) {
 		p.Go(func(ctx context.Context) error {
 			lc, err := g.conn(ctx)
 			if err != nil {
@@ -66,14 +119,14 @@ func (g *loadGen) SubmitTick(ctx context.Context, tick, observed time.Time) erro
 				return fmt.Errorf("deadline: %w", err)
 			}
 			for {
-				a := int(next.Add(1) - 1)
-				if a >= g.agents || ctx.Err() != nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(reqs) || ctx.Err() != nil {
 					g.release(lc)
 					return nil
 				}
-				if err := g.submit(lc, a, tick, observed); err != nil {
+				if err := lc.send(&reqs[i]); err != nil {
 					_ = lc.c.Close()
-					return fmt.Errorf("agent %d: %w", a, err)
+					return fmt.Errorf("agent %d: %w", reqs[i].agent, err)
 				}
 			}
 		})
@@ -114,28 +167,8 @@ func (g *loadGen) release(lc *loadConn) {
 	g.idle = append(g.idle, lc)
 }
 
-func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) error {
-	counts := agentsim.AgentCounts(g.leaves, g.agents, agent, g.seed, observed)
-	id := "bench-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(agent)
-	req := apiv1.CountsRequest{Project: g.project, Timestamp: tick, ObservedAt: &observed, SubmissionID: id, Counts: counts}
-
-	// The body goes after a head whose Content-Length is patched in once the body is known.
-	b := append(lc.req[:0], "POST "+apiv1.CountsPath+" HTTP/1.1\r\nHost: rollup\r\nAuthorization: Bearer "...)
-	b = append(b, g.token...)
-	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
-	lenAt := len(b)
-	b = append(b, "          \r\n\r\n"...) // room for the length, padded with spaces
-	bodyAt := len(b)
-	b, err := req.AppendJSON(b)
-	if err != nil {
-		return fmt.Errorf("encode: %w", err)
-	}
-	digits := strconv.AppendInt(nil, int64(len(b)-bodyAt), 10)
-	// Header values may carry trailing spaces (optional whitespace, RFC 9110 5.6.3).
-	copy(b[lenAt:], digits)
-	lc.req = b
-
-	if _, err := lc.c.Write(b); err != nil {
+func (lc *loadConn) send(r *agentRequest) error {
+	if _, err := lc.c.Write(r.req); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	status, body, err := readHTTPResponse(lc.r, lc.body)
@@ -146,14 +179,19 @@ func (g *loadGen) submit(lc *loadConn, agent int, tick, observed time.Time) erro
 	if status != 200 {
 		return fmt.Errorf("HTTP %d: %s", status, body)
 	}
-	lc.resp = apiv1.CountsResponse{Items: lc.resp.Items[:0]}
-	if err := apiv1.DecodeCountsResponse(body, &lc.resp); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
-	}
-	if lc.resp.SubmissionID != id || lc.resp.Summary.Applied != len(counts) {
-		return fmt.Errorf("answer for %q: %d of %d items applied", lc.resp.SubmissionID, lc.resp.Summary.Applied, len(counts))
+	if !bytes.Equal(body, r.want) {
+		return fmt.Errorf("answer %s, want %s", clip(body), clip(r.want))
 	}
 	return nil
+}
+
+// clip shortens an answer for an error message.
+func clip(b []byte) string {
+	const n = 400
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }
 
 // maxAnswerBytes bounds an answer body (a 10,000-item answer is about 1 MB).
