@@ -116,10 +116,14 @@ func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// MaxInFlight is how many agents' submissions SubmitTick keeps in flight at most.
+const MaxInFlight = 256
+
 // SubmitTick makes every agent submit its leaves' counts for tick, observed at observed.
-// Each agent waits a random delay in [0, jitter) first. It returns the first error.
+// Each agent waits a random delay in [0, jitter) first; at most MaxInFlight submissions are
+// in flight. It returns the first error.
 func (s *Sim) SubmitTick(ctx context.Context, tick, observed time.Time, jitter time.Duration) error {
-	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(min(s.cfg.Agents, 256))
+	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(min(s.cfg.Agents, MaxInFlight))
 	n := len(s.cfg.Leaves)
 	for a := range s.cfg.Agents {
 		if a*n/s.cfg.Agents == (a+1)*n/s.cfg.Agents {

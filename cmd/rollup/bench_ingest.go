@@ -35,8 +35,9 @@ type ingestBenchConfig struct {
 	client                        string // "agentclient" or "loadgen"
 }
 
-// benchConns bounds the requests in flight (agentsim's bound too).
-const benchConns = 256
+// benchConns bounds the requests in flight: the load generator's connections, as many as
+// agentsim keeps submissions in flight.
+const benchConns = agentsim.MaxInFlight
 
 type ingestTick struct {
 	leaves int
