@@ -97,6 +97,7 @@ func (w *Writer) write(ctx context.Context, items []Item, b *batch) []Result {
 	n := len(items)
 	b.res = grow(b.res, n)
 	clear(b.res)
+	b.upsert = true
 	b.updates = grow(b.updates, n)
 	b.models = grow(b.models, n)
 	b.all = grow(b.all, n)
