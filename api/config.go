@@ -13,7 +13,9 @@ import (
 )
 
 // Sink durably writes leaf counts; *bulk.Writer implements it. Submit returns one Result per
-// item in order, or an error wrapping bulk.ErrUnavailable when the store is unreachable.
+// item in order, or an error wrapping bulk.ErrUnavailable when the store is unreachable. It
+// must keep no reference to items once it returns: the server reuses the slice for its next
+// request (bulk.Writer copies what it queues).
 type Sink interface {
 	Submit(ctx context.Context, items []bulk.Item) ([]bulk.Result, error)
 }

@@ -35,8 +35,8 @@ type Server struct {
 // ingestScratch is the memory of an ingest request that nothing keeps after its answer is
 // written, reused by later requests: the body (then the 200 answer), the parsed and the
 // validated request, and the answer. The strings in raw, sub and resp point into the body's
-// string, not into buf. The items handed to the Sink (sub.items) are allocated per request:
-// a Sink may keep what it is given.
+// string, not into buf. The items handed to the Sink (sub.items) are reused too: a Sink keeps
+// nothing of them once Submit returns (see Sink).
 type ingestScratch struct {
 	buf  []byte
 	raw  rawRequest
@@ -196,13 +196,16 @@ func (s *Server) getScratch() *ingestScratch {
 // putScratch keeps sc for a later request unless it grew too large. It drops the strings of
 // this request first so that a pooled scratch does not keep its body alive.
 func (s *Server) putScratch(sc *ingestScratch) {
-	if cap(sc.buf) > maxPooledBuf || cap(sc.raw.counts) > maxPooledItems || cap(sc.resp.Items) > maxPooledItems {
+	if cap(sc.buf) > maxPooledBuf || cap(sc.raw.counts) > maxPooledItems || cap(sc.resp.Items) > maxPooledItems ||
+		cap(sc.sub.items) > maxPooledItems {
 		return
 	}
-	counts, items := sc.raw.counts[:cap(sc.raw.counts)], sc.resp.Items[:cap(sc.resp.Items)]
+	counts, items, leaves := sc.raw.counts[:cap(sc.raw.counts)], sc.resp.Items[:cap(sc.resp.Items)], sc.sub.items[:cap(sc.sub.items)]
 	clear(counts)
 	clear(items)
-	*sc = ingestScratch{buf: sc.buf[:0], raw: rawRequest{counts: counts[:0]}, resp: apiv1.CountsResponse{Items: items[:0]}}
+	clear(leaves)
+	*sc = ingestScratch{buf: sc.buf[:0], raw: rawRequest{counts: counts[:0]}, sub: submission{items: leaves[:0]},
+		resp: apiv1.CountsResponse{Items: items[:0]}}
 	s.scratch.Put(sc)
 }
 

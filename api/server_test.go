@@ -301,14 +301,21 @@ func TestScratchReuse(t *testing.T) {
 		`{"project":"proj-a","timestamp":"2024-05-01T10:05:00Z","submission_id":"sub-3","counts":[]}`,
 		reqBody(`[{"id":"a1","type":"t","online":1}]`),
 	}
-	srv := newServer(testConfig(t, &fakeSink{fn: sinkFn}), newFakeTokens())
+	sink := &fakeSink{fn: sinkFn}
+	srv := newServer(testConfig(t, sink), newFakeTokens())
 	for round := range 3 {
 		for i, body := range bodies {
+			before := sink.numCalls()
 			got := post(t, srv, tokenA, strings.NewReader(body))
-			want := post(t, newServer(testConfig(t, &fakeSink{fn: sinkFn}), newFakeTokens()), tokenA, strings.NewReader(body))
+			freshSink := &fakeSink{fn: sinkFn}
+			want := post(t, newServer(testConfig(t, freshSink), newFakeTokens()), tokenA, strings.NewReader(body))
 			if got.status != want.status || got.raw != want.raw || !reflect.DeepEqual(got.header, want.header) {
 				t.Fatalf("round %d body %d: reused server %d %v\n%s\nfresh server %d %v\n%s",
 					round, i, got.status, got.header, got.raw, want.status, want.header, want.raw)
+			}
+			// The items handed to the sink come from a reused slice: exactly this request's.
+			if calls := sink.calls[before:]; len(calls) != len(freshSink.calls) || len(calls) > 0 && !reflect.DeepEqual(calls, freshSink.calls) {
+				t.Fatalf("round %d body %d: reused server submitted %v, fresh server %v", round, i, sink.calls[before:], freshSink.calls)
 			}
 			if got.ok == nil {
 				continue

@@ -39,13 +39,15 @@ const rfc3339Example = "2024-05-01T10:05:00Z"
 // validate checks every value of a parsed request against lim at server time now: 400 with
 // every invalid field (item errors carry their index), then 422 for timestamps outside the
 // window. Nothing is partially accepted. The submission is built in (and returned as) into,
-// which is overwritten; its items are always newly allocated.
+// which is overwritten; its items reuse into's array when it is large enough (a Sink keeps
+// nothing of them after Submit returns).
 func validate(raw *rawRequest, lim limits, now time.Time, into *submission) (*submission, *httpError) {
 	var top, items []apiv1.FieldError
 	topErr := func(field, format string, args ...any) {
 		top = append(top, apiv1.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	sub := into
+	reuse := into.items[:0]
 	*sub = submission{}
 
 	name := func(field string, v optString) string {
@@ -91,7 +93,10 @@ func validate(raw *rawRequest, lim limits, now time.Time, into *submission) (*su
 	if !raw.hasCounts {
 		topErr("counts", "required (an array of {id, type, online}; it may be empty)")
 	}
-	sub.items = make([]bulk.Item, 0, len(raw.counts))
+	sub.items = reuse
+	if cap(reuse) < len(raw.counts) {
+		sub.items = make([]bulk.Item, 0, len(raw.counts))
+	}
 	// Duplicates: the first index of each (id, type), in a map for large requests.
 	var dupBuf [smallDupScan]dupKey
 	small := dupBuf[:0]

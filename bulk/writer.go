@@ -228,7 +228,7 @@ func (w *Writer) flush(ctx context.Context, b *batch) {
 // ErrUnavailable; resending is safe. A Submit that does not fit in Options.MaxPending blocks
 // until earlier items are written (backpressure, never dropping). It returns ctx's error if ctx
 // ends first, and ErrClosed once Run stopped accepting; items accepted before either are still
-// written.
+// written. Submit copies items: the caller may reuse the slice once Submit returns.
 func (w *Writer) Submit(ctx context.Context, items []Item) ([]Result, error) {
 	if len(items) == 0 {
 		return []Result{}, nil
