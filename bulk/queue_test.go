@@ -68,3 +68,21 @@ func TestQueueBounded(t *testing.T) {
 		t.Fatalf("array of %d ops for a backlog of %d", c, backlog+batch)
 	}
 }
+
+func TestRecyclable(t *testing.T) {
+	tests := []struct {
+		name string
+		res  []Result
+		want bool
+	}{
+		{"empty", nil, true},
+		{"applied and stale", []Result{{Outcome: OutcomeApplied}, {Outcome: OutcomeStale}}, true},
+		{"rejected", []Result{{Outcome: OutcomeApplied}, {Outcome: OutcomeRejected, Err: ErrUnavailable}}, true},
+		{"one unknown", []Result{{Outcome: OutcomeApplied}, {Outcome: OutcomeUnknown, Err: ErrUnavailable}}, false},
+	}
+	for _, tc := range tests {
+		if got := recyclable(tc.res); got != tc.want {
+			t.Errorf("%s: recyclable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

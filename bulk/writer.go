@@ -189,9 +189,8 @@ func (w *Writer) pendingLen() int {
 	return w.pending.len()
 }
 
-// flush writes one batch, hands every item its result and recycles b.
+// flush writes one batch, hands every item its result and recycles b (see recyclable).
 func (w *Writer) flush(ctx context.Context, b *batch) {
-	defer w.batches.put(b)
 	n := len(b.ops)
 	b.items = grow(b.items, n)
 	for i := range b.ops {
@@ -220,6 +219,23 @@ func (w *Writer) flush(ctx context.Context, b *batch) {
 	w.sem.release(n)
 	w.log.Debug("batch written", zap.Int("items", n), zap.Int("ops", len(b.unique)),
 		zap.Duration("took", time.Since(start)))
+	if recyclable(res) {
+		w.batches.put(b)
+	}
+}
+
+// recyclable reports whether a batch with these results may be reused. An unknown outcome
+// carries the driver's error, and a BulkWriteException's write errors point at the models
+// they failed (BulkWriteError.Request), which live in the batch: such a batch is left to the
+// GC, so that an error handed to a caller never sees its models overwritten. Other errors
+// (rejected items) wrap only the server's WriteError.
+func recyclable(res []Result) bool {
+	for _, r := range res {
+		if r.Outcome == OutcomeUnknown {
+			return false
+		}
+	}
+	return true
 }
 
 // Submit writes items and blocks until every one is durably written or classified: it returns
