@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,31 +53,17 @@ type replayConfig struct {
 
 func parseReplay(e *env, args []string) (replayConfig, error) {
 	var c replayConfig
-	var from, to string
 	fs := newFlagSet(e, "replay", replayUsage)
-	c.window.register(fs, &from, &to)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print what would change, write nothing")
 	fs.StringVar(&c.progress, "progress", "auto", "progress on stderr: auto (bar on a terminal, else lines), bar, lines or none")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	c.store.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := c.window.parse(from, to); err != nil {
-		return c, err
-	}
-	switch {
-	case c.progress != "auto" && c.progress != "bar" && c.progress != "lines" && c.progress != "none":
-		return c, fmt.Errorf("--progress %q: want auto, bar, lines or none", c.progress)
-	case c.store.database == "":
-		return c, errors.New("--database must not be empty")
-	case c.store.uri == "":
-		return c, errors.New("replay works on a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
-	}
-	return c, nil
+	err := parseWindowCommand(fs, args, &c.window, &c.store, func() error {
+		if c.progress != "auto" && c.progress != "bar" && c.progress != "lines" && c.progress != "none" {
+			return fmt.Errorf("--progress %q: want auto, bar, lines or none", c.progress)
+		}
+		return nil
+	}, "replay works on a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
+	return c, err
 }
 
 func runReplay(ctx context.Context, e *env, args []string) error {

@@ -98,6 +98,35 @@ func (w windowFlags) String() string {
 	return fmt.Sprintf("project %s [%s, %s)", w.project, w.from.Format(time.RFC3339), w.to.Format(time.RFC3339))
 }
 
+// parseWindowCommand parses the command line of replay or verify: it adds the window flags
+// (into w) and the store flags (into s) to fs, which holds the command's own flags, parses
+// args, checks the window, runs check (the command's own checks), and then requires a
+// database name and a MongoDB URI; noURI is the message when the URI is missing.
+func parseWindowCommand(fs *flag.FlagSet, args []string, w *windowFlags, s *storeFlags, check func() error, noURI string) error {
+	var from, to string
+	w.register(fs, &from, &to)
+	s.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := w.parse(from, to); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	switch {
+	case s.database == "":
+		return errors.New("--database must not be empty")
+	case s.uri == "":
+		return errors.New(noURI)
+	}
+	return nil
+}
+
 // verifyConfig is the parsed command line of rollup verify.
 type verifyConfig struct {
 	window windowFlags
@@ -107,29 +136,15 @@ type verifyConfig struct {
 
 func parseVerify(e *env, args []string) (verifyConfig, error) {
 	var c verifyConfig
-	var from, to string
 	fs := newFlagSet(e, "verify", verifyUsage)
-	c.window.register(fs, &from, &to)
 	fs.IntVar(&c.max, "max", 20, "print at most this many violations")
-	c.store.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := c.window.parse(from, to); err != nil {
-		return c, err
-	}
-	switch {
-	case c.max < 0:
-		return c, errors.New("--max must not be negative")
-	case c.store.database == "":
-		return c, errors.New("--database must not be empty")
-	case c.store.uri == "":
-		return c, errors.New("verify reads a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
-	}
-	return c, nil
+	err := parseWindowCommand(fs, args, &c.window, &c.store, func() error {
+		if c.max < 0 {
+			return errors.New("--max must not be negative")
+		}
+		return nil
+	}, "verify reads a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
+	return c, err
 }
 
 func runVerify(ctx context.Context, e *env, args []string) error {
