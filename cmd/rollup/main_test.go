@@ -54,3 +54,29 @@ func checkCLI(t *testing.T, args []string, usage bool, wantOut []string) {
 		}
 	}
 }
+
+// parseCase is one row of a parser's test table: the command line, and either the config it
+// must give or a part of the error it must give (wantErr).
+type parseCase[C comparable] struct {
+	args    []string
+	want    C
+	wantErr string
+}
+
+// checkParse runs parse on every case's command line and checks the config or the error.
+func checkParse[C comparable](t *testing.T, parse func(*env, []string) (C, error), tests []parseCase[C]) {
+	t.Helper()
+	for _, tc := range tests {
+		var out, errOut strings.Builder
+		got, err := parse(&env{stdout: &out, stderr: &errOut}, tc.args)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
+		}
+	}
+}

@@ -15,11 +15,7 @@ import (
 
 func TestParseMigrate(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
-	tests := []struct {
-		args    []string
-		want    migrateConfig
-		wantErr string
-	}{
+	tests := []parseCase[migrateConfig]{
 		{args: []string{"up", "--mongodb-uri", "mongodb://h"}, want: migrateConfig{sub: "up", store: storeFlags{uri: "mongodb://h", database: "rollup"}, lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
 		{args: []string{"--mongodb-uri", "mongodb://h", "--database", "x", "up", "--dry-run"}, want: migrateConfig{sub: "up", store: storeFlags{uri: "mongodb://h", database: "x"}, dryRun: true, lockWait: migrations.DefaultLockWait, logLevel: "warn"}},
 		{args: []string{"status", "--mongodb-uri", "mongodb://h", "--lock-wait", "0s"}, want: migrateConfig{sub: "status", store: storeFlags{uri: "mongodb://h", database: "rollup"}, logLevel: "warn"}},
@@ -32,19 +28,7 @@ func TestParseMigrate(t *testing.T) {
 		{args: []string{"up", "--mongodb-uri", "m", "--database", ""}, wantErr: "--database"},
 		{args: []string{"up", "--bogus"}, wantErr: "bogus"},
 	}
-	for _, tc := range tests {
-		var out, errOut strings.Builder
-		got, err := parseMigrate(&env{stdout: &out, stderr: &errOut}, tc.args)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
-		}
-	}
+	checkParse(t, parseMigrate, tests)
 }
 
 func TestRunMigrateNoURIIsUsageError(t *testing.T) {

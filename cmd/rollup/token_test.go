@@ -20,11 +20,7 @@ import (
 
 func TestParseToken(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
-	tests := []struct {
-		args    []string
-		want    tokenConfig
-		wantErr string
-	}{
+	tests := []parseCase[tokenConfig]{
 		{args: []string{"create", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "rollup"}, project: "p"}},
 		{args: []string{"--mongodb-uri", "m", "create", "--project", "p", "--name", "eu agents", "--database", "x"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "x"}, project: "p", name: "eu agents"}},
 		{args: []string{"list", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "list", store: storeFlags{uri: "m", database: "rollup"}, project: "p"}},
@@ -37,19 +33,7 @@ func TestParseToken(t *testing.T) {
 		{args: []string{}, wantErr: "subcommand is required"},
 		{args: []string{"list", "--project", "p", "--mongodb-uri", "m", "x"}, wantErr: "unexpected argument"},
 	}
-	for _, tc := range tests {
-		var out, errOut strings.Builder
-		got, err := parseToken(&env{stdout: &out, stderr: &errOut}, tc.args)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
-		}
-	}
+	checkParse(t, parseToken, tests)
 }
 
 // TestTokenAndSubmitEndToEnd: 'rollup token create' prints a token that 'rollup submit'

@@ -17,11 +17,7 @@ import (
 func TestParseTree(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
 	at := time.Date(2024, 5, 1, 10, 5, 0, 0, time.UTC)
-	tests := []struct {
-		args    []string
-		want    treeConfig
-		wantErr string
-	}{
+	tests := []parseCase[treeConfig]{
 		{args: []string{"import", "t.yaml", "--mongodb-uri", "m"}, want: treeConfig{sub: "import", file: "t.yaml", store: storeFlags{uri: "m", database: "rollup"}}},
 		{args: []string{"--project", "p", "import", "--effective", "2024-05-01T10:05:00Z", "t.json", "--mongodb-uri", "m", "--database", "d"},
 			want: treeConfig{sub: "import", file: "t.json", project: "p", effective: at, store: storeFlags{uri: "m", database: "d"}}},
@@ -46,19 +42,7 @@ func TestParseTree(t *testing.T) {
 		{args: []string{"import", "f", "--database", "", "--mongodb-uri", "m"}, wantErr: "--database"},
 		{args: []string{"import", "f", "--bogus"}, wantErr: "bogus"},
 	}
-	for _, tc := range tests {
-		var out, errOut strings.Builder
-		got, err := parseTree(&env{stdout: &out, stderr: &errOut}, tc.args)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
-		}
-	}
+	checkParse(t, parseTree, tests)
 }
 
 func TestRunTreeNoURIIsUsageError(t *testing.T) {
