@@ -129,7 +129,22 @@ func benchStore(ctx context.Context, uri string, durable bool) (string, func(), 
 		}
 		dir = d
 	}
-	srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: zap.NewNop()})
+	uri, stop, err := startEmbedded(ctx, embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: zap.NewNop()})
+	if err != nil {
+		return "", nil, err
+	}
+	return uri, func() {
+		stop()
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+	}, nil
+}
+
+// startEmbedded starts an embedded server with cfg for a benchmark and returns its URI and
+// the function that stops it and waits for it to end.
+func startEmbedded(ctx context.Context, cfg embedded.Config) (string, func(), error) {
+	srv, err := embedded.New(cfg)
 	if err != nil {
 		return "", nil, fmt.Errorf("start embedded server: %w", err)
 	}
@@ -139,9 +154,6 @@ func benchStore(ctx context.Context, uri string, durable bool) (string, func(), 
 	return srv.URI(), func() {
 		cancel()
 		<-done
-		if dir != "" {
-			_ = os.RemoveAll(dir)
-		}
 	}, nil
 }
 

@@ -177,17 +177,7 @@ func baselinesStore(ctx context.Context, uri string) (string, func(), error) {
 	if uri != "" {
 		return uri, func() {}, nil
 	}
-	srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", EnableTestCommands: true, Logger: zap.NewNop()})
-	if err != nil {
-		return "", nil, fmt.Errorf("start embedded server: %w", err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(sctx) }()
-	return srv.URI(), func() {
-		cancel()
-		<-done
-	}, nil
+	return startEmbedded(ctx, embedded.Config{Listen: "127.0.0.1:0", EnableTestCommands: true, Logger: zap.NewNop()})
 }
 
 // baselineLeaf is one leaf of the benchmark tree with its ancestors, parent first.
