@@ -78,6 +78,32 @@ func registerConfig(fs *flag.FlagSet) *string {
 	return fs.String(configFlag, "", "YAML file of settings, keys named like the flags (env ROLLUP_CONFIG)")
 }
 
+// newConfigFlagSet is newFlagSet for a command whose settings may also come from the
+// environment and a config file (serve, simulate): it adds --config, and --help ends with
+// configUsage. Parse it with parseConfigFlags.
+func newConfigFlagSet(e *env, name, usage string) *flag.FlagSet {
+	fs := newFlagSet(e, name, usage)
+	help := fs.Usage
+	fs.Usage = func() {
+		help()
+		_, _ = fmt.Fprint(e.stderr, "\n"+configUsage)
+	}
+	registerConfig(fs)
+	return fs
+}
+
+// parseConfigFlags parses args, which must be flags only, then gives the flags they did not
+// set their values with applyConfig.
+func parseConfigFlags(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) (*settings, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return applyConfig(fs, lookupEnv)
+}
+
 // applyConfig gives every flag of fs the command line did not set its value from the
 // environment (lookupEnv), else from the config file, else leaves its default. The file is
 // the --config flag's value, else ROLLUP_CONFIG's; none is read when both are empty. Call it

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -84,13 +83,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 // validates them; errors name the setting and where its value came from.
 func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool)) (serveConfig, error) {
 	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, serveUsage)
-		fs.PrintDefaults()
-		_, _ = fmt.Fprint(e.stderr, "\n"+configUsage)
-	}
+	fs := newConfigFlagSet(e, "serve", serveUsage)
 	fs.StringVar(&c.mongoURI, "mongodb-uri", "", "MongoDB connection string (env ROLLUP_MONGODB_URI); empty starts the embedded server")
 	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
 	fs.StringVar(&c.dataDir, "data", "rollup-data", "data directory of the embedded server")
@@ -102,14 +95,7 @@ func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool))
 	fs.StringVar(&c.partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")
 	fs.IntVar(&c.maxPartitions, "max-partitions", 0, "most partitions this instance leads (0 = all it can; set ≈ partitions ÷ instances to spread the work)")
-	registerConfig(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	src, err := applyConfig(fs, lookupEnv)
+	src, err := parseConfigFlags(fs, args, lookupEnv)
 	c.sources = src
 	if err != nil {
 		return c, err

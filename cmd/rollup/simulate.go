@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -55,13 +54,7 @@ func parseSimulate(e *env, args []string) (simulateConfig, error) {
 func parseSimulateEnv(e *env, args []string, lookupEnv func(string) (string, bool)) (simulateConfig, error) {
 	var c simulateConfig
 	var generate string
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, simulateUsage)
-		fs.PrintDefaults()
-		_, _ = fmt.Fprint(e.stderr, "\n"+configUsage)
-	}
+	fs := newConfigFlagSet(e, "simulate", simulateUsage)
 	fs.StringVar(&c.url, "url", "", "base URL of the rollup API (env ROLLUP_URL)")
 	fs.StringVar(&c.token, "token", "", "the project's bearer token (env ROLLUP_TOKEN keeps it out of the process list)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token (as 'rollup token create' prints it)")
@@ -75,14 +68,7 @@ func parseSimulateEnv(e *env, args []string, lookupEnv func(string) (string, boo
 	fs.DurationVar(&c.wait, "wait", 2*time.Minute, "wait this long for the API to answer before starting (0: do not wait)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the simulated counts")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	registerConfig(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	s, err := applyConfig(fs, lookupEnv)
+	s, err := parseConfigFlags(fs, args, lookupEnv)
 	if err != nil {
 		return c, err
 	}
