@@ -2,6 +2,7 @@ package bsonval
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"math/big"
 	"strings"
@@ -79,7 +80,7 @@ func IsNumber(v any) bool { return Class(v) == ClassNumber }
 func Compare(a, b any) int {
 	ca, cb := Class(a), Class(b)
 	if ca != cb {
-		return cmpInt(ca, cb)
+		return cmp.Compare(ca, cb)
 	}
 	switch ca {
 	case ClassMinKey, ClassNull, ClassMaxKey:
@@ -95,10 +96,10 @@ func Compare(a, b any) int {
 	case ClassBinary:
 		x, y := a.(bson.Binary), b.(bson.Binary)
 		if len(x.Data) != len(y.Data) {
-			return cmpInt(len(x.Data), len(y.Data))
+			return cmp.Compare(len(x.Data), len(y.Data))
 		}
 		if x.Subtype != y.Subtype {
-			return cmpInt(int(x.Subtype), int(y.Subtype))
+			return cmp.Compare(x.Subtype, y.Subtype)
 		}
 		return bytes.Compare(x.Data, y.Data)
 	case ClassObjectID:
@@ -114,13 +115,13 @@ func Compare(a, b any) int {
 		}
 		return 1
 	case ClassDate:
-		return cmpInt64(int64(a.(bson.DateTime)), int64(b.(bson.DateTime)))
+		return cmp.Compare(int64(a.(bson.DateTime)), int64(b.(bson.DateTime)))
 	case ClassTimestamp:
 		x, y := a.(bson.Timestamp), b.(bson.Timestamp)
 		if x.T != y.T {
-			return cmpUint(uint64(x.T), uint64(y.T))
+			return cmp.Compare(x.T, y.T)
 		}
-		return cmpUint(uint64(x.I), uint64(y.I))
+		return cmp.Compare(x.I, y.I)
 	case ClassRegex:
 		x, y := a.(bson.Regex), b.(bson.Regex)
 		if c := strings.Compare(x.Pattern, y.Pattern); c != 0 {
@@ -178,7 +179,7 @@ func toA(v any) bson.A {
 
 func compareDocs(x, y bson.D) int {
 	for i := 0; i < len(x) && i < len(y); i++ {
-		if c := cmpInt(Class(x[i].Value), Class(y[i].Value)); c != 0 {
+		if c := cmp.Compare(Class(x[i].Value), Class(y[i].Value)); c != 0 {
 			return c
 		}
 		if c := strings.Compare(x[i].Key, y[i].Key); c != 0 {
@@ -188,7 +189,7 @@ func compareDocs(x, y bson.D) int {
 			return c
 		}
 	}
-	return cmpInt(len(x), len(y))
+	return cmp.Compare(len(x), len(y))
 }
 
 func compareArrays(x, y bson.A) int {
@@ -197,7 +198,7 @@ func compareArrays(x, y bson.A) int {
 			return c
 		}
 	}
-	return cmpInt(len(x), len(y))
+	return cmp.Compare(len(x), len(y))
 }
 
 // number is an exact representation of a BSON number: either an int64 or a float64.
@@ -257,31 +258,14 @@ func compareNumbers(a, b any) int {
 	x, y := toNumber(a), toNumber(b)
 	switch {
 	case x.isInt && y.isInt:
-		return cmpInt64(x.i, y.i)
+		return cmp.Compare(x.i, y.i)
 	case !x.isInt && !y.isInt:
-		return compareFloats(x.f, y.f)
+		return cmp.Compare(x.f, y.f) // NaN first and equal to itself, as MongoDB orders it
 	case x.isInt:
 		return -compareFloatInt(y.f, x.i)
 	default:
 		return compareFloatInt(x.f, y.i)
 	}
-}
-
-func compareFloats(x, y float64) int {
-	xn, yn := math.IsNaN(x), math.IsNaN(y)
-	switch {
-	case xn && yn:
-		return 0
-	case xn:
-		return -1
-	case yn:
-		return 1
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // compareFloatInt compares a double with an int64 exactly.
@@ -300,7 +284,7 @@ func compareFloatInt(f float64, i int64) int {
 	t := math.Trunc(f)
 	ti := int64(t)
 	if ti != i {
-		return cmpInt64(ti, i)
+		return cmp.Compare(ti, i)
 	}
 	frac := f - t
 	switch {
@@ -308,36 +292,6 @@ func compareFloatInt(f float64, i int64) int {
 		return 1
 	case frac < 0:
 		return -1
-	}
-	return 0
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }
