@@ -24,47 +24,27 @@ func fastParse(body []byte, maxItems int, req *rawRequest) (ok bool) {
 	if !p.Lit('{') {
 		return false
 	}
-	if p.Lit('}') {
-		return p.End()
-	}
-	var seen uint
-	for {
-		key, ok := p.Str()
-		if !ok || !p.Lit(':') {
-			return false
-		}
-		var bit uint
+	ok = p.Object(func(key string) (uint, bool) {
+		var ok bool
 		switch key {
 		case "project":
-			bit = 1 << 0
 			req.project, ok = p.optStr()
+			return 1 << 0, ok
 		case "timestamp":
-			bit = 1 << 1
 			req.timestamp, ok = p.optStr()
+			return 1 << 1, ok
 		case "observed_at":
-			bit = 1 << 2
 			req.observedAt, ok = p.optStr()
+			return 1 << 2, ok
 		case "submission_id":
-			bit = 1 << 3
 			req.submissionID, ok = p.optStr()
+			return 1 << 3, ok
 		case "counts":
-			bit = 1 << 4
-			ok = p.counts(req, maxItems)
-		default:
-			return false
+			return 1 << 4, p.counts(req, maxItems)
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		if p.Lit(',') {
-			continue
-		}
-		if p.Lit('}') {
-			return p.End()
-		}
-		return false
-	}
+		return 0, false
+	})
+	return ok && p.End()
 }
 
 // fastScanner reads the plain JSON subset of fastParse; each method returns false at
@@ -98,41 +78,28 @@ func (p *fastScanner) counts(req *rawRequest, maxItems int) bool {
 		return true
 	}
 	for {
-		if len(req.counts) == maxItems || !p.Lit('{') {
+		// Items are non-empty objects: an empty one is left to parseRequest.
+		if len(req.counts) == maxItems || !p.Lit('{') || p.Lit('}') {
 			return false
 		}
 		var c rawCount
-		var seen uint
-		for {
-			key, ok := p.Str()
-			if !ok || !p.Lit(':') {
-				return false
-			}
-			var bit uint
+		ok := p.Object(func(key string) (uint, bool) {
+			var ok bool
 			switch key {
 			case "id":
-				bit = 1 << 0
 				c.id, ok = p.optStr()
+				return 1 << 0, ok
 			case "type":
-				bit = 1 << 1
 				c.typ, ok = p.optStr()
+				return 1 << 1, ok
 			case "online":
-				bit = 1 << 2
 				c.online, ok = p.integer()
 				c.hasOnl = ok
-			default:
-				return false
+				return 1 << 2, ok
 			}
-			if !ok || seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			if p.Lit(',') {
-				continue
-			}
-			if p.Lit('}') {
-				break
-			}
+			return 0, false
+		})
+		if !ok {
 			return false
 		}
 		req.counts = append(req.counts, c)

@@ -218,36 +218,12 @@ func (p *scanner) int() (int, bool) {
 	return int(v), true
 }
 
-// object reads the members of an object whose '{' was consumed: member is called with each
-// key after its ':' and reads the value. Keys must be distinct bits of seen.
-func (p *scanner) object(member func(key string) (bit uint, ok bool)) bool {
-	if p.Lit('}') {
-		return true
-	}
-	var seen uint
-	for {
-		key, ok := p.Str()
-		if !ok || !p.Lit(':') {
-			return false
-		}
-		bit, ok := member(key)
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		if p.Lit(',') {
-			continue
-		}
-		return p.Lit('}')
-	}
-}
-
 func fastDecodeResponse(data []byte, r *CountsResponse) bool {
 	p := scanner{jsonscan.New(string(data))}
 	if !p.Lit('{') {
 		return false
 	}
-	ok := p.object(func(key string) (uint, bool) {
+	ok := p.Object(func(key string) (uint, bool) {
 		var ok bool
 		switch key {
 		case "submission_id":
@@ -288,7 +264,7 @@ func (p *scanner) items(r *CountsResponse) bool {
 			return false
 		}
 		var it ItemResult
-		ok := p.object(func(key string) (uint, bool) {
+		ok := p.Object(func(key string) (uint, bool) {
 			var ok bool
 			switch key {
 			case "index":
@@ -326,7 +302,7 @@ func (p *scanner) summary(s *Summary) bool {
 	if !p.Lit('{') {
 		return false
 	}
-	return p.object(func(key string) (uint, bool) {
+	return p.Object(func(key string) (uint, bool) {
 		var ok bool
 		switch key {
 		case "applied":

@@ -91,3 +91,29 @@ func (p *Scanner) Int() (string, bool) {
 	p.i = j
 	return p.s[start:j], true
 }
+
+// Object reads the members of an object whose '{' was consumed, through its '}': member is
+// called with each key after its ':', reads the value and returns the key's bit (distinct per
+// key). Object returns false when member does, at a repeated bit, and at anything but an
+// empty object or members separated by ',' (so also at a trailing ',').
+func (p *Scanner) Object(member func(key string) (bit uint, ok bool)) bool {
+	if p.Lit('}') {
+		return true
+	}
+	var seen uint
+	for {
+		key, ok := p.Str()
+		if !ok || !p.Lit(':') {
+			return false
+		}
+		bit, ok := member(key)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if p.Lit(',') {
+			continue
+		}
+		return p.Lit('}')
+	}
+}
