@@ -72,25 +72,8 @@ func cmpRank(v any) int {
 	return bsonval.Class(v)
 }
 
-// truthy is MongoDB's Value::coerceToBool.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case missingValue, nil, bson.Null, bson.Undefined:
-		return false
-	case bool:
-		return x
-	case int32:
-		return x != 0
-	case int64:
-		return x != 0
-	case float64:
-		return x != 0
-	case bson.Decimal128:
-		f, _ := bsonval.ToFloat(x)
-		return f != 0
-	}
-	return true
-}
+// truthy is MongoDB's Value::coerceToBool: bsonval.Truthy, and false for a missing value.
+func truthy(v any) bool { return !isMissing(v) && bsonval.Truthy(v) }
 
 // normalizeLiteral converts a literal from a pipeline specification into the decoded value
 // types (Go int, []any and bson.Null as tests and callers may write them). bson.M has no field

@@ -133,6 +133,23 @@ func randValue(r *rand.Rand, depth int) any {
 
 // TestKeyOrderMatchesCompare is the randomized cross-check: the byte encoding used by indexes
 // must order (and equate) values exactly as Compare does.
+func TestTruthy(t *testing.T) {
+	dec0, _ := bson.ParseDecimal128("0")
+	dec1, _ := bson.ParseDecimal128("0.5")
+	falsy := []any{nil, bson.Null{}, bson.Undefined{}, false, int32(0), int64(0), 0, 0.0, math.Copysign(0, -1), dec0}
+	truthy := []any{true, int32(-1), int64(1), 7, 0.5, math.NaN(), dec1, "", bson.D{}, bson.A{}, bson.MinKey{}}
+	for _, v := range falsy {
+		if Truthy(v) {
+			t.Errorf("Truthy(%#v) = true, want false", v)
+		}
+	}
+	for _, v := range truthy {
+		if !Truthy(v) {
+			t.Errorf("Truthy(%#v) = false, want true", v)
+		}
+	}
+}
+
 func TestKeyOrderMatchesCompare(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200000; i++ {

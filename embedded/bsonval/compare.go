@@ -254,6 +254,30 @@ func ToFloat(v any) (float64, bool) {
 	return n.f, true
 }
 
+// Truthy reports whether v counts as true where MongoDB wants a boolean
+// (BSONElement::trueValue, Value::coerceToBool): null, undefined, false and numeric zero are
+// false, every other value is true.
+func Truthy(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case nil, bson.Null, bson.Undefined:
+		return false
+	case int32:
+		return x != 0
+	case int64:
+		return x != 0
+	case int:
+		return x != 0
+	case float64:
+		return x != 0
+	case bson.Decimal128:
+		f, _ := ToFloat(x)
+		return f != 0
+	}
+	return true
+}
+
 func compareNumbers(a, b any) int {
 	x, y := toNumber(a), toNumber(b)
 	switch {

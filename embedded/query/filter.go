@@ -288,7 +288,7 @@ func parseOps(path string, ops bson.D) ([]term, error) {
 			}
 			terms = append(terms, term{p: p, neg: e.Key == "$nin"})
 		case "$exists":
-			terms = append(terms, term{p: existsPred{}, neg: !truthy(e.Value)})
+			terms = append(terms, term{p: existsPred{}, neg: !bsonval.Truthy(e.Value)})
 		case "$not":
 			t, err := parseNot(path, e.Value)
 			if err != nil {
@@ -458,28 +458,6 @@ func parseElemMatch(v any) (term, error) {
 		return term{}, err
 	}
 	return term{p: elemMatchObject{n}, mode: modeWhole}, nil
-}
-
-// truthy is BSONElement::trueValue.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case nil, bson.Null, bson.Undefined:
-		return false
-	case int32:
-		return x != 0
-	case int64:
-		return x != 0
-	case int:
-		return x != 0
-	case float64:
-		return x != 0
-	case bson.Decimal128:
-		f, _ := bsonval.ToFloat(x)
-		return f != 0
-	}
-	return true
 }
 
 type cmpOp uint8

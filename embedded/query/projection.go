@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/mongoerr"
 )
 
@@ -69,9 +70,9 @@ func CompileProjection(proj bson.D) (*Projection, error) {
 			}
 			switch v := e.Value.(type) {
 			case bool, int32, int64, float64, int:
-				specs = append(specs, spec{path, truthy(v)})
+				specs = append(specs, spec{path, bsonval.Truthy(v)})
 			case bson.Decimal128:
-				specs = append(specs, spec{path, truthy(v)})
+				specs = append(specs, spec{path, bsonval.Truthy(v)})
 			case bson.D:
 				if len(v) == 0 {
 					return mongoerr.New(codeEmptySubProjection, "An empty sub-projection is not a valid value. Found empty object at path")
