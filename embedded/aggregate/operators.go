@@ -293,56 +293,50 @@ func evalSubtract(a, b any) (any, error) {
 
 // evalDivide is ExpressionDivide::apply: the result is always a double.
 func evalDivide(a, b any) (any, error) {
-	ka, okA := kindOf(a)
-	kb, okB := kindOf(b)
-	if okA && okB {
-		if ka == kindDecimal || kb == kindDecimal {
-			return nil, decimalUnsupported("$divide")
-		}
-		den := toFloat(b)
-		if den == 0 {
-			return nil, mongoerr.BadValuef("can't $divide by zero")
-		}
-		return toFloat(a) / den, nil
-	}
-	if nullish(a) || nullish(b) {
-		return nil, nil
-	}
-	return nil, mongoerr.TypeMismatchf("$divide only supports numeric types, not %s and %s", typeName(a), typeName(b))
+	return evalDivision("$divide", a, b, func(_, _ numKind, den float64) any { return toFloat(a) / den })
 }
 
 // evalMod is ExpressionMod::apply.
 func evalMod(a, b any) (any, error) {
-	ka, okA := kindOf(a)
-	kb, okB := kindOf(b)
-	if okA && okB {
-		if ka == kindDecimal || kb == kindDecimal {
-			return nil, decimalUnsupported("$mod")
-		}
-		right := toFloat(b)
-		if right == 0 {
-			return nil, mongoerr.BadValuef("can't $mod by zero")
-		}
+	return evalDivision("$mod", a, b, func(ka, kb numKind, right float64) any {
 		rightIntegral := kb != kindDouble || (right <= math.MaxInt32 && right >= math.MinInt32 && right == math.Trunc(right))
 		if ka == kindDouble || !rightIntegral {
-			return math.Mod(toFloat(a), right), nil
+			return math.Mod(toFloat(a), right)
 		}
 		l, r := toInt64(a), toInt64(b)
 		if ka == kindLong || kb == kindLong {
 			if r == -1 {
-				return int64(0), nil
+				return int64(0)
 			}
-			return l % r, nil
+			return l % r
 		}
 		if r == -1 {
-			return int32(0), nil
+			return int32(0)
 		}
-		return int32(int32(l) % int32(r)), nil
+		return int32(int32(l) % int32(r))
+	})
+}
+
+// evalDivision is the operand handling $divide and $mod share: two numbers, not Decimal128,
+// and a non-zero divisor, whose kinds and value (as a double) it hands to fn; otherwise null
+// when either is nullish, else a type mismatch.
+func evalDivision(op string, a, b any, fn func(ka, kb numKind, den float64) any) (any, error) {
+	ka, okA := kindOf(a)
+	kb, okB := kindOf(b)
+	if okA && okB {
+		if ka == kindDecimal || kb == kindDecimal {
+			return nil, decimalUnsupported(op)
+		}
+		den := toFloat(b)
+		if den == 0 {
+			return nil, mongoerr.BadValuef("can't %s by zero", op)
+		}
+		return fn(ka, kb, den), nil
 	}
 	if nullish(a) || nullish(b) {
 		return nil, nil
 	}
-	return nil, mongoerr.TypeMismatchf("$mod only supports numeric types, not %s and %s", typeName(a), typeName(b))
+	return nil, mongoerr.TypeMismatchf("%s only supports numeric types, not %s and %s", op, typeName(a), typeName(b))
 }
 
 func compareOp(name string) func(a, b any) (any, error) {
