@@ -8,7 +8,6 @@ import (
 
 	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/mongoerr"
-	"github.com/gameops/rollup/embedded/query"
 	"github.com/gameops/rollup/embedded/storage"
 )
 
@@ -171,16 +170,9 @@ func cmdListDatabases(_ context.Context, s *Server, r *request) (result, error) 
 	if r.db != "admin" {
 		return result{}, mongoerr.New(mongoerr.Unauthorized, "listDatabases may only be run against the admin database.")
 	}
-	var filter *query.Filter
-	if f, ok := r.arg("filter"); ok && f != nil {
-		var err error
-		if filter, err = query.CompileFilter(asDoc(f)); err != nil {
-			return result{}, err
-		}
-	}
-	nameOnly := false
-	if v, ok := r.arg("nameOnly"); ok {
-		nameOnly = boolArg(v)
+	filter, nameOnly, err := listArgs(r)
+	if err != nil {
+		return result{}, err
 	}
 	var dbs bson.A
 	var total int64

@@ -247,17 +247,24 @@ func cmdDropIndexes(ctx context.Context, s *Server, r *request) (result, error) 
 	return result{fields: bson.D{{Key: "nIndexesWas", Value: int32(nWas)}}, opTime: op}, nil
 }
 
-func cmdListCollections(_ context.Context, s *Server, r *request) (result, error) {
-	var filter *query.Filter
+// listArgs reads the options listDatabases and listCollections share: filter, a query over
+// the entries they list (nil when absent or null), and nameOnly.
+func listArgs(r *request) (filter *query.Filter, nameOnly bool, err error) {
 	if f, ok := r.arg("filter"); ok && f != nil {
-		var err error
 		if filter, err = query.CompileFilter(asDoc(f)); err != nil {
-			return result{}, err
+			return nil, false, err
 		}
 	}
-	nameOnly := false
 	if v, ok := r.arg("nameOnly"); ok {
 		nameOnly = boolArg(v)
+	}
+	return filter, nameOnly, nil
+}
+
+func cmdListCollections(_ context.Context, s *Server, r *request) (result, error) {
+	filter, nameOnly, err := listArgs(r)
+	if err != nil {
+		return result{}, err
 	}
 	var infos []storage.CollectionInfo
 	s.engine.Read(func(rd *storage.Reader) { infos = rd.Collections(r.db) })
