@@ -230,32 +230,15 @@ func (f *File) walkNested(n *yaml.Node, parent string, depth int) error {
 	if depth > MaxNestedDepth {
 		return &ParseError{Line: n.Line, Msg: fmt.Sprintf("nested deeper than %d levels: use the flat layout", MaxNestedDepth)}
 	}
-	if n.Kind != yaml.MappingNode {
-		return &ParseError{Line: n.Line, Msg: "a node must be a mapping with id, type and children, got " + kindName(n)}
-	}
-	nd := Node{Parent: parent}
 	var children *yaml.Node
-	var seen [2]bool
-	err := eachField(n, "node", []string{"id", "type", "children"}, func(key string, v *yaml.Node) error {
-		var err error
-		switch key {
-		case "id":
-			nd.ID, err = scalar(v, "id")
-			seen[0] = true
-		case "type":
-			nd.Type, err = scalar(v, "type")
-			seen[1] = true
-		case "children":
-			children = v
-		}
-		return err
+	nd, err := readNode(n, "children", func(v *yaml.Node) error {
+		children = v
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := requireFields(n, seen); err != nil {
-		return err
-	}
+	nd.Parent = parent
 	f.Nodes = append(f.Nodes, nd)
 	f.Lines = append(f.Lines, n.Line)
 	if children == nil || isNull(children) {
@@ -283,45 +266,53 @@ func (f *File) walkFlat(list *yaml.Node) error {
 	f.Nodes = make([]Node, 0, len(list.Content))
 	f.Lines = make([]int, 0, len(list.Content))
 	for _, n := range list.Content {
-		if n.Kind != yaml.MappingNode {
-			return &ParseError{Line: n.Line, Msg: "a node must be a mapping with id, type and parent, got " + kindName(n)}
-		}
-		var nd Node
-		var seen [2]bool
-		err := eachField(n, "node", []string{"id", "type", "parent"}, func(key string, v *yaml.Node) error {
+		var parent string
+		nd, err := readNode(n, "parent", func(v *yaml.Node) error {
 			var err error
-			switch key {
-			case "id":
-				nd.ID, err = scalar(v, "id")
-				seen[0] = true
-			case "type":
-				nd.Type, err = scalar(v, "type")
-				seen[1] = true
-			case "parent":
-				nd.Parent, err = scalar(v, "parent")
-			}
+			parent, err = scalar(v, "parent")
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		if err := requireFields(n, seen); err != nil {
-			return err
-		}
+		nd.Parent = parent
 		f.Nodes = append(f.Nodes, nd)
 		f.Lines = append(f.Lines, n.Line)
 	}
 	return nil
 }
 
-func requireFields(n *yaml.Node, seen [2]bool) error {
-	switch {
-	case !seen[0]:
-		return &ParseError{Line: n.Line, Msg: "node without id"}
-	case !seen[1]:
-		return &ParseError{Line: n.Line, Msg: "node without type"}
+// readNode reads a node mapping of either layout: id and type, both required, and the
+// layout's own field (children or parent), whose value goes to own.
+func readNode(n *yaml.Node, field string, own func(v *yaml.Node) error) (Node, error) {
+	if n.Kind != yaml.MappingNode {
+		return Node{}, &ParseError{Line: n.Line, Msg: "a node must be a mapping with id, type and " + field + ", got " + kindName(n)}
 	}
-	return nil
+	var nd Node
+	var hasID, hasType bool
+	err := eachField(n, "node", []string{"id", "type", field}, func(key string, v *yaml.Node) error {
+		var err error
+		switch key {
+		case "id":
+			nd.ID, err = scalar(v, "id")
+			hasID = true
+		case "type":
+			nd.Type, err = scalar(v, "type")
+			hasType = true
+		default:
+			err = own(v)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return Node{}, err
+	case !hasID:
+		return Node{}, &ParseError{Line: n.Line, Msg: "node without id"}
+	case !hasType:
+		return Node{}, &ParseError{Line: n.Line, Msg: "node without type"}
+	}
+	return nd, nil
 }
 
 // eachField calls fn for each key of mapping m, rejecting keys not in known and repeated keys.
