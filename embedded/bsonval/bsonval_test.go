@@ -131,8 +131,7 @@ func randValue(r *rand.Rand, depth int) any {
 	}
 }
 
-// TestKeyOrderMatchesCompare is the randomized cross-check: the byte encoding used by indexes
-// must order (and equate) values exactly as Compare does.
+// TestTruthy checks MongoDB's boolean coercion on each kind of value.
 func TestTruthy(t *testing.T) {
 	dec0, _ := bson.ParseDecimal128("0")
 	dec1, _ := bson.ParseDecimal128("0.5")
@@ -150,6 +149,8 @@ func TestTruthy(t *testing.T) {
 	}
 }
 
+// TestKeyOrderMatchesCompare is the randomized cross-check: the byte encoding used by indexes
+// must order (and equate) values exactly as Compare does.
 func TestKeyOrderMatchesCompare(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200000; i++ {
