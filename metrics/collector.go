@@ -12,6 +12,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -28,6 +29,8 @@ type Sources struct {
 	Progress func() watcher.Progress
 	// Leadership is watcher.Watcher.Leadership.
 	Leadership func() []watcher.PartitionState
+	// Components are the components' readiness states (status.Tracker).
+	Components func() []status.State
 	// Now is the clock of the lag and age gauges (default time.Now).
 	Now func() time.Time
 }
@@ -70,6 +73,7 @@ type descs struct {
 	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
 	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
 	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
+	componentReady, componentSince                                       *prometheus.Desc
 }
 
 func newDescs() descs {
@@ -99,6 +103,8 @@ func newDescs() descs {
 		checkpointAge:    desc("watcher_checkpoint_age_seconds", "Now minus the time the last checkpoint was saved by this process.", "checkpoint"),
 		leader:           desc("watcher_leader", "1 when this instance runs the partition (leads its lease), else 0.", "partition", "id"),
 		term:             desc("watcher_leader_term", "Lease term this instance leads the partition with (0 without leases or when not leading).", "partition", "id"),
+		componentReady:   desc("component_ready", "1 when the component makes progress, 0 while it cannot (see /readyz for the reason).", "component"),
+		componentSince:   desc("component_state_seconds", "Seconds since the component's readiness last changed.", "component"),
 	}
 }
 
@@ -111,6 +117,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
 		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
 		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
+		d.componentReady, d.componentSince,
 	} {
 		ch <- x
 	}
@@ -192,6 +199,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(d.leader, v, p.Partition, p.ID)
 			gauge(d.term, float64(p.Term), p.Partition, p.ID)
+		}
+	}
+	if c.src.Components != nil {
+		for _, s := range c.src.Components() {
+			v := 0.0
+			if s.Ready {
+				v = 1
+			}
+			gauge(d.componentReady, v, s.Component)
+			gauge(d.componentSince, max(0, now.Sub(s.Since).Seconds()), s.Component)
 		}
 	}
 }

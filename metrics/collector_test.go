@@ -19,6 +19,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/watcher"
@@ -84,6 +85,10 @@ func TestCollectorFakes(t *testing.T) {
 		Leadership: func() []watcher.PartitionState {
 			return []watcher.PartitionState{{Partition: "", ID: "watcher", Leader: true, Term: 3}, {Partition: "p1", ID: "watcher-p1"}}
 		},
+		Components: func() []status.State {
+			return []status.State{{Component: "bulk", Ready: true, Since: now.Add(-time.Minute)},
+				{Component: "watcher", Since: now.Add(-7 * time.Second), Reason: "store unreachable"}}
+		},
 		Now: func() time.Time { return now },
 	}
 	reg := NewRegistry()
@@ -128,6 +133,10 @@ func TestCollectorFakes(t *testing.T) {
 		`rollup_watcher_leader{id="watcher",partition=""} 1`,
 		`rollup_watcher_leader{id="watcher-p1",partition="p1"} 0`,
 		`rollup_watcher_leader_term{id="watcher",partition=""} 3`,
+		`rollup_component_ready{component="bulk"} 1`,
+		`rollup_component_ready{component="watcher"} 0`,
+		`rollup_component_state_seconds{component="bulk"} 60`,
+		`rollup_component_state_seconds{component="watcher"} 7`,
 	)
 	if strings.Contains(body, `checkpoint="watcher-p1"`) {
 		t.Errorf("a stream without position has lag or age series")

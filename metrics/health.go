@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gameops/rollup/metrics/status"
 )
 
 // DefaultCheckTimeout bounds the readiness checks when Health.Timeout is zero.
@@ -22,6 +24,9 @@ type Health struct {
 	Pending func(ctx context.Context) (int, error)
 	// Running reports whether the watcher runs (RunFlag.Running).
 	Running func() bool
+	// Components are the long-lived components' progress trackers; a component that is not
+	// ready makes /readyz answer 503 and is named with its reason and since when.
+	Components func() []status.State
 	// Timeout bounds all the checks of one /readyz request (default DefaultCheckTimeout).
 	Timeout time.Duration
 }
@@ -44,6 +49,8 @@ type Readiness struct {
 	NotReady []string `json:"not_ready,omitempty"`
 	// Checks are the checks run.
 	Checks []Check `json:"checks"`
+	// Components are the components' states (Health.Components), ready or not.
+	Components []status.State `json:"components,omitempty"`
 }
 
 // Live returns the /healthz handler: 200 while the process serves HTTP.
@@ -107,6 +114,15 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		if !c.OK {
 			rd.Ready = false
 			rd.NotReady = append(rd.NotReady, c.Name)
+		}
+	}
+	if h.Components != nil {
+		rd.Components = h.Components()
+		for _, c := range rd.Components {
+			if !c.Ready {
+				rd.Ready = false
+				rd.NotReady = append(rd.NotReady, c.Component)
+			}
 		}
 	}
 	return rd

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/migrations"
 )
 
@@ -34,6 +35,10 @@ func get(t *testing.T, h http.Handler, path string) (int, Readiness) {
 		t.Fatalf("Content-Type %q", ct)
 	}
 	return rec.Code, rd
+}
+
+func components(s ...status.State) func() []status.State {
+	return func() []status.State { return s }
 }
 
 func TestReadyz(t *testing.T) {
@@ -59,6 +64,9 @@ func TestReadyz(t *testing.T) {
 		{"watcher stopped", Health{Ping: ok, Pending: pending(0, nil), Running: running(false)}, 503, []string{"watcher"}, []string{"store", "migrations", "watcher"}},
 		{"everything wrong", Health{Ping: down, Pending: pending(1, nil), Running: running(false)}, 503, []string{"store", "migrations", "watcher"}, []string{"store", "migrations", "watcher"}},
 		{"no checks", Health{}, 200, nil, nil},
+		{"a component not ready", Health{Ping: ok, Components: components(
+			status.State{Component: "bulk", Ready: true}, status.State{Component: "watcher", Reason: "store unreachable"})}, 503, []string{"watcher"}, []string{"store"}},
+		{"components ready", Health{Ping: ok, Components: components(status.State{Component: "bulk", Ready: true})}, 200, nil, []string{"store"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +83,9 @@ func TestReadyz(t *testing.T) {
 			}
 			if !slices.Equal(names, tc.checks) {
 				t.Fatalf("checks %v, want %v", names, tc.checks)
+			}
+			if tc.h.Components != nil && !slices.Equal(rd.Components, tc.h.Components()) {
+				t.Fatalf("components %+v, want %+v", rd.Components, tc.h.Components())
 			}
 			if status, _ := get(t, tc.h.Live(), "/healthz"); status != 200 {
 				t.Fatalf("healthz %d, want 200 whatever the readiness", status)
