@@ -182,7 +182,8 @@ func cmdListDatabases(_ context.Context, s *Server, r *request) (result, error) 
 			if !nameOnly {
 				doc = append(doc, bson.E{Key: "sizeOnDisk", Value: d.SizeOnDisk}, bson.E{Key: "empty", Value: d.Empty})
 			}
-			if filter != nil && !filter.Match(doc) {
+			// Compiled without $expr, the filter cannot fail.
+			if ok, _ := filter.Match(doc); !ok {
 				continue
 			}
 			total += d.SizeOnDisk

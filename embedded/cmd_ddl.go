@@ -277,7 +277,8 @@ func cmdListCollections(_ context.Context, s *Server, r *request) (result, error
 				bson.E{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: c.UUID}}},
 				bson.E{Key: "idIndex", Value: bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: "_id_"}}})
 		}
-		if filter != nil && !filter.Match(d) {
+		// Compiled without $expr, the filter cannot fail.
+		if ok, _ := filter.Match(d); !ok {
 			continue
 		}
 		raw, err := bsonval.Encode(d)

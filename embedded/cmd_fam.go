@@ -108,7 +108,10 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	var value any
 	lastErr := bson.D{}
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		target := findOne(w, r.db, a.collection, a.q, a.filter, a.sort)
+		target, err := findOne(w, r.db, a.collection, a.q, a.filter, a.sort)
+		if err != nil {
+			return err
+		}
 		switch {
 		case a.remove:
 			if target == nil {
@@ -166,21 +169,34 @@ type finder interface {
 	Find(db, coll string, filter bson.D, fn func(d *storage.Doc) bool)
 }
 
-// findOne returns the first document matching filter, in sort order when sort is given.
-func findOne(rd finder, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) *storage.Doc {
-	var matches []*storage.Doc
+// findMatching calls fn for every document of db.coll that matches filter (compiled from q),
+// in the order storage yields candidates, until fn returns false. A failure evaluating the
+// filter ($expr) stops the scan and is returned.
+func findMatching(rd finder, db, coll string, q bson.D, filter *query.Filter, fn func(d *storage.Doc) bool) error {
+	var matchErr error
 	rd.Find(db, coll, q, func(d *storage.Doc) bool {
-		if filter.Match(d.D) {
-			matches = append(matches, d)
-			return srt != nil
+		ok, err := filter.Match(d.D)
+		if err != nil {
+			matchErr = err
+			return false
 		}
-		return true
+		return !ok || fn(d)
 	})
-	if len(matches) == 0 {
-		return nil
+	return matchErr
+}
+
+// findOne returns the first document matching filter, in sort order when sort is given.
+func findOne(rd finder, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) (*storage.Doc, error) {
+	var matches []*storage.Doc
+	err := findMatching(rd, db, coll, q, filter, func(d *storage.Doc) bool {
+		matches = append(matches, d)
+		return srt != nil
+	})
+	if err != nil || len(matches) == 0 {
+		return nil, err
 	}
 	if srt != nil {
 		sort.SliceStable(matches, func(i, j int) bool { return srt.Compare(matches[i].D, matches[j].D) < 0 })
 	}
-	return matches[0]
+	return matches[0], nil
 }

@@ -101,17 +101,16 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	if a.sort == nil && a.limit > 0 {
 		stopAt = a.skip + a.limit
 	}
+	var err error
 	s.engine.Read(func(rd *storage.Reader) {
-		rd.Find(db, coll, a.q, func(d *storage.Doc) bool {
-			if a.filter.Match(d.D) {
-				docs = append(docs, d)
-				if stopAt > 0 && int64(len(docs)) >= stopAt {
-					return false
-				}
-			}
-			return true
+		err = findMatching(rd, db, coll, a.q, a.filter, func(d *storage.Doc) bool {
+			docs = append(docs, d)
+			return stopAt <= 0 || int64(len(docs)) < stopAt
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
 	if a.sort != nil {
 		sort.SliceStable(docs, func(i, j int) bool { return a.sort.Compare(docs[i].D, docs[j].D) < 0 })
 	}
@@ -304,13 +303,14 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 	}
 	var values []any
 	s.engine.Read(func(rd *storage.Reader) {
-		rd.Find(r.db, coll, a.q, func(d *storage.Doc) bool {
-			if a.filter.Match(d.D) {
-				values = appendPathValues(values, d.D, key)
-			}
+		err = findMatching(rd, r.db, coll, a.q, a.filter, func(d *storage.Doc) bool {
+			values = appendPathValues(values, d.D, key)
 			return true
 		})
 	})
+	if err != nil {
+		return result{}, err
+	}
 	sort.SliceStable(values, func(i, j int) bool { return bsonval.Compare(values[i], values[j]) < 0 })
 	out := bson.A{}
 	for i, v := range values {

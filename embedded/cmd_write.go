@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -58,12 +59,23 @@ type parsed[T any] struct {
 	err error
 }
 
-func parseAll[T any](stmts []bson.D, parse func(bson.D) (T, error)) []parsed[T] {
+// parseAll parses every statement. A field that MongoDB 7.0's command schema does not know
+// (such as the 8.0 statement option sort) fails the whole command before any statement runs,
+// as mongod's IDL parser does; that error is returned instead.
+func parseAll[T any](stmts []bson.D, parse func(bson.D) (T, error)) ([]parsed[T], error) {
 	out := make([]parsed[T], len(stmts))
 	for i, d := range stmts {
 		out[i].op, out[i].err = parse(d)
+		if mongoerr.Is(out[i].err, mongoerr.IDLUnknownField) {
+			return nil, out[i].err
+		}
 	}
-	return out
+	return out, nil
+}
+
+// unknownField is mongod's answer to a field its command schema does not know.
+func unknownField(where, key string) error {
+	return mongoerr.New(mongoerr.IDLUnknownField, "BSON field '%s.%s' is an unknown field.", where, key)
 }
 
 // writeReply is the reply of a write command: its counters, then writeErrors when any.
@@ -119,6 +131,10 @@ func withID(doc bson.D) (bson.D, error) {
 			return nil, mongoerr.New(mongoerr.InvalidIDField, "can't use a regex for _id")
 		case bson.Undefined:
 			return nil, mongoerr.New(mongoerr.InvalidIDField, "can't use a undefined for _id")
+		case bson.D:
+			if err := checkIDDoc(e.Value.(bson.D)); err != nil {
+				return nil, err
+			}
 		}
 		if i == 0 {
 			return doc, nil
@@ -131,6 +147,24 @@ func withID(doc bson.D) (bson.D, error) {
 	out := make(bson.D, 0, len(doc)+1)
 	out = append(out, bson.E{Key: "_id", Value: bson.NewObjectID()})
 	return append(out, doc...), nil
+}
+
+// checkIDDoc refuses an _id document holding $-prefixed field names at any depth, as MongoDB
+// 5.0+ does (top-level $-prefixed fields elsewhere in a document are allowed); DBRef fields
+// ($ref, $id, $db) are the exception.
+func checkIDDoc(d bson.D) error {
+	for _, e := range d {
+		if strings.HasPrefix(e.Key, "$") && e.Key != "$ref" && e.Key != "$id" && e.Key != "$db" {
+			return mongoerr.New(mongoerr.DollarPrefixedFieldName,
+				"_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", e.Key)
+		}
+		if sub, ok := e.Value.(bson.D); ok {
+			if err := checkIDDoc(sub); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
@@ -196,14 +230,16 @@ func parseUpdateOp(d bson.D) (updateOp, error) {
 			op.upsert = boolArg(e.Value)
 		case "multi":
 			op.multi = boolArg(e.Value)
-		case "hint", "upsertSupplied":
+		case "hint", "upsertSupplied", "sampleId":
 			// A hint never changes results; the server picks its own index.
 		case "collation":
 			if err := checkCollation(e.Value); err != nil {
 				return op, err
 			}
-		default:
+		case "c", "arrayFilters":
 			return op, mongoerr.NotImplementedf("update statement option '%s'", e.Key)
+		default:
+			return op, unknownField("update.updates", e.Key)
 		}
 	}
 	if !haveQ {
@@ -247,13 +283,13 @@ type updateStats struct {
 // applyUpdate runs one update statement under the write lock.
 func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st *updateStats) error {
 	var targets []*storage.Doc
-	w.Find(db, coll, op.q, func(d *storage.Doc) bool {
-		if op.filter.Match(d.D) {
-			targets = append(targets, d)
-			return op.multi
-		}
-		return true
+	err := findMatching(w, db, coll, op.q, op.filter, func(d *storage.Doc) bool {
+		targets = append(targets, d)
+		return op.multi
 	})
+	if err != nil {
+		return err
+	}
 	// A statement that fails counts in neither n nor nModified, as in mongod (whose per-statement
 	// counters are only added on success).
 	n, nModified := 0, 0
@@ -333,7 +369,10 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	}
 	ordered := orderedArg(r)
 	// Parse outside the write lock; a statement that does not parse is a write error at its index.
-	ops := parseAll(stmts, parseUpdateOp)
+	ops, err := parseAll(stmts, parseUpdateOp)
+	if err != nil {
+		return result{}, err
+	}
 	var st updateStats
 	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
 		if ops[i].err != nil {
@@ -374,13 +413,13 @@ func parseDeleteOp(d bson.D) (deleteOp, error) {
 				return op, mongoerr.FailedToParsef("The limit field in delete objects must be 0 or 1. Got %v", e.Value)
 			}
 			op.limit = n
-		case "hint":
+		case "hint", "sampleId":
 		case "collation":
 			if err := checkCollation(e.Value); err != nil {
 				return op, err
 			}
 		default:
-			return op, mongoerr.NotImplementedf("delete statement option '%s'", e.Key)
+			return op, unknownField("delete.deletes", e.Key)
 		}
 	}
 	if !haveQ {
@@ -407,7 +446,10 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 		return result{}, err
 	}
 	ordered := orderedArg(r)
-	ops := parseAll(stmts, parseDeleteOp)
+	ops, err := parseAll(stmts, parseDeleteOp)
+	if err != nil {
+		return result{}, err
+	}
 	n := 0
 	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
 		if ops[i].err != nil {
@@ -415,13 +457,13 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 		}
 		o := ops[i].op
 		var targets []*storage.Doc
-		w.Find(r.db, coll, o.q, func(d *storage.Doc) bool {
-			if o.filter.Match(d.D) {
-				targets = append(targets, d)
-				return o.limit != 1
-			}
-			return true
+		err := findMatching(w, r.db, coll, o.q, o.filter, func(d *storage.Doc) bool {
+			targets = append(targets, d)
+			return o.limit != 1
 		})
+		if err != nil {
+			return err
+		}
 		for _, d := range targets {
 			if err := w.Delete(r.db, coll, d); err != nil {
 				return err

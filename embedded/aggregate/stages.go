@@ -39,8 +39,9 @@ type matchRunner struct {
 }
 
 func (r *matchRunner) push(doc bson.D) (bool, error) {
-	if !r.f.Match(doc) {
-		return true, nil
+	ok, err := r.f.Match(doc)
+	if err != nil || !ok {
+		return err == nil, err
 	}
 	return r.next.push(doc)
 }

@@ -203,3 +203,68 @@ func TypeName(v any) string {
 	}
 	return "unknown"
 }
+
+// typeAliases maps MongoDB's type aliases to BSON type numbers (as $type and $convert use
+// them); "number" is not a single type and is not listed.
+var typeAliases = map[string]int32{
+	"double": 1, "string": 2, "object": 3, "array": 4, "binData": 5, "undefined": 6,
+	"objectId": 7, "bool": 8, "date": 9, "null": 10, "regex": 11, "dbPointer": 12,
+	"javascript": 13, "symbol": 14, "javascriptWithScope": 15, "int": 16, "timestamp": 17,
+	"long": 18, "decimal": 19, "minKey": -1, "maxKey": 127,
+}
+
+// TypeNumber returns the BSON type number of a decoded value (1 double … 19 decimal, -1 minKey,
+// 127 maxKey), as $type reports it.
+func TypeNumber(v any) int32 {
+	switch v.(type) {
+	case float64:
+		return 1
+	case string:
+		return 2
+	case bson.D:
+		return 3
+	case bson.A:
+		return 4
+	case bson.Binary:
+		return 5
+	case bson.Undefined:
+		return 6
+	case bson.ObjectID:
+		return 7
+	case bool:
+		return 8
+	case bson.DateTime:
+		return 9
+	case nil, bson.Null:
+		return 10
+	case bson.Regex:
+		return 11
+	case bson.DBPointer:
+		return 12
+	case bson.JavaScript:
+		return 13
+	case bson.Symbol:
+		return 14
+	case bson.CodeWithScope:
+		return 15
+	case int32, int:
+		return 16
+	case bson.Timestamp:
+		return 17
+	case int64:
+		return 18
+	case bson.Decimal128:
+		return 19
+	case bson.MinKey:
+		return -1
+	case bson.MaxKey:
+		return 127
+	}
+	return 0
+}
+
+// TypeByAlias returns the BSON type number of a MongoDB type alias ("string", "long", …).
+func TypeByAlias(alias string) (int32, bool) {
+	n, ok := typeAliases[alias]
+	return n, ok
+}

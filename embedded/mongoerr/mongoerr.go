@@ -56,6 +56,8 @@ const (
 	UnsatisfiableWriteConcern int32 = 100
 	UnknownReplWriteConcern   int32 = 79
 	TransactionTooOld         int32 = 225
+	// IDLUnknownField is mongod's (unnamed) code for a field a command's schema does not know.
+	IDLUnknownField int32 = 40415
 )
 
 // Name returns MongoDB's code name for code, or "" when the server does not know it.

@@ -12,7 +12,7 @@ func BenchmarkCompileFilterMatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if !f.Match(doc) {
+		if ok, _ := f.Match(doc); !ok {
 			b.Fatal("no match")
 		}
 	}
@@ -26,7 +26,7 @@ func BenchmarkMatch(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if !f.Match(doc) {
+		if ok, _ := f.Match(doc); !ok {
 			b.Fatal("no match")
 		}
 	}

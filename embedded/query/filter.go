@@ -3,6 +3,7 @@ package query
 import (
 	"math"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -13,6 +14,8 @@ import (
 // Filter is a compiled query filter. It is immutable and safe for concurrent use.
 type Filter struct {
 	root node
+	// hasExpr is set when the filter holds $expr, whose evaluation can fail.
+	hasExpr bool
 }
 
 // node is one compiled match expression over a whole document.
@@ -20,23 +23,109 @@ type node interface {
 	match(d bson.D) bool
 }
 
+// Env is what a filter or an update may use from outside this package: the aggregation
+// expression language (for $expr, which package aggregate provides) and the command's clock.
+// A nil *Env is valid: $expr is then NotImplemented and the clock is read at compile time.
+type Env struct {
+	// Expr compiles the argument of $expr into a predicate over a whole document; nil leaves
+	// $expr NotImplemented.
+	Expr func(arg any) (Predicate, error)
+	// Now is the date $currentDate sets; zero means the time the update is compiled.
+	Now time.Time
+	// ClusterTime is the timestamp $currentDate {$type: "timestamp"} sets; zero means one
+	// derived from Now.
+	ClusterTime bson.Timestamp
+}
+
+// Predicate is a compiled $expr: whether a document satisfies it, or the error evaluating
+// it raised (which fails the whole operation, as in MongoDB).
+type Predicate func(doc bson.D) (bool, error)
+
+func (env *Env) now() time.Time {
+	if env == nil || env.Now.IsZero() {
+		return time.Now()
+	}
+	return env.Now
+}
+
+func (env *Env) clusterTime() bson.Timestamp {
+	if env != nil && (env.ClusterTime.T != 0 || env.ClusterTime.I != 0) {
+		return env.ClusterTime
+	}
+	return bson.Timestamp{T: uint32(env.now().Unix()), I: 1}
+}
+
 // CompileFilter compiles a query filter. A nil or empty filter matches every document.
 // Operators outside the embedded subset fail with mongoerr code 238 NotImplemented; malformed
 // filters fail with the code and message mongod reports.
-func CompileFilter(filter bson.D) (*Filter, error) {
-	n, err := parseTop(filter)
+func CompileFilter(filter bson.D) (*Filter, error) { return CompileFilterEnv(filter, nil) }
+
+// CompileFilterEnv is CompileFilter with $expr compiled by env.
+func CompileFilterEnv(filter bson.D, env *Env) (*Filter, error) {
+	p := &parser{env: env, top: true}
+	n, err := p.parseTop(filter)
 	if err != nil {
 		return nil, err
 	}
-	return &Filter{root: n}, nil
+	return &Filter{root: n, hasExpr: p.hasExpr}, nil
 }
 
-// Match reports whether doc satisfies the filter.
-func (f *Filter) Match(doc bson.D) bool {
+// Match reports whether doc satisfies the filter. It fails only when evaluating a $expr
+// fails (for example a $divide by zero); such a failure fails the operation in MongoDB.
+func (f *Filter) Match(doc bson.D) (bool, error) {
 	if f == nil || f.root == nil {
-		return true
+		return true, nil
 	}
-	return f.root.match(doc)
+	if !f.hasExpr {
+		return f.root.match(doc), nil
+	}
+	return matchErr(f.root, doc)
+}
+
+// matchErr evaluates n like n.match, reporting $expr failures. $expr only occurs at the top
+// level of a filter, possibly under $and, $or and $nor, so only those nodes are walked.
+func matchErr(n node, d bson.D) (bool, error) {
+	switch x := n.(type) {
+	case exprNode:
+		return x.p(d)
+	case andNode:
+		for _, c := range x {
+			ok, err := matchErr(c, d)
+			if err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	case orNode:
+		for _, c := range x {
+			ok, err := matchErr(c, d)
+			if err != nil || ok {
+				return ok, err
+			}
+		}
+		return false, nil
+	case notNode:
+		ok, err := matchErr(x.n, d)
+		return !ok && err == nil, err
+	}
+	return n.match(d), nil
+}
+
+// exprNode is {$expr: ...}. Its match (without error reporting) is never reached: Filter.Match
+// walks it through matchErr.
+type exprNode struct{ p Predicate }
+
+func (e exprNode) match(d bson.D) bool {
+	ok, err := e.p(d)
+	return ok && err == nil
+}
+
+// parser carries what a filter's compilation needs beyond the filter itself.
+type parser struct {
+	env *Env
+	// top is false inside $elemMatch and $pull conditions, where $expr is not allowed.
+	top     bool
+	hasExpr bool
 }
 
 type andNode []node
@@ -97,7 +186,7 @@ func isTopLevelOp(name string) bool {
 	return false
 }
 
-func parseTop(filter bson.D) (node, error) {
+func (p *parser) parseTop(filter bson.D) (node, error) {
 	if len(filter) == 0 {
 		return constNode(true), nil
 	}
@@ -106,7 +195,7 @@ func parseTop(filter bson.D) (node, error) {
 		var n node
 		var err error
 		if strings.HasPrefix(e.Key, "$") {
-			n, err = parseTopOp(e.Key, e.Value)
+			n, err = p.parseTopOp(e.Key, e.Value)
 		} else {
 			n, err = parseField(e.Key, e.Value)
 		}
@@ -123,7 +212,7 @@ func parseTop(filter bson.D) (node, error) {
 	return nodes, nil
 }
 
-func parseTopOp(name string, v any) (node, error) {
+func (p *parser) parseTopOp(name string, v any) (node, error) {
 	switch name {
 	case "$and", "$or", "$nor":
 		arr, ok := v.(bson.A)
@@ -139,7 +228,7 @@ func parseTopOp(name string, v any) (node, error) {
 			if !ok {
 				return nil, mongoerr.BadValuef("$or/$and/$nor entries need to be full objects")
 			}
-			n, err := parseTop(d)
+			n, err := p.parseTop(d)
 			if err != nil {
 				return nil, err
 			}
@@ -154,6 +243,8 @@ func parseTopOp(name string, v any) (node, error) {
 		return notNode{orNode(subs)}, nil
 	case "$comment":
 		return nil, nil
+	case "$expr":
+		return p.parseExpr(v)
 	case "$not":
 		return nil, mongoerr.BadValuef("unknown top level operator: $not. If you are trying to negate an entire expression, use $nor.")
 	}
@@ -165,6 +256,21 @@ func parseTopOp(name string, v any) (node, error) {
 
 // isOperatorDoc reports whether a field's value is an operator document ({$gt: 1, ...}) rather
 // than a value to compare for equality. DBRef-like documents ($ref/$id/$db) are values.
+func (p *parser) parseExpr(v any) (node, error) {
+	if !p.top {
+		return nil, mongoerr.BadValuef("$expr can only be applied to the top-level document")
+	}
+	if p.env == nil || p.env.Expr == nil {
+		return nil, mongoerr.NotImplementedf("query operator $expr")
+	}
+	pred, err := p.env.Expr(v)
+	if err != nil {
+		return nil, err
+	}
+	p.hasExpr = true
+	return exprNode{pred}, nil
+}
+
 func isOperatorDoc(v any) (bson.D, bool) {
 	d, ok := v.(bson.D)
 	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") {
@@ -305,7 +411,13 @@ func parseOps(path string, ops bson.D) ([]term, error) {
 				return nil, err
 			}
 			terms = append(terms, t)
-		case "$type", "$size", "$all", "$mod", "$bitsAllSet", "$bitsAllClear", "$bitsAnySet",
+		case "$type":
+			set, err := parseTypeSet(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			terms = append(terms, term{p: typePred{set}})
+		case "$size", "$all", "$mod", "$bitsAllSet", "$bitsAllClear", "$bitsAnySet",
 			"$bitsAnyClear", "$geoWithin", "$geoIntersects", "$near", "$nearSphere", "$within",
 			"$maxDistance", "$minDistance", "$expr", "$where", "$text", "$jsonSchema",
 			"$_internalSchemaType", "$geometry", "$box", "$center", "$centerSphere", "$polygon":
@@ -453,7 +565,7 @@ func parseElemMatch(v any) (term, error) {
 		}
 		return term{p: elemMatchValue{all}, mode: modeWhole}, nil
 	}
-	n, err := parseTop(d)
+	n, err := (&parser{}).parseTop(d)
 	if err != nil {
 		return term{}, err
 	}

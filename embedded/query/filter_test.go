@@ -72,6 +72,34 @@ func TestMatch(t *testing.T) {
 		{"ne null value", D{e("a", D{e("$ne", nil)})}, D{e("a", 1)}, true},
 		{"ne null array with null", D{e("a", D{e("$ne", nil)})}, D{e("a", A{nil, 1})}, false},
 
+		{"type string", D{e("a", D{e("$type", "string")})}, D{e("a", "x")}, true},
+		{"type string no", D{e("a", D{e("$type", "string")})}, D{e("a", 1)}, false},
+		{"type number code", D{e("a", D{e("$type", 2)})}, D{e("a", "x")}, true},
+		{"type number double code", D{e("a", D{e("$type", 16.0)})}, D{e("a", int32(1))}, true},
+		{"type int vs long", D{e("a", D{e("$type", "int")})}, D{e("a", int64(1))}, false},
+		{"type long", D{e("a", D{e("$type", "long")})}, D{e("a", int64(1))}, true},
+		{"type number alias int", D{e("a", D{e("$type", "number")})}, D{e("a", int32(1))}, true},
+		{"type number alias double", D{e("a", D{e("$type", "number")})}, D{e("a", 1.5)}, true},
+		{"type number alias decimal", D{e("a", D{e("$type", "number")})}, D{e("a", bson.NewDecimal128(0, 1))}, true},
+		{"type number alias string", D{e("a", D{e("$type", "number")})}, D{e("a", "1")}, false},
+		{"type null", D{e("a", D{e("$type", "null")})}, D{e("a", nil)}, true},
+		{"type null missing", D{e("a", D{e("$type", "null")})}, D{e("b", nil)}, false},
+		{"type undefined", D{e("a", D{e("$type", "undefined")})}, D{e("a", bson.Undefined{})}, true},
+		{"type null not undefined", D{e("a", D{e("$type", "null")})}, D{e("a", bson.Undefined{})}, false},
+		{"type array whole", D{e("a", D{e("$type", "array")})}, D{e("a", A{1})}, true},
+		{"type array empty", D{e("a", D{e("$type", "array")})}, D{e("a", A{})}, true},
+		{"type array element", D{e("a", D{e("$type", "string")})}, D{e("a", A{1, "x"})}, true},
+		{"type array nested", D{e("a", D{e("$type", "array")})}, D{e("a", D{e("b", 1)})}, false},
+		{"type object", D{e("a", D{e("$type", "object")})}, D{e("a", D{e("b", 1)})}, true},
+		{"type dotted fan out", D{e("a.b", D{e("$type", "bool")})}, D{e("a", A{D{e("b", 1)}, D{e("b", true)}})}, true},
+		{"type list", D{e("a", D{e("$type", A{"string", 8})})}, D{e("a", true)}, true},
+		{"type list no", D{e("a", D{e("$type", A{"string", 8})})}, D{e("a", 1.0)}, false},
+		{"type minKey", D{e("a", D{e("$type", -1)})}, D{e("a", bson.MinKey{})}, true},
+		{"type maxKey", D{e("a", D{e("$type", "maxKey")})}, D{e("a", bson.MaxKey{})}, true},
+		{"type date", D{e("a", D{e("$type", "date")})}, D{e("a", bson.DateTime(0))}, true},
+		{"type timestamp", D{e("a", D{e("$type", "timestamp")})}, D{e("a", bson.Timestamp{T: 1})}, true},
+		{"not type", D{e("a", D{e("$not", D{e("$type", "string")})})}, D{e("a", 1)}, true},
+		{"not type missing", D{e("a", D{e("$not", D{e("$type", "string")})})}, D{}, true},
 		{"gt number", D{e("a", D{e("$gt", 5)})}, D{e("a", 6)}, true},
 		{"gt equal", D{e("a", D{e("$gt", 5)})}, D{e("a", 5.0)}, false},
 		{"gt type bracket string", D{e("a", D{e("$gt", 5)})}, D{e("a", "9")}, false},
@@ -183,11 +211,21 @@ func TestMatch(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CompileFilter(%v): %v", tc.filter, err)
 			}
-			if got := f.Match(tc.doc); got != tc.want {
+			if got := mustMatch(t, f, tc.doc); got != tc.want {
 				t.Fatalf("Match(%v, %v) = %v, want %v", tc.filter, tc.doc, got, tc.want)
 			}
 		})
 	}
+}
+
+// mustMatch is f.Match for filters whose evaluation cannot fail.
+func mustMatch(t testing.TB, f *Filter, doc D) bool {
+	t.Helper()
+	ok, err := f.Match(doc)
+	if err != nil {
+		t.Fatalf("Match(%v): %v", doc, err)
+	}
+	return ok
 }
 
 func TestNilFilterMatchesAll(t *testing.T) {
@@ -195,11 +233,11 @@ func TestNilFilterMatchesAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.Match(D{e("x", 1)}) || !f.Match(nil) {
+	if !mustMatch(t, f, D{e("x", 1)}) || !mustMatch(t, f, nil) {
 		t.Fatal("nil filter must match everything")
 	}
 	var nf *Filter
-	if !nf.Match(D{}) {
+	if !mustMatch(t, nf, D{}) {
 		t.Fatal("nil *Filter must match everything")
 	}
 }
@@ -213,7 +251,6 @@ func TestCompileFilterErrors(t *testing.T) {
 	}{
 		{"unknown top", D{e("$foo", 1)}, mongoerr.BadValue, "unknown top level operator: $foo. If you have a field name that starts with a '$' symbol, consider using $getField or $setField."},
 		{"top not", D{e("$not", D{e("a", 1)})}, mongoerr.BadValue, "unknown top level operator: $not. If you are trying to negate an entire expression, use $nor."},
-		{"expr", D{e("$expr", D{e("$eq", A{"$a", 1})})}, mongoerr.NotImplemented, ""},
 		{"where", D{e("$where", "true")}, mongoerr.NotImplemented, ""},
 		{"text", D{e("$text", D{e("$search", "x")})}, mongoerr.NotImplemented, ""},
 		{"and empty", D{e("$and", A{})}, mongoerr.BadValue, "$and/$or/$nor must be a nonempty array"},
@@ -223,7 +260,15 @@ func TestCompileFilterErrors(t *testing.T) {
 		{"and nested error", D{e("$and", A{D{e("a", D{e("$size", 1)})}})}, mongoerr.NotImplemented, ""},
 		{"unknown field op", D{e("a", D{e("$foo", 1)})}, mongoerr.BadValue, "unknown operator: $foo"},
 		{"op then field", D{e("a", D{e("$gt", 1), e("b", 1)})}, mongoerr.BadValue, "unknown operator: b"},
-		{"type", D{e("a", D{e("$type", "string")})}, mongoerr.NotImplemented, ""},
+		{"type unknown alias", D{e("a", D{e("$type", "str")})}, mongoerr.BadValue, "Unknown type name alias: str"},
+		{"type bad number", D{e("a", D{e("$type", 20)})}, mongoerr.BadValue, "Invalid numerical type code: 20"},
+		{"type fraction", D{e("a", D{e("$type", 1.5)})}, mongoerr.BadValue, "Invalid numerical type code: 1.5"},
+		{"type zero", D{e("a", D{e("$type", 0)})}, mongoerr.BadValue, "Invalid numerical type code: 0"},
+		{"type empty array", D{e("a", D{e("$type", A{})})}, mongoerr.FailedToParse, "$type must match at least one type"},
+		{"type bool arg", D{e("a", D{e("$type", true)})}, mongoerr.TypeMismatch, "type must be represented as a number or a string"},
+		{"type bad in array", D{e("a", D{e("$type", A{"int", "nope"})})}, mongoerr.BadValue, "Unknown type name alias: nope"},
+		{"expr without env", D{e("$expr", true)}, mongoerr.NotImplemented, ""},
+		{"expr in elemMatch", D{e("a", D{e("$elemMatch", D{e("$expr", true)})})}, mongoerr.BadValue, "$expr can only be applied to the top-level document"},
 		{"size", D{e("a", D{e("$size", 1)})}, mongoerr.NotImplemented, ""},
 		{"all", D{e("a", D{e("$all", A{1})})}, mongoerr.NotImplemented, ""},
 		{"mod", D{e("a", D{e("$mod", A{2, 0})})}, mongoerr.NotImplemented, ""},

@@ -193,7 +193,11 @@ func randFilter(r *rand.Rand, depth int) (D, naiveExpr) {
 	}
 	path := randPaths[r.IntN(len(randPaths))]
 	val := randScalar(r)
-	switch r.IntN(9) {
+	switch r.IntN(10) {
+	case 8:
+		alias := []string{"int", "long", "double", "string", "null", "bool", "array", "object", "number"}[r.IntN(9)]
+		x := anyCand(path, func(c cand) bool { return !c.missing && naiveTypeIs(c.v, alias) })
+		return D{e(path, D{e("$type", alias)})}, x
 	case 0:
 		return D{e(path, val)}, anyCand(path, func(c cand) bool { return naiveEq(c, val) })
 	case 1:
@@ -229,9 +233,38 @@ func randFilter(r *rand.Rand, depth int) (D, naiveExpr) {
 		return D{e(path, D{e("$gte", lo), e("$lt", hi)})}, func(d D) bool { return x1(d) && x2(d) }
 	}
 	arr := A{randScalar(r)}
+	if r.IntN(2) == 0 {
+		return D{e(path, D{e("$type", "array")})}, anyCand(path, func(c cand) bool {
+			_, ok := c.v.(A)
+			return !c.missing && ok
+		})
+	}
 	return D{e(path, arr)}, anyCand(path, func(c cand) bool {
 		return !c.missing && bsonval.Class(c.v) == bsonval.ClassArray && bsonval.Compare(c.v, arr) == 0
 	})
+}
+
+// naiveTypeIs restates $type's aliases with Go type switches.
+func naiveTypeIs(v any, alias string) bool {
+	switch v.(type) {
+	case int32:
+		return alias == "int" || alias == "number"
+	case int64:
+		return alias == "long" || alias == "number"
+	case float64:
+		return alias == "double" || alias == "number"
+	case string:
+		return alias == "string"
+	case nil:
+		return alias == "null"
+	case bool:
+		return alias == "bool"
+	case A:
+		return alias == "array"
+	case D:
+		return alias == "object"
+	}
+	return false
 }
 
 func TestMatchRandomAgainstNaive(t *testing.T) {
@@ -248,7 +281,7 @@ func TestMatchRandomAgainstNaive(t *testing.T) {
 			t.Fatalf("CompileFilter(%v): %v", f, err)
 		}
 		for _, d := range docs {
-			if got, want := cf.Match(d), naive(d); got != want {
+			if got, want := mustMatch(t, cf, d), naive(d); got != want {
 				t.Fatalf("filter %v on doc %v: Match = %v, naive = %v", f, d, got, want)
 			}
 			checks++

@@ -234,7 +234,7 @@ func compilePull(op *leafOp) error {
 			op.pull = func(elem any) bool { return n.match(bson.D{{Key: "", Value: elem}}) }
 			return nil
 		}
-		n, err := parseTop(x)
+		n, err := (&parser{}).parseTop(x)
 		if err != nil {
 			return err
 		}
