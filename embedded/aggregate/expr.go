@@ -8,29 +8,29 @@ import (
 )
 
 // expr is a compiled aggregation expression, evaluated against the current document ($$ROOT
-// and $$CURRENT are always the document being processed: the subset has no $let or $map).
+// and $$CURRENT are always the document being processed) and the user variables in scope.
 type expr interface {
-	eval(root bson.D) (any, error)
+	eval(c *evalCtx) (any, error)
 }
 
 // constExpr is a literal.
 type constExpr struct{ v any }
 
-func (c constExpr) eval(bson.D) (any, error) { return c.v, nil }
+func (c constExpr) eval(*evalCtx) (any, error) { return c.v, nil }
 
 // exprFunc adapts a closure to expr.
-type exprFunc func(root bson.D) (any, error)
+type exprFunc func(c *evalCtx) (any, error)
 
-func (f exprFunc) eval(root bson.D) (any, error) { return f(root) }
+func (f exprFunc) eval(c *evalCtx) (any, error) { return f(c) }
 
 // pathExpr is "$a.b" or "$$ROOT.a.b" ($$ROOT with an empty path is the whole document).
 type pathExpr struct{ path []string }
 
-func (p pathExpr) eval(root bson.D) (any, error) {
+func (p pathExpr) eval(c *evalCtx) (any, error) {
 	if len(p.path) == 0 {
-		return root, nil
+		return c.root, nil
 	}
-	return evalPath(root, p.path), nil
+	return evalPath(c.root, p.path), nil
 }
 
 // evalPath is ExpressionFieldPath::evaluatePath: it descends through documents and fans out
@@ -83,10 +83,10 @@ type objectExpr struct {
 	exprs []expr
 }
 
-func (o objectExpr) eval(root bson.D) (any, error) {
+func (o objectExpr) eval(c *evalCtx) (any, error) {
 	out := make(bson.D, 0, len(o.keys))
 	for i, e := range o.exprs {
-		v, err := e.eval(root)
+		v, err := e.eval(c)
 		if err != nil {
 			return nil, err
 		}
@@ -100,10 +100,10 @@ func (o objectExpr) eval(root bson.D) (any, error) {
 // arrayExpr is an array of expressions; missing elements become null.
 type arrayExpr []expr
 
-func (a arrayExpr) eval(root bson.D) (any, error) {
+func (a arrayExpr) eval(c *evalCtx) (any, error) {
 	out := make(bson.A, len(a))
 	for i, e := range a {
-		v, err := e.eval(root)
+		v, err := e.eval(c)
 		if err != nil {
 			return nil, err
 		}
@@ -115,29 +115,29 @@ func (a arrayExpr) eval(root bson.D) (any, error) {
 // parseOperand is Expression::parseOperand: "$path" strings are field paths or variables,
 // documents are operator or object expressions, arrays are array expressions, anything else
 // is a literal.
-func parseOperand(v any) (expr, error) {
+func (pc *parseCtx) parseOperand(v any) (expr, error) {
 	switch x := v.(type) {
 	case string:
 		if strings.HasPrefix(x, "$") {
-			return parseFieldPathExpr(x)
+			return pc.parseFieldPathExpr(x)
 		}
 	case bson.D:
-		return parseObjectExpr(x)
+		return pc.parseObjectExpr(x)
 	case bson.A:
-		return parseArrayExpr(x)
+		return pc.parseArrayExpr(x)
 	case []any:
-		return parseArrayExpr(bson.A(x))
+		return pc.parseArrayExpr(bson.A(x))
 	case bson.M:
 		return nil, mongoerr.BadValuef("expression documents must be ordered (bson.D), got bson.M")
 	}
 	return constExpr{normalizeLiteral(v)}, nil
 }
 
-func parseArrayExpr(a bson.A) (expr, error) {
+func (pc *parseCtx) parseArrayExpr(a bson.A) (expr, error) {
 	out := make(arrayExpr, len(a))
 	allConst := true
 	for i, e := range a {
-		ex, err := parseOperand(e)
+		ex, err := pc.parseOperand(e)
 		if err != nil {
 			return nil, err
 		}
@@ -147,19 +147,19 @@ func parseArrayExpr(a bson.A) (expr, error) {
 		}
 	}
 	if allConst {
-		v, _ := out.eval(nil)
+		v, _ := out.eval(&evalCtx{})
 		return constExpr{v}, nil
 	}
 	return out, nil
 }
 
 // parseObjectExpr parses a document in expression position: {$op: args} or {field: expr...}.
-func parseObjectExpr(d bson.D) (expr, error) {
+func (pc *parseCtx) parseObjectExpr(d bson.D) (expr, error) {
 	if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
 		if len(d) != 1 {
 			return nil, mongoerr.New(15983, "An object representing an expression must have exactly one field: %s", renderValue(d))
 		}
-		return parseOperator(d[0].Key, d[0].Value)
+		return pc.parseOperator(d[0].Key, d[0].Value)
 	}
 	o := objectExpr{}
 	seen := make(map[string]bool, len(d))
@@ -172,7 +172,7 @@ func parseObjectExpr(d bson.D) (expr, error) {
 			return nil, mongoerr.New(16406, "duplicate field name specified in object literal: %s", renderValue(d))
 		}
 		seen[e.Key] = true
-		ex, err := parseOperand(e.Value)
+		ex, err := pc.parseOperand(e.Value)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +183,7 @@ func parseObjectExpr(d bson.D) (expr, error) {
 		o.exprs = append(o.exprs, ex)
 	}
 	if allConst {
-		v, _ := o.eval(nil)
+		v, _ := o.eval(&evalCtx{})
 		return constExpr{v}, nil
 	}
 	return o, nil
@@ -227,12 +227,15 @@ func parseFieldPath(p string) ([]string, error) {
 	return parts, nil
 }
 
-// parseFieldPathExpr parses "$a.b", "$$ROOT[.a.b]" and "$$CURRENT[.a.b]".
-func parseFieldPathExpr(s string) (expr, error) {
+// parseFieldPathExpr parses "$a.b" and variable references "$$name[.a.b]".
+func (pc *parseCtx) parseFieldPathExpr(s string) (expr, error) {
 	if len(s) < 2 {
 		return nil, mongoerr.New(16872, "'$' by itself is not a valid FieldPath")
 	}
 	if s[1] != '$' {
+		if pc.noFields {
+			return nil, letFieldAccess()
+		}
 		path, err := parseFieldPath(s[1:])
 		if err != nil {
 			return nil, err
@@ -240,42 +243,15 @@ func parseFieldPathExpr(s string) (expr, error) {
 		return pathExpr{path}, nil
 	}
 	name, rest, dotted := strings.Cut(s[2:], ".")
-	if err := checkVariable(name); err != nil {
-		return nil, err
+	if name == "" {
+		return nil, mongoerr.FailedToParsef("empty variable names are not allowed")
 	}
-	if !dotted {
-		return pathExpr{}, nil
-	}
-	path, err := parseFieldPath(rest)
-	if err != nil {
-		return nil, err
-	}
-	return pathExpr{path}, nil
-}
-
-// checkVariable accepts ROOT and CURRENT and rejects every other variable reference.
-func checkVariable(name string) error {
-	switch name {
-	case "ROOT", "CURRENT":
-		return nil
-	case "":
-		return mongoerr.FailedToParsef("empty variable names are not allowed")
-	case "REMOVE", "NOW", "CLUSTER_TIME", "DESCEND", "PRUNE", "KEEP", "SEARCH_META",
-		"SEARCH_SCORE", "USER_ROLES", "SEARCH_SCORE_DETAILS":
-		return mongoerr.NotImplementedf("variable $$%s", name)
-	}
-	c := name[0]
-	if (c >= 'a' && c <= 'z') || c >= 0x80 {
-		for i := 1; i < len(name); i++ {
-			if c := name[i]; !isVarChar(c) {
-				return mongoerr.FailedToParsef("'%s' contains an invalid character for a variable name: '%c'", name, name[i])
-			}
+	var path []string
+	if dotted {
+		var err error
+		if path, err = parseFieldPath(rest); err != nil {
+			return nil, err
 		}
-		return mongoerr.New(17276, "Use of undefined variable: %s", name)
 	}
-	return mongoerr.FailedToParsef("'%s' starts with an invalid character for a user variable name", name)
-}
-
-func isVarChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+	return pc.variableRef(name, path)
 }

@@ -235,7 +235,7 @@ type groupStage struct {
 	accArgs  []expr
 }
 
-func parseGroup(spec any) (*groupStage, error) {
+func (pc *parseCtx) parseGroup(spec any) (*groupStage, error) {
 	d, ok := spec.(bson.D)
 	if !ok {
 		return nil, mongoerr.New(15947, "a group's fields must be specified in an object")
@@ -248,12 +248,12 @@ func parseGroup(spec any) (*groupStage, error) {
 				return nil, mongoerr.New(15948, "a group's _id may only be specified once")
 			}
 			haveID = true
-			if err := g.parseID(e.Value); err != nil {
+			if err := g.parseID(pc, e.Value); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if err := g.parseAccumulator(e.Key, e.Value); err != nil {
+		if err := g.parseAccumulator(pc, e.Key, e.Value); err != nil {
 			return nil, err
 		}
 	}
@@ -264,14 +264,14 @@ func parseGroup(spec any) (*groupStage, error) {
 }
 
 // parseID is DocumentSourceGroup::parseIdExpression.
-func (g *groupStage) parseID(v any) error {
+func (g *groupStage) parseID(pc *parseCtx, v any) error {
 	d, ok := v.(bson.D)
 	if !ok || len(d) == 0 || strings.HasPrefix(d[0].Key, "$") {
 		if ok && len(d) == 0 {
 			g.idExprs = []expr{constExpr{bson.D{}}}
 			return nil
 		}
-		ex, err := parseOperand(v)
+		ex, err := pc.parseOperand(v)
 		if err != nil {
 			return err
 		}
@@ -284,7 +284,7 @@ func (g *groupStage) parseID(v any) error {
 		case bool, int, int32, int64, float64, bson.Decimal128:
 			return mongoerr.New(17390, "$group does not support inclusion-style expressions")
 		}
-		ex, err := parseOperand(e.Value)
+		ex, err := pc.parseOperand(e.Value)
 		if err != nil {
 			return err
 		}
@@ -295,7 +295,7 @@ func (g *groupStage) parseID(v any) error {
 }
 
 // parseAccumulator is AccumulationStatement::parseAccumulationStatement.
-func (g *groupStage) parseAccumulator(field string, v any) error {
+func (g *groupStage) parseAccumulator(pc *parseCtx, field string, v any) error {
 	spec, ok := v.(bson.D)
 	if !ok || len(spec) == 0 || !strings.HasPrefix(spec[0].Key, "$") {
 		return mongoerr.New(40234, "The field '%s' must be an accumulator object", field)
@@ -330,7 +330,7 @@ func (g *groupStage) parseAccumulator(field string, v any) error {
 	case bson.A, []any:
 		return mongoerr.New(40237, "The %s accumulator is a unary operator", op)
 	}
-	ex, err := parseOperand(arg)
+	ex, err := pc.parseOperand(arg)
 	if err != nil {
 		return err
 	}
@@ -347,6 +347,7 @@ type groupState struct {
 }
 
 type groupRunner struct {
+	rc    *runContext
 	g     *groupStage
 	next  processor
 	mem   *memBudget
@@ -356,7 +357,7 @@ type groupRunner struct {
 }
 
 func (g *groupStage) start(rc *runContext, next processor) processor {
-	return &groupRunner{g: g, next: next, mem: rc.budget("$group"), index: map[string]int{}}
+	return &groupRunner{rc: rc, g: g, next: next, mem: rc.budget("$group"), index: map[string]int{}}
 }
 
 // computeID is DocumentSourceGroup::computeId: a single expression's missing result groups
@@ -364,7 +365,7 @@ func (g *groupStage) start(rc *runContext, next processor) processor {
 func (r *groupRunner) computeID(doc bson.D) (any, error) {
 	g := r.g
 	if len(g.idExprs) == 1 {
-		v, err := g.idExprs[0].eval(doc)
+		v, err := g.idExprs[0].eval(r.rc.evalOn(doc))
 		if err != nil {
 			return nil, err
 		}
@@ -375,7 +376,7 @@ func (r *groupRunner) computeID(doc bson.D) (any, error) {
 	r.key = r.key[:0]
 	ids := make([]any, len(g.idExprs))
 	for i, e := range g.idExprs {
-		v, err := e.eval(doc)
+		v, err := e.eval(r.rc.evalOn(doc))
 		if err != nil {
 			return nil, err
 		}
@@ -411,7 +412,7 @@ func (r *groupRunner) push(doc bson.D) (bool, error) {
 	}
 	var grown int64
 	for i, a := range r.g.accArgs {
-		v, err := a.eval(doc)
+		v, err := a.eval(r.rc.evalOn(doc))
 		if err != nil {
 			return false, err
 		}

@@ -10,7 +10,7 @@ import (
 
 // parseArgs is ExpressionNary::parseArguments: an array is the argument list, anything else
 // is a single argument.
-func parseArgs(v any) ([]expr, error) {
+func (pc *parseCtx) parseArgs(v any) ([]expr, error) {
 	var raw bson.A
 	switch x := v.(type) {
 	case bson.A:
@@ -22,7 +22,7 @@ func parseArgs(v any) ([]expr, error) {
 	}
 	out := make([]expr, len(raw))
 	for i, r := range raw {
-		e, err := parseOperand(r)
+		e, err := pc.parseOperand(r)
 		if err != nil {
 			return nil, err
 		}
@@ -31,8 +31,8 @@ func parseArgs(v any) ([]expr, error) {
 	return out, nil
 }
 
-func parseFixed(name string, v any, n int) ([]expr, error) {
-	args, err := parseArgs(v)
+func (pc *parseCtx) parseFixed(name string, v any, n int) ([]expr, error) {
+	args, err := pc.parseArgs(v)
 	if err != nil {
 		return nil, err
 	}
@@ -43,38 +43,64 @@ func parseFixed(name string, v any, n int) ([]expr, error) {
 }
 
 // parseOperator parses {name: arg} where name starts with '$'.
-func parseOperator(name string, arg any) (expr, error) {
+func (pc *parseCtx) parseOperator(name string, arg any) (expr, error) {
 	switch name {
 	case "$literal":
 		return constExpr{normalizeLiteral(arg)}, nil
 	case "$add":
-		return parseVariadic(arg, evalAdd)
+		return pc.parseVariadic(arg, evalAdd)
 	case "$multiply":
-		return parseVariadic(arg, evalMultiply)
+		return pc.parseVariadic(arg, evalMultiply)
 	case "$concat":
-		return parseVariadic(arg, evalConcat)
+		return pc.parseVariadic(arg, evalConcat)
 	case "$subtract":
-		return parseBinary(name, arg, evalSubtract)
+		return pc.parseBinary(name, arg, evalSubtract)
 	case "$divide":
-		return parseBinary(name, arg, evalDivide)
+		return pc.parseBinary(name, arg, evalDivide)
 	case "$mod":
-		return parseBinary(name, arg, evalMod)
+		return pc.parseBinary(name, arg, evalMod)
 	case "$cmp", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
-		return parseBinary(name, arg, compareOp(name))
+		return pc.parseBinary(name, arg, compareOp(name))
 	case "$in":
-		return parseBinary(name, arg, evalIn)
+		return pc.parseBinary(name, arg, evalIn)
 	case "$size":
-		return parseUnary(name, arg, evalSize)
+		return pc.parseUnary(name, arg, evalSize)
 	case "$not":
-		return parseUnary(name, arg, func(v any) (any, error) { return !truthy(v), nil })
+		return pc.parseUnary(name, arg, func(v any) (any, error) { return !truthy(v), nil })
 	case "$and", "$or":
-		return parseLogical(name, arg)
+		return pc.parseLogical(name, arg)
 	case "$cond":
-		return parseCond(arg)
+		return pc.parseCond(arg)
 	case "$ifNull":
-		return parseIfNull(arg)
+		return pc.parseIfNull(arg)
 	case "$sum", "$avg", "$min", "$max":
-		return parseAccumulatorExpr(name, arg)
+		return pc.parseAccumulatorExpr(name, arg)
+	case "$let":
+		return pc.parseLet(arg)
+	case "$map":
+		return pc.parseMap(arg)
+	case "$filter":
+		return pc.parseFilter(arg)
+	case "$reduce":
+		return pc.parseReduce(arg)
+	case "$getField":
+		return pc.parseGetField(arg)
+	case "$setField", "$unsetField":
+		return pc.parseSetField(name, arg)
+	case "$mergeObjects":
+		return pc.parseVariadic(arg, evalMergeObjects)
+	case "$concatArrays":
+		return pc.parseVariadic(arg, evalConcatArrays)
+	case "$arrayElemAt":
+		return pc.parseBinary(name, arg, evalArrayElemAt)
+	case "$isArray":
+		return pc.parseUnary(name, arg, evalIsArray)
+	case "$type":
+		return pc.parseUnary(name, arg, evalType)
+	case "$rand":
+		return parseRand(arg)
+	case "$switch":
+		return pc.parseSwitch(arg)
 	}
 	if knownExpressionOperator(name) {
 		return nil, mongoerr.NotImplementedf("expression operator %s", name)
@@ -82,15 +108,15 @@ func parseOperator(name string, arg any) (expr, error) {
 	return nil, mongoerr.New(mongoerr.InvalidPipelineOperator, "Unrecognized expression '%s'", name)
 }
 
-func parseVariadic(arg any, fn func([]any) (any, error)) (expr, error) {
-	args, err := parseArgs(arg)
+func (pc *parseCtx) parseVariadic(arg any, fn func([]any) (any, error)) (expr, error) {
+	args, err := pc.parseArgs(arg)
 	if err != nil {
 		return nil, err
 	}
-	return exprFunc(func(root bson.D) (any, error) {
+	return exprFunc(func(c *evalCtx) (any, error) {
 		vals := make([]any, 0, len(args))
 		for _, a := range args {
-			v, err := a.eval(root)
+			v, err := a.eval(c)
 			if err != nil {
 				return nil, err
 			}
@@ -100,17 +126,17 @@ func parseVariadic(arg any, fn func([]any) (any, error)) (expr, error) {
 	}), nil
 }
 
-func parseBinary(name string, arg any, fn func(a, b any) (any, error)) (expr, error) {
-	args, err := parseFixed(name, arg, 2)
+func (pc *parseCtx) parseBinary(name string, arg any, fn func(a, b any) (any, error)) (expr, error) {
+	args, err := pc.parseFixed(name, arg, 2)
 	if err != nil {
 		return nil, err
 	}
-	return exprFunc(func(root bson.D) (any, error) {
-		a, err := args[0].eval(root)
+	return exprFunc(func(c *evalCtx) (any, error) {
+		a, err := args[0].eval(c)
 		if err != nil {
 			return nil, err
 		}
-		b, err := args[1].eval(root)
+		b, err := args[1].eval(c)
 		if err != nil {
 			return nil, err
 		}
@@ -118,13 +144,13 @@ func parseBinary(name string, arg any, fn func(a, b any) (any, error)) (expr, er
 	}), nil
 }
 
-func parseUnary(name string, arg any, fn func(a any) (any, error)) (expr, error) {
-	args, err := parseFixed(name, arg, 1)
+func (pc *parseCtx) parseUnary(name string, arg any, fn func(a any) (any, error)) (expr, error) {
+	args, err := pc.parseFixed(name, arg, 1)
 	if err != nil {
 		return nil, err
 	}
-	return exprFunc(func(root bson.D) (any, error) {
-		a, err := args[0].eval(root)
+	return exprFunc(func(c *evalCtx) (any, error) {
+		a, err := args[0].eval(c)
 		if err != nil {
 			return nil, err
 		}
@@ -381,15 +407,15 @@ func evalSize(v any) (any, error) {
 	return intOrLong(int64(len(arr))), nil
 }
 
-func parseLogical(name string, arg any) (expr, error) {
-	args, err := parseArgs(arg)
+func (pc *parseCtx) parseLogical(name string, arg any) (expr, error) {
+	args, err := pc.parseArgs(arg)
 	if err != nil {
 		return nil, err
 	}
 	isAnd := name == "$and"
-	return exprFunc(func(root bson.D) (any, error) {
+	return exprFunc(func(c *evalCtx) (any, error) {
 		for _, a := range args {
-			v, err := a.eval(root)
+			v, err := a.eval(c)
 			if err != nil {
 				return nil, err
 			}
@@ -401,11 +427,11 @@ func parseLogical(name string, arg any) (expr, error) {
 	}), nil
 }
 
-func parseCond(arg any) (expr, error) {
+func (pc *parseCtx) parseCond(arg any) (expr, error) {
 	var ifE, thenE, elseE expr
 	if d, ok := arg.(bson.D); ok {
 		for _, e := range d {
-			ex, err := parseOperand(e.Value)
+			ex, err := pc.parseOperand(e.Value)
 			if err != nil {
 				return nil, err
 			}
@@ -429,35 +455,35 @@ func parseCond(arg any) (expr, error) {
 			return nil, mongoerr.New(17082, "Missing 'else' parameter to $cond")
 		}
 	} else {
-		args, err := parseFixed("$cond", arg, 3)
+		args, err := pc.parseFixed("$cond", arg, 3)
 		if err != nil {
 			return nil, err
 		}
 		ifE, thenE, elseE = args[0], args[1], args[2]
 	}
-	return exprFunc(func(root bson.D) (any, error) {
-		c, err := ifE.eval(root)
+	return exprFunc(func(c *evalCtx) (any, error) {
+		cond, err := ifE.eval(c)
 		if err != nil {
 			return nil, err
 		}
-		if truthy(c) {
-			return thenE.eval(root)
+		if truthy(cond) {
+			return thenE.eval(c)
 		}
-		return elseE.eval(root)
+		return elseE.eval(c)
 	}), nil
 }
 
-func parseIfNull(arg any) (expr, error) {
-	args, err := parseArgs(arg)
+func (pc *parseCtx) parseIfNull(arg any) (expr, error) {
+	args, err := pc.parseArgs(arg)
 	if err != nil {
 		return nil, err
 	}
 	if len(args) < 2 {
 		return nil, mongoerr.New(1257300, "$ifNull needs at least two arguments, had: %d", len(args))
 	}
-	return exprFunc(func(root bson.D) (any, error) {
+	return exprFunc(func(c *evalCtx) (any, error) {
 		for i, a := range args {
-			v, err := a.eval(root)
+			v, err := a.eval(c)
 			if err != nil {
 				return nil, err
 			}
@@ -471,15 +497,15 @@ func parseIfNull(arg any) (expr, error) {
 
 // parseAccumulatorExpr is ExpressionFromAccumulator for $sum $avg $min $max: one argument that
 // evaluates to an array is accumulated element by element, otherwise every argument is.
-func parseAccumulatorExpr(name string, arg any) (expr, error) {
-	args, err := parseArgs(arg)
+func (pc *parseCtx) parseAccumulatorExpr(name string, arg any) (expr, error) {
+	args, err := pc.parseArgs(arg)
 	if err != nil {
 		return nil, err
 	}
-	return exprFunc(func(root bson.D) (any, error) {
+	return exprFunc(func(c *evalCtx) (any, error) {
 		acc := newAccumulator(name)
 		if len(args) == 1 {
-			v, err := args[0].eval(root)
+			v, err := args[0].eval(c)
 			if err != nil {
 				return nil, err
 			}
@@ -493,7 +519,7 @@ func parseAccumulatorExpr(name string, arg any) (expr, error) {
 			return acc.value()
 		}
 		for _, a := range args {
-			v, err := a.eval(root)
+			v, err := a.eval(c)
 			if err != nil {
 				return nil, err
 			}
@@ -507,26 +533,23 @@ func parseAccumulatorExpr(name string, arg any) (expr, error) {
 // the subset get NotImplemented while names MongoDB itself rejects get its own error.
 func knownExpressionOperator(name string) bool {
 	switch name {
-	case "$abs", "$acos", "$acosh", "$allElementsTrue", "$anyElementTrue", "$arrayElemAt",
-		"$arrayToObject", "$asin", "$asinh", "$atan", "$atan2", "$atanh", "$binarySize",
-		"$bitAnd", "$bitNot", "$bitOr", "$bitXor", "$bsonSize", "$ceil", "$concatArrays",
-		"$convert", "$cos", "$cosh", "$dateAdd", "$dateDiff", "$dateFromParts",
-		"$dateFromString", "$dateSubtract", "$dateToParts", "$dateToString", "$dateTrunc",
-		"$dayOfMonth", "$dayOfWeek", "$dayOfYear", "$degreesToRadians", "$exp", "$filter",
-		"$first", "$firstN", "$floor", "$function", "$getField", "$hour", "$indexOfArray",
-		"$indexOfBytes", "$indexOfCP", "$isArray", "$isNumber", "$isoDayOfWeek", "$isoWeek",
-		"$isoWeekYear", "$last", "$lastN", "$let", "$ln", "$log", "$log10", "$ltrim", "$map",
-		"$maxN", "$median", "$mergeObjects", "$meta", "$millisecond", "$minN", "$minute",
-		"$month", "$objectToArray", "$percentile", "$pow", "$radiansToDegrees", "$rand",
-		"$range", "$reduce", "$regexFind", "$regexFindAll", "$regexMatch", "$replaceAll",
-		"$replaceOne", "$reverseArray", "$round", "$rtrim", "$sampleRate", "$second",
-		"$setDifference", "$setEquals", "$setField", "$setIntersection", "$setIsSubset",
-		"$setUnion", "$sin", "$sinh", "$slice", "$sortArray", "$split", "$sqrt", "$stdDevPop",
-		"$stdDevSamp", "$strcasecmp", "$strLenBytes", "$strLenCP", "$substr", "$substrBytes",
-		"$substrCP", "$switch", "$tan", "$tanh", "$toBool", "$toDate", "$toDecimal",
-		"$toDouble", "$toHashedIndexKey", "$toInt", "$toLong", "$toLower", "$toObjectId",
-		"$toString", "$toUpper", "$trim", "$trunc", "$tsIncrement", "$tsSecond", "$type",
-		"$unsetField", "$week", "$year", "$zip":
+	case "$abs", "$acos", "$acosh", "$allElementsTrue", "$anyElementTrue", "$arrayToObject",
+		"$asin", "$asinh", "$atan", "$atan2", "$atanh", "$binarySize", "$bitAnd", "$bitNot",
+		"$bitOr", "$bitXor", "$bsonSize", "$ceil", "$convert", "$cos", "$cosh", "$dateAdd",
+		"$dateDiff", "$dateFromParts", "$dateFromString", "$dateSubtract", "$dateToParts",
+		"$dateToString", "$dateTrunc", "$dayOfMonth", "$dayOfWeek", "$dayOfYear",
+		"$degreesToRadians", "$exp", "$first", "$firstN", "$floor", "$function", "$hour",
+		"$indexOfArray", "$indexOfBytes", "$indexOfCP", "$isNumber", "$isoDayOfWeek", "$isoWeek",
+		"$isoWeekYear", "$last", "$lastN", "$ln", "$log", "$log10", "$ltrim", "$maxN", "$median",
+		"$meta", "$millisecond", "$minN", "$minute", "$month", "$objectToArray", "$percentile",
+		"$pow", "$radiansToDegrees", "$range", "$regexFind", "$regexFindAll", "$regexMatch",
+		"$replaceAll", "$replaceOne", "$reverseArray", "$round", "$rtrim", "$sampleRate", "$second",
+		"$setDifference", "$setEquals", "$setIntersection", "$setIsSubset", "$setUnion", "$sin",
+		"$sinh", "$slice", "$sortArray", "$split", "$sqrt", "$stdDevPop", "$stdDevSamp",
+		"$strcasecmp", "$strLenBytes", "$strLenCP", "$substr", "$substrBytes", "$substrCP", "$tan",
+		"$tanh", "$toBool", "$toDate", "$toDecimal", "$toDouble", "$toHashedIndexKey", "$toInt",
+		"$toLong", "$toLower", "$toObjectId", "$toString", "$toUpper", "$trim", "$trunc",
+		"$tsIncrement", "$tsSecond", "$week", "$year", "$zip":
 		return true
 	}
 	return false

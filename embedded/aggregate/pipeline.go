@@ -16,6 +16,7 @@ const MaxMemoryBytes = 100 * 1024 * 1024
 // may Run concurrently; SetAllowDiskUse must not race with Run.
 type Pipeline struct {
 	stages       []stage
+	nslots       int // user-variable slots the pipeline's expressions use
 	leadingMatch bson.D
 	allowDiskUse bool
 	maxMemory    int64
@@ -35,10 +36,18 @@ type processor interface {
 	finish() error
 }
 
-// runContext holds per-Run settings.
+// runContext holds per-Run settings and the evaluation context every stage of the Run
+// shares (stages run one document at a time, so one context serves all of them).
 type runContext struct {
 	allowDiskUse bool
 	maxMemory    int64
+	ectx         *evalCtx
+}
+
+// evalOn returns the Run's evaluation context with doc as $$ROOT.
+func (rc *runContext) evalOn(doc bson.D) *evalCtx {
+	rc.ectx.root = doc
+	return rc.ectx
 }
 
 // memBudget tracks the memory one blocking stage holds.
@@ -64,16 +73,19 @@ func (m *memBudget) add(n int64) error {
 }
 
 // Compile parses and validates an aggregation pipeline (without a leading $changeStream,
-// which the caller handles). Errors are *mongoerr.Error with MongoDB's codes; stages,
-// operators and accumulators outside the embedded subset are NotImplemented (238).
-func Compile(pipeline []bson.D) (*Pipeline, error) {
+// which the caller handles) in a command without let variables, with $$NOW read now. Errors
+// are *mongoerr.Error with MongoDB's codes; stages, operators and accumulators outside the
+// embedded subset are NotImplemented (238).
+func Compile(pipeline []bson.D) (*Pipeline, error) { return defaultEnv().Compile(pipeline) }
+
+func compile(pc *parseCtx, pipeline []bson.D) (*Pipeline, error) {
 	p := &Pipeline{maxMemory: MaxMemoryBytes}
 	for i, spec := range pipeline {
 		if len(spec) != 1 {
 			return nil, mongoerr.New(40323, "A pipeline stage specification object must contain exactly one field.")
 		}
 		name, arg := spec[0].Key, spec[0].Value
-		st, err := parseStage(name, arg)
+		st, err := pc.parseStage(name, arg)
 		if err != nil {
 			return nil, err
 		}
@@ -83,31 +95,34 @@ func Compile(pipeline []bson.D) (*Pipeline, error) {
 		p.stages = append(p.stages, st)
 	}
 	p.stages = fuseSortLimit(p.stages)
+	p.nslots = pc.nslots
 	return p, nil
 }
 
-func parseStage(name string, arg any) (stage, error) {
+func (pc *parseCtx) parseStage(name string, arg any) (stage, error) {
 	switch name {
 	case "$match":
-		return parseMatch(arg)
+		return pc.parseMatch(arg)
 	case "$group":
-		return parseGroup(arg)
+		return pc.parseGroup(arg)
 	case "$sort":
-		return parseSort(arg)
+		return pc.parseSort(arg)
 	case "$project":
-		return parseProject(arg)
+		return pc.parseProject(arg)
 	case "$addFields", "$set":
-		return parseAddFields(name, arg)
+		return pc.parseAddFields(name, arg)
 	case "$unset":
-		return parseUnset(arg)
+		return pc.parseUnset(arg)
 	case "$limit":
-		return parseLimit(arg)
+		return pc.parseLimit(arg)
 	case "$skip":
-		return parseSkip(arg)
+		return pc.parseSkip(arg)
 	case "$count":
-		return parseCount(arg)
+		return pc.parseCount(arg)
 	case "$unwind":
-		return parseUnwind(arg)
+		return pc.parseUnwind(arg)
+	case "$replaceRoot", "$replaceWith":
+		return pc.parseReplaceRoot(name, arg)
 	case "$changeStream":
 		return nil, mongoerr.New(40602, "$changeStream is only valid as the first stage in a pipeline.")
 	}
@@ -123,8 +138,8 @@ func knownStage(name string) bool {
 	case "$bucket", "$bucketAuto", "$changeStreamSplitLargeEvent", "$collStats", "$currentOp",
 		"$densify", "$documents", "$facet", "$fill", "$geoNear", "$graphLookup", "$indexStats",
 		"$listLocalSessions", "$listSampledQueries", "$listSearchIndexes", "$listSessions",
-		"$lookup", "$merge", "$out", "$planCacheStats", "$redact", "$replaceRoot",
-		"$replaceWith", "$sample", "$search", "$searchMeta", "$setWindowFields",
+		"$lookup", "$merge", "$out", "$planCacheStats", "$redact", "$sample", "$search",
+		"$searchMeta", "$setWindowFields",
 		"$shardedDataDistribution", "$sortByCount", "$unionWith", "$vectorSearch":
 		return true
 	}
@@ -146,7 +161,7 @@ func (p *Pipeline) SetAllowDiskUse(allow bool) { p.allowDiskUse = allow }
 // Run feeds the documents src yields through the pipeline and returns the output documents.
 // src must stop when yield returns false. Input documents are not modified.
 func (p *Pipeline) Run(src func(yield func(bson.D) bool)) ([]bson.D, error) {
-	rc := &runContext{allowDiskUse: p.allowDiskUse, maxMemory: p.maxMemory}
+	rc := &runContext{allowDiskUse: p.allowDiskUse, maxMemory: p.maxMemory, ectx: &evalCtx{vars: make([]any, p.nslots)}}
 	out := &collector{}
 	var head processor = out
 	for i := len(p.stages) - 1; i >= 0; i-- {

@@ -78,6 +78,7 @@ type projectStage struct {
 
 // projParser builds a projection tree.
 type projParser struct {
+	pc        *parseCtx
 	kind      projKind
 	addFields bool
 }
@@ -91,23 +92,23 @@ func wrapStageErr(stageName string, err error) error {
 	return err
 }
 
-func parseProject(arg any) (stage, error) {
+func (pc *parseCtx) parseProject(arg any) (stage, error) {
 	d, ok := arg.(bson.D)
 	if !ok {
 		return nil, mongoerr.New(15969, "$project specification must be an object")
 	}
-	st, err := buildProject(d)
+	st, err := pc.buildProject(d)
 	if err != nil {
 		return nil, wrapStageErr("$project", err)
 	}
 	return st, nil
 }
 
-func buildProject(d bson.D) (*projectStage, error) {
+func (pc *parseCtx) buildProject(d bson.D) (*projectStage, error) {
 	if len(d) == 0 {
 		return nil, mongoerr.New(51272, "projection specification must have at least one field")
 	}
-	p := &projParser{}
+	p := &projParser{pc: pc}
 	root := newProjNode()
 	idSet, idInclude := false, true
 	for _, e := range d {
@@ -220,7 +221,7 @@ func (p *projParser) add(node *projNode, full, key string, v any) error {
 	if err := p.setKind(projAddFields, full); err != nil {
 		return err
 	}
-	ex, err := parseOperand(v)
+	ex, err := p.pc.parseOperand(v)
 	if err != nil {
 		return err
 	}
@@ -229,12 +230,12 @@ func (p *projParser) add(node *projNode, full, key string, v any) error {
 	return nil
 }
 
-func parseAddFields(name string, arg any) (stage, error) {
+func (pc *parseCtx) parseAddFields(name string, arg any) (stage, error) {
 	d, ok := arg.(bson.D)
 	if !ok {
 		return nil, mongoerr.New(40272, "%s specification stage must be an object, got %s", name, typeName(normalizeLiteral(arg)))
 	}
-	p := &projParser{addFields: true}
+	p := &projParser{pc: pc, addFields: true}
 	root := newProjNode()
 	for _, e := range d {
 		if err := p.add(root, e.Key, e.Key, e.Value); err != nil {
@@ -245,7 +246,7 @@ func parseAddFields(name string, arg any) (stage, error) {
 	return &projectStage{kind: projAddFields, root: root}, nil
 }
 
-func parseUnset(arg any) (stage, error) {
+func (pc *parseCtx) parseUnset(arg any) (stage, error) {
 	var paths []string
 	switch x := arg.(type) {
 	case string:
@@ -264,7 +265,7 @@ func parseUnset(arg any) (stage, error) {
 	default:
 		return nil, mongoerr.New(31002, "$unset specification must be a string or an array")
 	}
-	p := &projParser{}
+	p := &projParser{pc: pc}
 	root := newProjNode()
 	for _, s := range paths {
 		if err := p.add(root, s, s, int32(0)); err != nil {
@@ -274,17 +275,18 @@ func parseUnset(arg any) (stage, error) {
 	return &projectStage{kind: projExclusion, root: root}, nil
 }
 
-func (s *projectStage) start(_ *runContext, next processor) processor {
-	return &projectRunner{s: s, next: next}
+func (s *projectStage) start(rc *runContext, next processor) processor {
+	return &projectRunner{rc: rc, s: s, next: next}
 }
 
 type projectRunner struct {
+	rc   *runContext
 	s    *projectStage
 	next processor
 }
 
 func (r *projectRunner) push(doc bson.D) (bool, error) {
-	out, err := r.s.apply(doc)
+	out, err := r.s.apply(r.rc.evalOn(doc))
 	if err != nil {
 		return false, err
 	}
@@ -293,8 +295,9 @@ func (r *projectRunner) push(doc bson.D) (bool, error) {
 
 func (r *projectRunner) finish() error { return r.next.finish() }
 
-// apply returns the projected document; doc is not modified.
-func (s *projectStage) apply(doc bson.D) (bson.D, error) {
+// apply returns the projected document ec.root; the document is not modified.
+func (s *projectStage) apply(ec *evalCtx) (bson.D, error) {
+	doc := ec.root
 	n := s.root
 	switch s.kind {
 	case projExclusion:
@@ -304,11 +307,11 @@ func (s *projectStage) apply(doc bson.D) (bson.D, error) {
 		if !n.computed {
 			return out, nil
 		}
-		return n.applyExpressions(doc, out)
+		return n.applyExpressions(ec, out)
 	}
 	out := make(bson.D, len(doc), len(doc)+len(n.order))
 	copy(out, doc)
-	return n.applyExpressions(doc, out)
+	return n.applyExpressions(ec, out)
 }
 
 // applyInclusion keeps the included fields of d in d's order (ProjectionNode::applyProjections).
@@ -379,8 +382,8 @@ func (n *projNode) exclusionValue(v any) any {
 }
 
 // applyExpressions sets the computed fields of this level on out (which the caller owns),
-// evaluating expressions against root (ProjectionNode::applyExpressions).
-func (n *projNode) applyExpressions(root, out bson.D) (bson.D, error) {
+// evaluating expressions in ec (ProjectionNode::applyExpressions).
+func (n *projNode) applyExpressions(ec *evalCtx, out bson.D) (bson.D, error) {
 	for _, f := range n.order {
 		var v any
 		if c, ok := n.children[f]; ok {
@@ -391,13 +394,13 @@ func (n *projNode) applyExpressions(root, out bson.D) (bson.D, error) {
 			if !ok {
 				cur = missingValue{}
 			}
-			r, err := c.expressionsValue(root, cur)
+			r, err := c.expressionsValue(ec, cur)
 			if err != nil {
 				return nil, err
 			}
 			v = r
 		} else {
-			r, err := n.exprs[f].eval(root)
+			r, err := n.exprs[f].eval(ec)
 			if err != nil {
 				return nil, err
 			}
@@ -411,16 +414,16 @@ func (n *projNode) applyExpressions(root, out bson.D) (bson.D, error) {
 // expressionsValue is ProjectionNode::applyExpressionsToValue: computed fields are added to
 // documents and to every element of arrays; any other value is replaced by a document of the
 // computed fields.
-func (n *projNode) expressionsValue(root bson.D, v any) (any, error) {
+func (n *projNode) expressionsValue(ec *evalCtx, v any) (any, error) {
 	switch x := v.(type) {
 	case bson.D:
 		cp := make(bson.D, len(x), len(x)+len(n.order))
 		copy(cp, x)
-		return n.applyExpressions(root, cp)
+		return n.applyExpressions(ec, cp)
 	case bson.A:
 		out := make(bson.A, 0, len(x))
 		for _, e := range x {
-			r, err := n.expressionsValue(root, e)
+			r, err := n.expressionsValue(ec, e)
 			if err != nil {
 				return nil, err
 			}
@@ -430,7 +433,7 @@ func (n *projNode) expressionsValue(root bson.D, v any) (any, error) {
 		}
 		return out, nil
 	}
-	return n.applyExpressions(root, bson.D{})
+	return n.applyExpressions(ec, bson.D{})
 }
 
 // setOwnedField sets key in d in place (appending when absent); a missing value removes it.

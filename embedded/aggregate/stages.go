@@ -17,12 +17,12 @@ type matchStage struct {
 	f      *query.Filter
 }
 
-func parseMatch(arg any) (stage, error) {
+func (pc *parseCtx) parseMatch(arg any) (stage, error) {
 	d, ok := arg.(bson.D)
 	if !ok {
 		return nil, mongoerr.New(15959, "the match filter must be an expression in an object")
 	}
-	f, err := query.CompileFilter(d)
+	f, err := pc.env.CompileFilter(d)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ type sortStage struct {
 	limit int64
 }
 
-func parseSort(arg any) (stage, error) {
+func (pc *parseCtx) parseSort(arg any) (stage, error) {
 	d, ok := arg.(bson.D)
 	if !ok {
 		return nil, mongoerr.New(15973, "the $sort key specification must be an object")
@@ -199,7 +199,7 @@ func parseIntegerArg(stageName string, code int32, arg any) (int64, error) {
 
 type limitStage struct{ n int64 }
 
-func parseLimit(arg any) (stage, error) {
+func (pc *parseCtx) parseLimit(arg any) (stage, error) {
 	n, err := parseIntegerArg("$limit", 5107201, arg)
 	if err != nil {
 		return nil, err
@@ -232,7 +232,7 @@ func (r *limitRunner) finish() error { return r.next.finish() }
 
 type skipStage struct{ n int64 }
 
-func parseSkip(arg any) (stage, error) {
+func (pc *parseCtx) parseSkip(arg any) (stage, error) {
 	n, err := parseIntegerArg("$skip", 5107200, arg)
 	if err != nil {
 		return nil, err
@@ -265,7 +265,7 @@ func (r *skipRunner) finish() error { return r.next.finish() }
 // {$project: {_id: 0}}; no input produces no output.
 type countStage struct{ field string }
 
-func parseCount(arg any) (stage, error) {
+func (pc *parseCtx) parseCount(arg any) (stage, error) {
 	s, ok := arg.(string)
 	switch {
 	case !ok:
@@ -314,7 +314,7 @@ type unwindStage struct {
 	indexPath []string
 }
 
-func parseUnwind(arg any) (stage, error) {
+func (pc *parseCtx) parseUnwind(arg any) (stage, error) {
 	var pathStr string
 	u := &unwindStage{}
 	switch x := arg.(type) {
@@ -483,3 +483,74 @@ func removeNested(d bson.D, path []string) bson.D {
 	}
 	return d
 }
+
+// ---- $replaceRoot and $replaceWith ----
+
+// replaceRootStage is $replaceRoot {newRoot: expr} or its alias $replaceWith: expr.
+type replaceRootStage struct {
+	newRoot expr
+	what    string // how errors name the expression
+}
+
+func (pc *parseCtx) parseReplaceRoot(name string, arg any) (stage, error) {
+	spec := arg
+	if name == "$replaceRoot" {
+		d, ok := arg.(bson.D)
+		if !ok {
+			return nil, mongoerr.New(40229, "expected an object as specification for $replaceRoot stage, got %s", typeName(normalizeLiteral(arg)))
+		}
+		found := false
+		for _, e := range d {
+			if e.Key != "newRoot" {
+				return nil, mongoerr.New(40415, "BSON field '$replaceRoot.%s' is an unknown field.", e.Key)
+			}
+			spec, found = e.Value, true
+		}
+		if !found {
+			return nil, mongoerr.New(40414, "BSON field '$replaceRoot.newRoot' is missing but a required field")
+		}
+	}
+	ex, err := pc.parseOperand(spec)
+	if err != nil {
+		return nil, err
+	}
+	what := "'replacement document'"
+	if name == "$replaceRoot" {
+		what = "'newRoot' expression"
+	}
+	return &replaceRootStage{newRoot: ex, what: what}, nil
+}
+
+func (s *replaceRootStage) start(rc *runContext, next processor) processor {
+	return &replaceRootRunner{rc: rc, s: s, next: next}
+}
+
+type replaceRootRunner struct {
+	rc   *runContext
+	s    *replaceRootStage
+	next processor
+}
+
+func (r *replaceRootRunner) push(doc bson.D) (bool, error) {
+	out, err := r.s.apply(r.rc.evalOn(doc))
+	if err != nil {
+		return false, err
+	}
+	return r.next.push(out)
+}
+
+// apply evaluates the new root, which must be a document.
+func (s *replaceRootStage) apply(ec *evalCtx) (bson.D, error) {
+	v, err := s.newRoot.eval(ec)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, mongoerr.New(40228, "%s must evaluate to an object, but resulting value was: %s. Type of resulting value: '%s'. Input document: %s",
+			s.what, renderValue(v), typeName(v), renderValue(ec.root))
+	}
+	return d, nil
+}
+
+func (r *replaceRootRunner) finish() error { return r.next.finish() }

@@ -75,6 +75,15 @@ func idFirst(d bson.D) bson.D {
 	return d
 }
 
+// Replace returns the document a replacement makes of doc: repl's fields with doc's _id first
+// (repl may omit it; an _id in repl that is not strictly equal to doc's fails with
+// ImmutableField). doc and repl are not modified.
+func Replace(doc, repl bson.D) (bson.D, error) {
+	a := &applier{}
+	a.id, a.hasID = getField(doc, "_id")
+	return a.replace(repl)
+}
+
 func (a *applier) replace(repl bson.D) (bson.D, error) {
 	out := make(bson.D, 0, len(repl)+1)
 	if a.hasID {
@@ -431,6 +440,10 @@ func intValue(v any) (int64, bool) {
 	}
 	return 0, false
 }
+
+// StrictEqual reports BSON binary equality of two decoded values: same types, same field
+// names and order, same bits (1 and 1.0 differ).
+func StrictEqual(a, b any) bool { return strictEqual(a, b) }
 
 // strictEqual is BSON binary equality of values: same types, same field names and order,
 // same bits (so 1 and 1.0 differ and NaN equals NaN).
