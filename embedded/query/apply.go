@@ -183,6 +183,20 @@ func (a *applier) applyNode(c *updNode, old any, present bool, path string, reco
 	if c.leaf != nil {
 		return a.applyLeaf(c.leaf, old, present, path, record)
 	}
+	if c.arrayNode() {
+		arr, ok := old.(bson.A)
+		switch {
+		case !present:
+			return nil, actNone, mongoerr.BadValuef("The path '%s' must exist in the document in order to apply array updates.", path)
+		case !ok:
+			return nil, actNone, mongoerr.BadValuef("Cannot apply array updates to non-array element %s: %s", c.name, formatValue(old))
+		}
+		out, ch, err := a.applyPlaceholders(c, arr, path, record)
+		if err != nil || !ch {
+			return nil, actNone, err
+		}
+		return out, actSet, nil
+	}
 	if !present {
 		if !c.creates(a.isInsert) {
 			return nil, actNone, nil
@@ -270,6 +284,88 @@ func (a *applier) applyArray(n *updNode, arr bson.A, path string, record bool) (
 		}
 	}
 	return out, changed, nil
+}
+
+// applyPlaceholders applies the $[] and $[id] children of n to the elements of arr they
+// select (an element selected by several gets their subtrees merged, failing on overlaps as
+// mongod does). Array filters see the elements as they were before the update.
+func (a *applier) applyPlaceholders(n *updNode, arr bson.A, path string, record bool) (bson.A, bool, error) {
+	out := arr
+	copied, changed := false, false
+	var sel []*updNode
+	for i, elem := range arr {
+		sel = sel[:0]
+		for _, c := range n.children {
+			if c.filter == nil || c.filter.filter.root.match(bson.D{{Key: c.filter.id, Value: elem}}) {
+				sel = append(sel, c)
+			}
+		}
+		if len(sel) == 0 {
+			continue
+		}
+		idx := strconv.Itoa(i)
+		cpath := path + "." + idx
+		node := &updNode{name: idx, children: sel[0].children, leaf: sel[0].leaf}
+		for _, c := range sel[1:] {
+			merged, err := mergeNodes(node, c, cpath)
+			if err != nil {
+				return nil, false, err
+			}
+			node = merged
+		}
+		nv, act, err := a.applyNode(node, elem, true, cpath, record)
+		if err != nil {
+			return nil, false, err
+		}
+		if act == actNone {
+			continue
+		}
+		if !copied {
+			out = append(make(bson.A, 0, len(arr)), arr...)
+			copied = true
+		}
+		changed = true
+		if act == actRemove {
+			// $unset of an array element leaves null in its place.
+			out[i] = nil
+			if record {
+				a.note(cpath, nil)
+			}
+			continue
+		}
+		out[i] = nv
+	}
+	return out, changed, nil
+}
+
+// mergeNodes combines the subtrees two placeholders apply to one element (named by x),
+// failing when both update the same path.
+func mergeNodes(x, y *updNode, path string) (*updNode, error) {
+	if x.leaf != nil || y.leaf != nil {
+		return nil, mongoerr.New(mongoerr.ConflictingUpdateOps, "Update created a conflict at '%s'", path)
+	}
+	if len(x.children) > 0 && len(y.children) > 0 && x.arrayNode() != y.arrayNode() {
+		return nil, mongoerr.New(mongoerr.ConflictingUpdateOps, "Update created a conflict at '%s'", path)
+	}
+	out := &updNode{name: x.name, children: append([]*updNode(nil), x.children...)}
+	for _, yc := range y.children {
+		xc := out.child(yc.name)
+		if xc == nil {
+			out.addChild(yc)
+			continue
+		}
+		merged, err := mergeNodes(xc, yc, path+"."+yc.name)
+		if err != nil {
+			return nil, err
+		}
+		merged.filter = xc.filter
+		for i, c := range out.children {
+			if c == xc {
+				out.children[i] = merged
+			}
+		}
+	}
+	return out, nil
 }
 
 func parseIndex(s string) (int, bool) {

@@ -1,8 +1,12 @@
 // Package query implements the document-level semantics of the embedded server's reads and
 // writes: compiling and matching query filters (CompileFilter), deriving the seed document of
 // an upsert from a filter (UpsertSeed), compiling and applying update documents
-// (CompileUpdate), find projections (CompileProjection) and sort orders (CompileSort), all with
-// MongoDB 7.0 semantics over decoded bson.D values (see package bsonval).
+// (CompileUpdate, with arrayFilters and the $[] and $[id] placeholders), find projections
+// (CompileProjection) and sort orders (CompileSort), all with MongoDB 7.0 semantics over
+// decoded bson.D values (see package bsonval).
+//
+// The aggregation expression language lives in package aggregate, which depends on this one;
+// an Env hands its compiler in for $expr, and the command's clock for $currentDate.
 //
 // Everything outside the supported subset is rejected at compile time with mongoerr code 238
 // NotImplemented naming the operator, so that a query never silently returns a wrong answer.

@@ -126,6 +126,8 @@ type parser struct {
 	// top is false inside $elemMatch and $pull conditions, where $expr is not allowed.
 	top     bool
 	hasExpr bool
+	// exprErr, when set, is the answer to $expr (array filters refuse it this way).
+	exprErr error
 }
 
 type andNode []node
@@ -257,6 +259,9 @@ func (p *parser) parseTopOp(name string, v any) (node, error) {
 // isOperatorDoc reports whether a field's value is an operator document ({$gt: 1, ...}) rather
 // than a value to compare for equality. DBRef-like documents ($ref/$id/$db) are values.
 func (p *parser) parseExpr(v any) (node, error) {
+	if p.exprErr != nil {
+		return nil, p.exprErr
+	}
 	if !p.top {
 		return nil, mongoerr.BadValuef("$expr can only be applied to the top-level document")
 	}

@@ -289,3 +289,51 @@ func TestMatchRandomAgainstNaive(t *testing.T) {
 	}
 	t.Logf("%d filter/document pairs agreed", checks)
 }
+
+// TestArrayFiltersRandomAgainstNaive checks $[x] updates of arrays of numbers (and of
+// documents, through x.v) against a direct loop over the elements.
+func TestArrayFiltersRandomAgainstNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ops := []string{"$gt", "$gte", "$lt", "$lte", "$eq", "$ne"}
+	for range 2000 {
+		n := r.IntN(6)
+		nums := make(A, n)
+		for i := range nums {
+			nums[i] = int32(r.IntN(5))
+		}
+		op, k := ops[r.IntN(len(ops))], int32(r.IntN(5))
+		inDocs := r.IntN(2) == 0
+		arr, path, filter := nums, "a.$[x]", D{e("x", D{e(op, k)})}
+		if inDocs {
+			arr = make(A, n)
+			for i, v := range nums {
+				arr[i] = D{e("v", v)}
+			}
+			path, filter = "a.$[x].v", D{e("x.v", D{e(op, k)})}
+		}
+		u, err := CompileUpdateEnv(D{e("$inc", D{e(path, int32(10))})}, A{filter}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, _, err := u.Apply(D{e("_id", 1), e("a", arr)}, false)
+		if err != nil {
+			t.Fatalf("apply %v to %v: %v", filter, arr, err)
+		}
+		got := get(out, "a").(A)
+		for i, v := range nums {
+			x := v.(int32)
+			sel := map[string]bool{"$gt": x > k, "$gte": x >= k, "$lt": x < k, "$lte": x <= k, "$eq": x == k, "$ne": x != k}[op]
+			want := x
+			if sel {
+				want = x + 10
+			}
+			g := got[i]
+			if inDocs {
+				g = get(got[i].(D), "v")
+			}
+			if g != want {
+				t.Fatalf("%s %v on %v: element %d = %v, want %v", path, filter, arr, i, g, want)
+			}
+		}
+	}
+}

@@ -29,6 +29,14 @@ type Update struct {
 	idPath      string // first update path that touches _id, for the ImmutableField message
 }
 
+// arrayFilter is one compiled entry of an update's arrayFilters: elements e of an array for
+// which {id: e} matches filter are updated through $[id].
+type arrayFilter struct {
+	id     string
+	filter *Filter
+	used   bool
+}
+
 // UpdateDescription describes a change as a change-stream update event does: the dotted
 // paths set (with their new values) and the dotted paths removed.
 type UpdateDescription struct {
@@ -67,11 +75,25 @@ type leafOp struct {
 }
 
 // updNode is a node of the update tree: its children are kept in mongod's application order
-// (numeric names numerically, others bytewise).
+// (numeric names numerically, others bytewise). The children of one node are either all
+// field names (an object node) or all array placeholders $[] and $[id] (an array node,
+// applied to every element of an array, or to those its array filter matches).
 type updNode struct {
 	name     string
 	children []*updNode
 	leaf     *leafOp
+	// filter is the array filter of a $[id] node (nil for $[] and field names).
+	filter *arrayFilter
+}
+
+// isArrayPlaceholder reports the all-positional $[] and filtered $[id] path components.
+func isArrayPlaceholder(name string) bool {
+	return strings.HasPrefix(name, "$[") && strings.HasSuffix(name, "]")
+}
+
+// arrayNode reports whether n's children are array placeholders.
+func (n *updNode) arrayNode() bool {
+	return len(n.children) > 0 && isArrayPlaceholder(n.children[0].name)
 }
 
 // lessField is mongod's cmpPathsAndArrayIndexes: numeric field names in numeric order, all
@@ -84,18 +106,32 @@ func lessField(a, b string) bool {
 }
 
 // CompileUpdate compiles an update: an operator document ($set, $setOnInsert, $unset, $inc,
-// $min, $max, $push, $addToSet, $pull) or a replacement document (no $-prefixed keys).
-// An empty document is, as for mongod, a replacement by an empty document.
-func CompileUpdate(update bson.D) (*Update, error) {
+// $min, $max, $push, $addToSet, $pull, $currentDate) or a replacement document (no
+// $-prefixed keys). An empty document is, as for mongod, a replacement by an empty document.
+func CompileUpdate(update bson.D) (*Update, error) { return CompileUpdateEnv(update, nil, nil) }
+
+// CompileUpdateEnv is CompileUpdate for a statement with arrayFilters (nil for none), which
+// the update's $[id] path components use, and with env's clock for $currentDate.
+func CompileUpdateEnv(update bson.D, arrayFilters bson.A, env *Env) (*Update, error) {
 	if len(update) == 0 || !strings.HasPrefix(update[0].Key, "$") {
+		if len(arrayFilters) > 0 {
+			return nil, mongoerr.FailedToParsef("arrayFilters may not be specified for replacement-style updates")
+		}
 		return compileReplacement(update)
+	}
+	filters, err := compileArrayFilters(arrayFilters)
+	if err != nil {
+		return nil, err
 	}
 	u := &Update{root: &updNode{}}
 	for _, e := range update {
 		kind, known := opKinds[e.Key]
+		if e.Key == "$currentDate" {
+			kind, known = kSet, true
+		}
 		if !known {
 			switch e.Key {
-			case "$rename", "$mul", "$currentDate", "$pop", "$pullAll", "$bit":
+			case "$rename", "$mul", "$pop", "$pullAll", "$bit":
 				return nil, mongoerr.NotImplementedf("update operator %s", e.Key)
 			}
 			return nil, mongoerr.FailedToParsef("Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", e.Key)
@@ -107,11 +143,17 @@ func CompileUpdate(update bson.D) (*Update, error) {
 		}
 		for _, f := range fields {
 			parts := splitPath(f.Key)
-			op, err := compileLeaf(kind, e.Key, f.Key, parts, f.Value)
+			v := f.Value
+			if e.Key == "$currentDate" {
+				if v, err = currentDateValue(f.Key, v, env); err != nil {
+					return nil, err
+				}
+			}
+			op, err := compileLeaf(kind, e.Key, f.Key, parts, v)
 			if err != nil {
 				return nil, err
 			}
-			if err := u.root.insert(parts, op); err != nil {
+			if err := u.root.insert(parts, op, filters); err != nil {
 				return nil, err
 			}
 			if u.idPath == "" && (f.Key == "_id" || strings.HasPrefix(f.Key, "_id.")) {
@@ -119,7 +161,118 @@ func CompileUpdate(update bson.D) (*Update, error) {
 			}
 		}
 	}
+	for _, af := range filters {
+		if !af.used {
+			return nil, mongoerr.FailedToParsef("The array filter for identifier '%s' was not used in the update %s", af.id, formatValue(update))
+		}
+	}
 	return u, nil
+}
+
+// currentDateValue is the value $currentDate sets: true (or false) and {$type: "date"} set
+// env's date, {$type: "timestamp"} its cluster time.
+func currentDateValue(path string, v any, env *Env) (any, error) {
+	switch x := v.(type) {
+	case bool:
+		return bson.NewDateTimeFromTime(env.now()), nil
+	case bson.D:
+		if len(x) != 1 || x[0].Key != "$type" {
+			return nil, mongoerr.BadValuef("The only valid field of the option is '$type': {$currentDate: {field : {$type: 'date/timestamp'}}}")
+		}
+		switch x[0].Value {
+		case "date":
+			return bson.NewDateTimeFromTime(env.now()), nil
+		case "timestamp":
+			return env.clusterTime(), nil
+		}
+		return nil, mongoerr.BadValuef("The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")
+	}
+	return nil, mongoerr.BadValuef("%s is not valid type for $currentDate. Please use a boolean ('true') or a $type expression ({$type: 'timestamp/date'}).", typeName(v))
+}
+
+// compileArrayFilters compiles a statement's arrayFilters. Each is a filter whose top-level
+// paths all start with the same identifier (a lowercase letter, then letters and digits).
+func compileArrayFilters(arr bson.A) (map[string]*arrayFilter, error) {
+	if len(arr) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*arrayFilter, len(arr))
+	for _, v := range arr {
+		d, ok := v.(bson.D)
+		if !ok {
+			return nil, mongoerr.TypeMismatchf("BSON field 'arrayFilters' must be an array of objects, found %s", typeName(v))
+		}
+		id, err := arrayFilterID(d)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := out[id]; dup {
+			return nil, mongoerr.FailedToParsef("Found multiple array filters with the same top-level field name %s", id)
+		}
+		p := &parser{exprErr: mongoerr.New(224, "$expr is not allowed in the context of an array filter")}
+		n, err := p.parseTop(d)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = &arrayFilter{id: id, filter: &Filter{root: n}}
+	}
+	return out, nil
+}
+
+// arrayFilterID returns the identifier an array filter's top-level paths share.
+func arrayFilterID(d bson.D) (string, error) {
+	id := ""
+	var collect func(d bson.D) error
+	collect = func(d bson.D) error {
+		for _, e := range d {
+			switch e.Key {
+			case "$and", "$or", "$nor":
+				arr, _ := e.Value.(bson.A)
+				for _, x := range arr {
+					if sub, ok := x.(bson.D); ok {
+						if err := collect(sub); err != nil {
+							return err
+						}
+					}
+				}
+				continue
+			}
+			if strings.HasPrefix(e.Key, "$") {
+				continue
+			}
+			first, _, _ := strings.Cut(e.Key, ".")
+			switch {
+			case id == "":
+				id = first
+			case id != first:
+				return mongoerr.FailedToParsef("Error parsing array filter :: caused by :: Expected a single top-level field name, found '%s' and '%s'", id, first)
+			}
+		}
+		return nil
+	}
+	if err := collect(d); err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", mongoerr.FailedToParsef("Cannot use an expression without a top-level field name in arrayFilters")
+	}
+	if !validArrayFilterID(id) {
+		return "", mongoerr.BadValuef("Error parsing array filter :: caused by :: The top-level field name must be an alphanumeric string beginning with a lowercase letter, found '%s'", id)
+	}
+	return id, nil
+}
+
+func validArrayFilterID(id string) bool {
+	if id == "" || id[0] < 'a' || id[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func compileReplacement(update bson.D) (*Update, error) {
@@ -143,8 +296,9 @@ func validatePath(path string, parts []string) error {
 		switch {
 		case part == "":
 			return mongoerr.New(EmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", path)
-		case part == "$" || strings.HasPrefix(part, "$["):
-			return mongoerr.NotImplementedf("positional update operator %s (in '%s')", part, path)
+		case part == "$":
+			return mongoerr.NotImplementedf("positional update operator $ (in '%s')", path)
+		case isArrayPlaceholder(part):
 		case strings.HasPrefix(part, "$"):
 			return mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", part, path)
 		}
@@ -249,14 +403,32 @@ func compilePull(op *leafOp) error {
 	return nil
 }
 
-// insert adds a leaf at parts, failing as mongod does when two paths overlap.
-func (n *updNode) insert(parts []string, leaf *leafOp) error {
+// insert adds a leaf at parts, failing as mongod does when two paths overlap, when a node
+// would hold both field names and array placeholders, or when $[id] has no array filter.
+func (n *updNode) insert(parts []string, leaf *leafOp, filters map[string]*arrayFilter) error {
 	cur := n
 	for i, part := range parts {
 		child := cur.child(part)
 		switch {
 		case child == nil:
 			child = &updNode{name: part}
+			if isArrayPlaceholder(part) {
+				if i == 0 {
+					return mongoerr.BadValuef("Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", leaf.path)
+				}
+				if id := part[2 : len(part)-1]; id != "" {
+					af := filters[id]
+					if af == nil {
+						return mongoerr.BadValuef("No array filter found for identifier '%s' in path '%s'", id, leaf.path)
+					}
+					af.used = true
+					child.filter = af
+				}
+			}
+			if len(cur.children) > 0 && isArrayPlaceholder(part) != cur.arrayNode() {
+				return mongoerr.New(mongoerr.ConflictingUpdateOps, "Updating the path '%s' would create a conflict at '%s'",
+					leaf.path, strings.Join(parts[:i], "."))
+			}
 			cur.addChild(child)
 		case child.leaf != nil || i == len(parts)-1:
 			return mongoerr.New(mongoerr.ConflictingUpdateOps, "Updating the path '%s' would create a conflict at '%s'",

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -280,7 +281,12 @@ func TestCompileUpdateErrors(t *testing.T) {
 		{"mixed replacement first", D{e("b", 1), e("$set", D{e("a", 1)})}, mongoerr.DollarPrefixedFieldName, ""},
 		{"rename", D{e("$rename", D{e("a", "b")})}, mongoerr.NotImplemented, ""},
 		{"mul", D{e("$mul", D{e("a", 2)})}, mongoerr.NotImplemented, ""},
-		{"currentDate", D{e("$currentDate", D{e("a", true)})}, mongoerr.NotImplemented, ""},
+		{"currentDate bad type", D{e("$currentDate", D{e("a", D{e("$type", "int")})})}, mongoerr.BadValue,
+			"The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}"},
+		{"currentDate bad option", D{e("$currentDate", D{e("a", D{e("x", "date")})})}, mongoerr.BadValue,
+			"The only valid field of the option is '$type': {$currentDate: {field : {$type: 'date/timestamp'}}}"},
+		{"currentDate number", D{e("$currentDate", D{e("a", 1)})}, mongoerr.BadValue,
+			"int is not valid type for $currentDate. Please use a boolean ('true') or a $type expression ({$type: 'timestamp/date'})."},
 		{"pop", D{e("$pop", D{e("a", 1)})}, mongoerr.NotImplemented, ""},
 		{"pullAll", D{e("$pullAll", D{e("a", A{1})})}, mongoerr.NotImplemented, ""},
 		{"bit", D{e("$bit", D{e("a", D{e("and", 1)})})}, mongoerr.NotImplemented, ""},
@@ -291,8 +297,11 @@ func TestCompileUpdateErrors(t *testing.T) {
 			"The argument to $each in $push must be an array but it was of type: int"},
 		{"push bad clause", D{e("$push", D{e("a", D{e("$each", A{}), e("$foo", 1)})})}, mongoerr.BadValue, "Unrecognized clause in $push: $foo"},
 		{"positional", D{e("$set", D{e("a.$", 1)})}, mongoerr.NotImplemented, ""},
-		{"all positional", D{e("$set", D{e("a.$[].b", 1)})}, mongoerr.NotImplemented, ""},
-		{"filtered positional", D{e("$set", D{e("a.$[x]", 1)})}, mongoerr.NotImplemented, ""},
+		{"filtered positional without filter", D{e("$set", D{e("a.$[x]", 1)})}, mongoerr.BadValue,
+			"No array filter found for identifier 'x' in path 'a.$[x]'"},
+		{"placeholder and field at one level", D{e("$set", D{e("a.$[].b", 1), e("a.0", 2)})}, mongoerr.ConflictingUpdateOps,
+			"Updating the path 'a.0' would create a conflict at 'a'"},
+		{"same placeholder path twice", D{e("$set", D{e("a.$[].b", 1)}), e("$inc", D{e("a.$[].b", 1)})}, mongoerr.ConflictingUpdateOps, ""},
 		{"conflict prefix", D{e("$set", D{e("a", 1), e("a.b", 2)})}, mongoerr.ConflictingUpdateOps,
 			"Updating the path 'a.b' would create a conflict at 'a'"},
 		{"conflict prefix reversed", D{e("$set", D{e("a.b", 1)}), e("$unset", D{e("a", 1)})}, mongoerr.ConflictingUpdateOps,
@@ -318,6 +327,128 @@ func TestCompileUpdateErrors(t *testing.T) {
 			_, err := CompileUpdate(tc.update)
 			checkErr(t, err, tc.code, tc.msg)
 		})
+	}
+}
+
+func TestArrayFilterUpdates(t *testing.T) {
+	doc := D{e("_id", int32(1)), e("y", A{D{e("b", int32(3))}, D{e("b", int32(1))}, D{e("b", int32(3)), e("c", A{D{e("d", int32(1))}, D{e("d", int32(2))}})}}), e("n", A{int32(1), int32(5), int32(9)})}
+	tests := []struct {
+		name    string
+		update  D
+		filters A
+		want    D
+		updated D
+		changed bool
+	}{
+		{"all positional leaf", D{e("$inc", D{e("n.$[]", int32(1))})}, nil,
+			D{e("_id", int32(1)), e("y", get(doc, "y")), e("n", A{int32(2), int32(6), int32(10)})},
+			D{e("n.0", int32(2)), e("n.1", int32(6)), e("n.2", int32(10))}, true},
+		{"filtered by value", D{e("$set", D{e("n.$[big]", int32(0))})}, A{D{e("big", D{e("$gt", int32(4))})}},
+			D{e("_id", int32(1)), e("y", get(doc, "y")), e("n", A{int32(1), int32(0), int32(0)})},
+			D{e("n.1", int32(0)), e("n.2", int32(0))}, true},
+		{"filtered by subfield", D{e("$set", D{e("y.$[i].b", int32(2))})}, A{D{e("i.b", int32(3))}},
+			D{e("_id", int32(1)), e("y", A{D{e("b", int32(2))}, D{e("b", int32(1))}, D{e("b", int32(2)), e("c", get(doc, "y.2.c"))}}), e("n", get(doc, "n"))},
+			D{e("y.0.b", int32(2)), e("y.2.b", int32(2))}, true},
+		{"nested filters", D{e("$set", D{e("y.$[i].c.$[j].d", int32(7))})}, A{D{e("i.c", D{e("$exists", true)})}, D{e("j.d", int32(2))}},
+			D{e("_id", int32(1)), e("y", A{D{e("b", int32(3))}, D{e("b", int32(1))}, D{e("b", int32(3)), e("c", A{D{e("d", int32(1))}, D{e("d", int32(7))}})}}), e("n", get(doc, "n"))},
+			D{e("y.2.c.1.d", int32(7))}, true},
+		{"no element matches", D{e("$set", D{e("n.$[x]", int32(0))})}, A{D{e("x", int32(100))}},
+			doc, nil, false},
+		{"two placeholders on one element merge", D{e("$set", D{e("y.$[i].e", int32(1)), e("y.$[j].f", int32(2))})}, A{D{e("i.b", int32(1))}, D{e("j.b", D{e("$lt", int32(2))})}},
+			D{e("_id", int32(1)), e("y", A{D{e("b", int32(3))}, D{e("b", int32(1)), e("e", int32(1)), e("f", int32(2))}, get(doc, "y.2")}), e("n", get(doc, "n"))},
+			D{e("y.1.e", int32(1)), e("y.1.f", int32(2))}, true},
+		{"or filter", D{e("$set", D{e("n.$[x]", int32(0))})}, A{D{e("$or", A{D{e("x", int32(1))}, D{e("x", int32(9))}})}},
+			D{e("_id", int32(1)), e("y", get(doc, "y")), e("n", A{int32(0), int32(5), int32(0)})},
+			D{e("n.0", int32(0)), e("n.2", int32(0))}, true},
+		{"unset element leaves null", D{e("$unset", D{e("n.$[x]", "")})}, A{D{e("x", int32(5))}},
+			D{e("_id", int32(1)), e("y", get(doc, "y")), e("n", A{int32(1), nil, int32(9)})},
+			D{e("n.1", nil)}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := CompileUpdateEnv(tc.update, tc.filters, nil)
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			out, desc, changed, err := u.Apply(doc, false)
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if !strictEqual(out, tc.want) || changed != tc.changed {
+				t.Fatalf("Apply = %v (changed %v), want %v (changed %v)", out, changed, tc.want, tc.changed)
+			}
+			if formatValue(desc.UpdatedFields) != formatValue(tc.updated) {
+				t.Fatalf("updated fields %v, want %v", desc.UpdatedFields, tc.updated)
+			}
+		})
+	}
+}
+
+func TestArrayFilterErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		doc     D
+		update  D
+		filters A
+		code    int32
+		msg     string
+		insert  bool
+	}{
+		{"unused filter", nil, D{e("$set", D{e("a", 1)})}, A{D{e("x", 1)}}, mongoerr.FailedToParse,
+			"The array filter for identifier 'x' was not used in the update { $set: { a: 1 } }", false},
+		{"duplicate identifier", nil, D{e("$set", D{e("a.$[x]", 1)})}, A{D{e("x", 1)}, D{e("x", 2)}}, mongoerr.FailedToParse,
+			"Found multiple array filters with the same top-level field name x", false},
+		{"two identifiers in one filter", nil, D{e("$set", D{e("a.$[x]", 1)})}, A{D{e("x", 1), e("y", 2)}}, mongoerr.FailedToParse, "", false},
+		{"uppercase identifier", nil, D{e("$set", D{e("a.$[X]", 1)})}, A{D{e("X", 1)}}, mongoerr.BadValue, "", false},
+		{"empty filter", nil, D{e("$set", D{e("a.$[x]", 1)})}, A{D{}}, mongoerr.FailedToParse, "", false},
+		{"expr in filter", nil, D{e("$set", D{e("a.$[x]", 1)})}, A{D{e("x", 1), e("$expr", true)}}, 224, "", false},
+		{"filter not a document", nil, D{e("$set", D{e("a.$[x]", 1)})}, A{1}, mongoerr.TypeMismatch, "", false},
+		{"replacement with filters", nil, D{e("a", 1)}, A{D{e("x", 1)}}, mongoerr.FailedToParse, "", false},
+		{"missing array", D{e("_id", 1)}, D{e("$set", D{e("a.$[]", 1)})}, nil, mongoerr.BadValue,
+			"The path 'a' must exist in the document in order to apply array updates.", false},
+		{"missing array on upsert", D{e("_id", 1)}, D{e("$set", D{e("a.$[]", 1)})}, nil, mongoerr.BadValue, "", true},
+		{"not an array", D{e("_id", 1), e("a", int32(5))}, D{e("$set", D{e("a.$[]", 1)})}, nil, mongoerr.BadValue,
+			"Cannot apply array updates to non-array element a: 5", false},
+		{"merge conflict", D{e("_id", 1), e("a", A{int32(1)})}, D{e("$set", D{e("a.$[x]", 1), e("a.$[y]", 2)})}, A{D{e("x", 1)}, D{e("y", 1)}},
+			mongoerr.ConflictingUpdateOps, "Update created a conflict at 'a.0'", false},
+		{"create field in scalar element", D{e("_id", 1), e("a", A{int32(1)})}, D{e("$set", D{e("a.$[].b", 1)})}, nil, PathNotViable, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := CompileUpdateEnv(tc.update, tc.filters, nil)
+			if err == nil {
+				_, _, _, err = u.Apply(tc.doc, tc.insert)
+			}
+			checkErr(t, err, tc.code, tc.msg)
+		})
+	}
+}
+
+func TestCurrentDate(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_500)
+	env := &Env{Now: now, ClusterTime: bson.Timestamp{T: 1_700_000_000, I: 3}}
+	u, err := CompileUpdateEnv(D{e("$currentDate", D{e("a", true), e("b", D{e("$type", "timestamp")}), e("c.d", D{e("$type", "date")}), e("f", false)})}, nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, changed, err := u.Apply(D{e("_id", 1), e("a", "old")}, false)
+	if err != nil || !changed {
+		t.Fatalf("apply: %v changed=%v", err, changed)
+	}
+	date := bson.NewDateTimeFromTime(now)
+	want := D{e("_id", 1), e("a", date), e("b", env.ClusterTime), e("c", D{e("d", date)}), e("f", date)}
+	if !strictEqual(out, want) {
+		t.Fatalf("got %v, want %v", out, want)
+	}
+	// Without an Env the clock is read at compile time.
+	before := time.Now().Add(-time.Second)
+	u, err = CompileUpdate(D{e("$currentDate", D{e("a", true)})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, _, _ = u.Apply(D{e("_id", 1)}, false)
+	if got, ok := get(out, "a").(bson.DateTime); !ok || got.Time().Before(before) {
+		t.Fatalf("a = %v, want a recent date", get(out, "a"))
 	}
 }
 
@@ -357,4 +488,28 @@ func TestDiffDocs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// get returns the value at a dotted path of d, following array positions (nil when absent).
+func get(d D, path string) any {
+	var cur any = d
+	for _, part := range splitPath(path) {
+		switch x := cur.(type) {
+		case D:
+			v, ok := getField(x, part)
+			if !ok {
+				return nil
+			}
+			cur = v
+		case A:
+			i, ok := parseIndex(part)
+			if !ok || i >= len(x) {
+				return nil
+			}
+			cur = x[i]
+		default:
+			return nil
+		}
+	}
+	return cur
 }
