@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/gameops/rollup/embedded/aggregate"
 	"github.com/gameops/rollup/embedded/mongoerr"
 	"github.com/gameops/rollup/embedded/query"
 	"github.com/gameops/rollup/embedded/storage"
@@ -20,7 +21,7 @@ type famArgs struct {
 	filter     *query.Filter
 	sort       *query.Sort
 	proj       *query.Projection
-	upd        *query.Update
+	upd        updater
 	remove     bool
 	returnNew  bool
 	upsert     bool
@@ -28,12 +29,14 @@ type famArgs struct {
 	collection string
 }
 
-func parseFAM(r *request) (famArgs, error) {
+func parseFAM(env *aggregate.Env, r *request) (famArgs, error) {
 	var a famArgs
 	var err error
 	if a.collection, err = collArg(r); err != nil {
 		return a, err
 	}
+	var update any
+	var arrayFilters bson.A
 	for _, e := range r.body[1:] {
 		switch e.Key {
 		case "query":
@@ -59,14 +62,9 @@ func parseFAM(r *request) (famArgs, error) {
 		case "upsert":
 			a.upsert = boolArg(e.Value)
 		case "update":
-			switch u := e.Value.(type) {
-			case bson.D:
-				if a.upd, err = query.CompileUpdate(u); err != nil {
-					return a, err
-				}
-				a.hasUpdate = true
-			case bson.A:
-				return a, mongoerr.NotImplementedf("pipeline-style updates (findAndModify.update as an array)")
+			switch e.Value.(type) {
+			case bson.D, bson.A:
+				update, a.hasUpdate = e.Value, true
 			default:
 				return a, mongoerr.FailedToParsef("Update argument must be either an object or an array")
 			}
@@ -75,12 +73,8 @@ func parseFAM(r *request) (famArgs, error) {
 				return a, err
 			}
 		case "arrayFilters":
-			if arr, ok := e.Value.(bson.A); !ok || len(arr) > 0 {
-				return a, mongoerr.NotImplementedf("findAndModify option 'arrayFilters'")
-			}
-		case "let":
-			if len(asDoc(e.Value)) > 0 {
-				return a, mongoerr.NotImplementedf("findAndModify option 'let'")
+			if arrayFilters, err = arrayFiltersArg("findAndModify", e.Value); err != nil {
+				return a, err
 			}
 		}
 	}
@@ -94,14 +88,23 @@ func parseFAM(r *request) (famArgs, error) {
 	case a.remove && a.upsert:
 		return a, mongoerr.FailedToParsef("Cannot specify both upsert=true and remove=true")
 	}
-	if a.filter, err = query.CompileFilter(a.q); err != nil {
+	if a.hasUpdate {
+		if a.upd, err = compileUpdater(env, "findAndModify.update", update, arrayFilters); err != nil {
+			return a, err
+		}
+	}
+	if a.filter, err = env.CompileFilter(a.q); err != nil {
 		return a, err
 	}
 	return a, nil
 }
 
 func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error) {
-	a, err := parseFAM(r)
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return result{}, err
+	}
+	a, err := parseFAM(env, r)
 	if err != nil {
 		return result{}, err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/embedded/aggregate"
 	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/mongoerr"
 	"github.com/gameops/rollup/embedded/query"
@@ -45,9 +44,12 @@ func nonNegInt(r *request, key string) (int64, error) {
 	return n, nil
 }
 
-func parseFind(r *request) (findArgs, error) {
+func (s *Server) parseFind(r *request) (findArgs, error) {
 	var a findArgs
-	var err error
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return a, err
+	}
 	if v, ok := r.arg("filter"); ok && v != nil {
 		d, ok := v.(bson.D)
 		if !ok {
@@ -55,7 +57,7 @@ func parseFind(r *request) (findArgs, error) {
 		}
 		a.q = d
 	}
-	if a.filter, err = query.CompileFilter(a.q); err != nil {
+	if a.filter, err = env.CompileFilter(a.q); err != nil {
 		return a, err
 	}
 	if v, ok := r.arg("sort"); ok && len(asDoc(v)) > 0 {
@@ -87,9 +89,6 @@ func parseFind(r *request) (findArgs, error) {
 		if err := checkCollation(v); err != nil {
 			return a, err
 		}
-	}
-	if v, ok := r.arg("let"); ok && len(asDoc(v)) > 0 {
-		return a, mongoerr.NotImplementedf("find option 'let'")
 	}
 	return a, nil
 }
@@ -144,7 +143,7 @@ func cmdFind(_ context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	a, err := parseFind(r)
+	a, err := s.parseFind(r)
 	if err != nil {
 		return result{}, err
 	}
@@ -233,11 +232,15 @@ func cmdCount(_ context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return result{}, err
+	}
 	var a findArgs
 	if v, ok := r.arg("query"); ok && v != nil {
 		a.q = asDoc(v)
 	}
-	if a.filter, err = query.CompileFilter(a.q); err != nil {
+	if a.filter, err = env.CompileFilter(a.q); err != nil {
 		return result{}, err
 	}
 	if a.skip, err = nonNegInt(r, "skip"); err != nil {
@@ -289,11 +292,15 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 	if !ok {
 		return result{}, mongoerr.TypeMismatchf("BSON field 'distinct.key' is the wrong type '%s', expected type 'string'", typeName(keyV))
 	}
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return result{}, err
+	}
 	var a findArgs
 	if v, ok := r.arg("query"); ok && v != nil {
 		a.q = asDoc(v)
 	}
-	if a.filter, err = query.CompileFilter(a.q); err != nil {
+	if a.filter, err = env.CompileFilter(a.q); err != nil {
 		return result{}, err
 	}
 	if v, ok := r.arg("collation"); ok {
@@ -387,9 +394,6 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 			return result{}, err
 		}
 	}
-	if v, ok := r.arg("let"); ok && len(asDoc(v)) > 0 {
-		return result{}, mongoerr.NotImplementedf("aggregate option 'let'")
-	}
 	if len(stages) > 0 && len(stages[0]) > 0 && stages[0][0].Key == "$changeStream" {
 		return s.openChangeStream(ctx, r, stages, batchSize)
 	}
@@ -400,7 +404,11 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	if _, err := collArg(r); err != nil {
 		return result{}, err
 	}
-	p, err := aggregate.Compile(stages)
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return result{}, err
+	}
+	p, err := env.Compile(stages)
 	if err != nil {
 		return result{}, err
 	}

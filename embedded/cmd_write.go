@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/gameops/rollup/embedded/aggregate"
 	"github.com/gameops/rollup/embedded/mongoerr"
 	"github.com/gameops/rollup/embedded/query"
 	"github.com/gameops/rollup/embedded/storage"
@@ -197,13 +198,15 @@ func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
 type updateOp struct {
 	q      bson.D
 	filter *query.Filter
-	upd    *query.Update
+	upd    updater
 	upsert bool
 	multi  bool
 }
 
-func parseUpdateOp(d bson.D) (updateOp, error) {
+func parseUpdateOp(env *aggregate.Env, d bson.D) (updateOp, error) {
 	var op updateOp
+	var u any
+	var arrayFilters bson.A
 	var haveQ, haveU bool
 	for _, e := range d {
 		switch e.Key {
@@ -214,18 +217,13 @@ func parseUpdateOp(d bson.D) (updateOp, error) {
 			}
 			op.q, haveQ = q, true
 		case "u":
-			switch u := e.Value.(type) {
-			case bson.D:
-				upd, err := query.CompileUpdate(u)
-				if err != nil {
-					return op, err
-				}
-				op.upd, haveU = upd, true
-			case bson.A:
-				return op, mongoerr.NotImplementedf("pipeline-style updates (update.updates.u as an array)")
-			default:
-				return op, mongoerr.TypeMismatchf("BSON field 'update.updates.u' is the wrong type '%s', expected type 'object'", typeName(e.Value))
+			u, haveU = e.Value, true
+		case "arrayFilters":
+			arr, err := arrayFiltersArg("update.updates", e.Value)
+			if err != nil {
+				return op, err
 			}
+			arrayFilters = arr
 		case "upsert":
 			op.upsert = boolArg(e.Value)
 		case "multi":
@@ -236,7 +234,7 @@ func parseUpdateOp(d bson.D) (updateOp, error) {
 			if err := checkCollation(e.Value); err != nil {
 				return op, err
 			}
-		case "c", "arrayFilters":
+		case "c":
 			return op, mongoerr.NotImplementedf("update statement option '%s'", e.Key)
 		default:
 			return op, unknownField("update.updates", e.Key)
@@ -248,10 +246,15 @@ func parseUpdateOp(d bson.D) (updateOp, error) {
 	if !haveU {
 		return op, mongoerr.New(40414, "BSON field 'update.updates.u' is missing but a required field")
 	}
+	upd, err := compileUpdater(env, "update.updates.u", u, arrayFilters)
+	if err != nil {
+		return op, err
+	}
+	op.upd = upd
 	if op.multi && op.upd.IsReplacement() {
 		return op, mongoerr.FailedToParsef("multi update is not supported for replacement-style update")
 	}
-	f, err := query.CompileFilter(op.q)
+	f, err := env.CompileFilter(op.q)
 	if err != nil {
 		return op, err
 	}
@@ -326,7 +329,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st 
 
 // upsertDoc builds the document an upsert inserts: the filter's equalities with the update
 // applied (including $setOnInsert), or the replacement with the filter's _id.
-func upsertDoc(q bson.D, upd *query.Update) (bson.D, error) {
+func upsertDoc(q bson.D, upd updater) (bson.D, error) {
 	seed, err := query.UpsertSeed(q)
 	if err != nil {
 		return nil, err
@@ -348,7 +351,7 @@ func upsertDoc(q bson.D, upd *query.Update) (bson.D, error) {
 	return withID(out)
 }
 
-func storageDesc(upd *query.Update, d query.UpdateDescription) *storage.UpdateDesc {
+func storageDesc(upd updater, d query.UpdateDescription) *storage.UpdateDesc {
 	if upd.IsReplacement() {
 		return nil
 	}
@@ -364,12 +367,13 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	if v, ok := r.arg("let"); ok && len(asDoc(v)) > 0 {
-		return result{}, mongoerr.NotImplementedf("update option 'let'")
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return result{}, err
 	}
 	ordered := orderedArg(r)
 	// Parse outside the write lock; a statement that does not parse is a write error at its index.
-	ops, err := parseAll(stmts, parseUpdateOp)
+	ops, err := parseAll(stmts, func(d bson.D) (updateOp, error) { return parseUpdateOp(env, d) })
 	if err != nil {
 		return result{}, err
 	}
@@ -396,7 +400,7 @@ type deleteOp struct {
 	limit  int64
 }
 
-func parseDeleteOp(d bson.D) (deleteOp, error) {
+func parseDeleteOp(env *aggregate.Env, d bson.D) (deleteOp, error) {
 	op := deleteOp{limit: -1}
 	var haveQ bool
 	for _, e := range d {
@@ -428,7 +432,7 @@ func parseDeleteOp(d bson.D) (deleteOp, error) {
 	if op.limit < 0 {
 		return op, mongoerr.New(40414, "BSON field 'delete.deletes.limit' is missing but a required field")
 	}
-	f, err := query.CompileFilter(op.q)
+	f, err := env.CompileFilter(op.q)
 	if err != nil {
 		return op, err
 	}
@@ -445,8 +449,12 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return result{}, err
+	}
 	ordered := orderedArg(r)
-	ops, err := parseAll(stmts, parseDeleteOp)
+	ops, err := parseAll(stmts, func(d bson.D) (deleteOp, error) { return parseDeleteOp(env, d) })
 	if err != nil {
 		return result{}, err
 	}

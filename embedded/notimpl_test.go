@@ -54,11 +54,11 @@ func TestNotImplemented(t *testing.T) {
 		{name: "$where", want: "$where", run: func() error {
 			return findErr(bson.D{{Key: "$where", Value: "this.a == 1"}})
 		}},
-		{name: "$expr", want: "$expr", run: func() error {
-			return findErr(bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$a", 1}}}}})
+		{name: "$expr operator", want: "$dateToString", run: func() error {
+			return findErr(bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$dateToString", Value: bson.D{{Key: "date", Value: "$a"}}}}, "x"}}}}})
 		}},
-		{name: "$expr in count", want: "$expr", run: func() error {
-			_, err := coll.CountDocuments(e.ctx, bson.D{{Key: "$expr", Value: true}})
+		{name: "$expr operator in count", want: "$toUpper", run: func() error {
+			_, err := coll.CountDocuments(e.ctx, bson.D{{Key: "$expr", Value: bson.D{{Key: "$toUpper", Value: "$a"}}}})
 			return err
 		}},
 		{name: "$lookup", want: "$lookup", run: func() error {
@@ -71,12 +71,12 @@ func TestNotImplemented(t *testing.T) {
 			_, err := coll.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$rename", Value: bson.D{{Key: "a", Value: "b"}}}})
 			return err
 		}},
-		{name: "pipeline update", want: "pipeline", run: func() error {
-			_, err := coll.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}})
+		{name: "pipeline update operator", want: "$toLower", run: func() error {
+			_, err := coll.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "b", Value: bson.D{{Key: "$toLower", Value: "$a"}}}}}}})
 			return err
 		}},
-		{name: "pipeline findAndModify", want: "pipeline", run: func() error {
-			return coll.FindOneAndUpdate(e.ctx, bson.D{{Key: "_id", Value: 1}}, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}}).Err()
+		{name: "pipeline findAndModify operator", want: "$trim", run: func() error {
+			return coll.FindOneAndUpdate(e.ctx, bson.D{{Key: "_id", Value: 1}}, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "b", Value: bson.D{{Key: "$trim", Value: bson.D{{Key: "input", Value: "$a"}}}}}}}}}).Err()
 		}},
 		{name: "sparse index", want: "sparse", run: func() error {
 			_, err := coll.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}, Options: options.Index().SetSparse(true)})
