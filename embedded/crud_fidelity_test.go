@@ -2,10 +2,13 @@ package embedded_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // TestInsertDollarPrefixedID checks MongoDB 5.0+'s rule for $-prefixed field names on insert:
@@ -70,5 +73,79 @@ func TestUnknownStatementField(t *testing.T) {
 	var doc bson.D
 	if err := coll.FindOne(e.ctx, bson.D{}).Decode(&doc); err != nil || get(doc, "x") != int32(1) {
 		t.Fatalf("document after refused commands = %v, %v; want x: 1", doc, err)
+	}
+}
+
+// TestCurrentDate checks $currentDate through the driver: a date (true or {$type: "date"})
+// and a timestamp, both from the server's clock at the time of the update.
+func TestCurrentDate(t *testing.T) {
+	e := newEnv(t)
+	coll := e.db.Collection("c")
+	if _, err := coll.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-2 * time.Second)
+	_, err := coll.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$currentDate", Value: bson.D{
+		{Key: "d", Value: true},
+		{Key: "e.f", Value: bson.D{{Key: "$type", Value: "date"}}},
+		{Key: "ts", Value: bson.D{{Key: "$type", Value: "timestamp"}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(2 * time.Second)
+	var got bson.D
+	if err := coll.FindOne(e.ctx, bson.D{}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"d", "e.f"} {
+		d, ok := get(got, path).(bson.DateTime)
+		if !ok || d.Time().Before(before) || d.Time().After(after) {
+			t.Errorf("%s = %v, want a date between %v and %v", path, get(got, path), before, after)
+		}
+	}
+	ts, ok := get(got, "ts").(bson.Timestamp)
+	if !ok || int64(ts.T) < before.Unix() || int64(ts.T) > after.Unix() {
+		t.Errorf("ts = %v, want a timestamp of now", get(got, "ts"))
+	}
+	// A bad $type is refused.
+	_, err = coll.UpdateOne(e.ctx, bson.D{}, bson.D{{Key: "$currentDate", Value: bson.D{{Key: "d", Value: bson.D{{Key: "$type", Value: "int"}}}}}})
+	if errCode(err) != 2 {
+		t.Errorf("$currentDate {$type: int}: %v, want BadValue", err)
+	}
+}
+
+// TestComputedUpdatesInChangeStreams checks that pipeline-style and arrayFilters updates are
+// ordinary update events, with the changed paths in updateDescription.
+func TestComputedUpdatesInChangeStreams(t *testing.T) {
+	e := newEnv(t)
+	coll := e.db.Collection("c")
+	if _, err := coll.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}, {Key: "y", Value: bson.A{bson.D{{Key: "b", Value: 3}}, bson.D{{Key: "b", Value: 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := coll.Watch(e.ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close(e.ctx) }()
+	if _, err := coll.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, mongo.Pipeline{
+		{{Key: "$set", Value: bson.D{{Key: "c", Value: bson.D{{Key: "$add", Value: bson.A{"$a", 1}}}}}}},
+		{{Key: "$unset", Value: "a"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y.$[i].b", Value: 0}}}},
+		options.UpdateOne().SetArrayFilters([]any{bson.D{{Key: "i.b", Value: 3}}})); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextEvent(e.ctx, t, cs)
+	if ev.OperationType != "update" || ev.UpdateDescription == nil ||
+		fmt.Sprint(map[string]any(ev.UpdateDescription.UpdatedFields)) != "map[c:2]" || fmt.Sprint(ev.UpdateDescription.RemovedFields) != "[a]" {
+		t.Fatalf("pipeline update event = %+v %+v", ev, *ev.UpdateDescription)
+	}
+	ev = nextEvent(e.ctx, t, cs)
+	if ev.OperationType != "update" || ev.UpdateDescription == nil ||
+		fmt.Sprint(map[string]any(ev.UpdateDescription.UpdatedFields)) != "map[y.0.b:0]" || len(ev.UpdateDescription.RemovedFields) != 0 {
+		t.Fatalf("arrayFilters update event = %+v", ev)
 	}
 }

@@ -26,17 +26,21 @@ type findScenario struct {
 	Name   string  `bson:"name"`
 	Set    string  `bson:"set"`
 	Filter bson.D  `bson:"filter"`
+	Let    bson.D  `bson:"let"`
 	IDs    []int32 `bson:"ids"`
 	Error  int32   `bson:"error"`
 }
 
-// updateScenario loads Docs, runs one update statement and expects the reply counters (or
-// the write error code Error) and then exactly the documents After (by _id).
+// updateScenario loads Docs, runs one update statement (U is an update document or a
+// pipeline; ArrayFilters and the command's Let are optional) and expects the reply counters
+// (or the write error code Error) and then exactly the documents After (by _id).
 type updateScenario struct {
-	Name      string   `bson:"name"`
-	Docs      []bson.D `bson:"docs"`
-	Q         bson.D   `bson:"q"`
-	U         bson.D   `bson:"u"`
+	Name         string   `bson:"name"`
+	Docs         []bson.D `bson:"docs"`
+	Q            bson.D   `bson:"q"`
+	U            any      `bson:"u"`
+	ArrayFilters bson.A   `bson:"arrayFilters"`
+	Let          bson.D   `bson:"let"`
 	Upsert    bool     `bson:"upsert"`
 	Multi     bool     `bson:"multi"`
 	N         int32    `bson:"n"`
@@ -89,7 +93,11 @@ func TestScenarios(t *testing.T) {
 		for _, sc := range f.Finds {
 			t.Run(sc.Name, func(t *testing.T) {
 				coll := e.db.Collection("set_" + sc.Set)
-				cur, err := coll.Find(e.ctx, sc.Filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetProjection(bson.D{{Key: "_id", Value: 1}}))
+				opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetProjection(bson.D{{Key: "_id", Value: 1}})
+				if sc.Let != nil {
+					opts.SetLet(sc.Let)
+				}
+				cur, err := coll.Find(e.ctx, sc.Filter, opts)
 				if sc.Error != 0 {
 					if errCode(err) != sc.Error {
 						t.Fatalf("find %v: %v, want error code %d", sc.Filter, err, sc.Error)
@@ -112,7 +120,10 @@ func TestScenarios(t *testing.T) {
 				if !slices.Equal(ids, sc.IDs) {
 					t.Errorf("find %v = %v, want %v", sc.Filter, ids, sc.IDs)
 				}
-				// The same filter through CountDocuments must agree.
+				// The same filter through CountDocuments must agree (count has no let).
+				if sc.Let != nil {
+					return
+				}
 				if n, err := coll.CountDocuments(e.ctx, sc.Filter); err != nil || n != int64(len(sc.IDs)) {
 					t.Errorf("count %v = %d, %v; want %d", sc.Filter, n, err, len(sc.IDs))
 				}
@@ -133,7 +144,14 @@ func TestScenarios(t *testing.T) {
 					}
 				}
 				stmt := bson.D{{Key: "q", Value: sc.Q}, {Key: "u", Value: sc.U}, {Key: "upsert", Value: sc.Upsert}, {Key: "multi", Value: sc.Multi}}
-				raw, err := runRaw(e.ctx, e.db, bson.D{{Key: "update", Value: coll.Name()}, {Key: "updates", Value: bson.A{stmt}}})
+				if sc.ArrayFilters != nil {
+					stmt = append(stmt, bson.E{Key: "arrayFilters", Value: sc.ArrayFilters})
+				}
+				cmd := bson.D{{Key: "update", Value: coll.Name()}, {Key: "updates", Value: bson.A{stmt}}}
+				if sc.Let != nil {
+					cmd = append(cmd, bson.E{Key: "let", Value: sc.Let})
+				}
+				raw, err := runRaw(e.ctx, e.db, cmd)
 				if sc.Error != 0 {
 					var we mongo.WriteException
 					if !errors.As(err, &we) || len(we.WriteErrors) != 1 || int32(we.WriteErrors[0].Code) != sc.Error || we.WriteErrors[0].Index != 0 {
