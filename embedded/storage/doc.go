@@ -1,8 +1,12 @@
 // Package storage is the storage engine of the embedded MongoDB-compatible server: an
 // in-process, concurrent, durable document store of databases, collections and immutable
 // documents, with their indexes (the _id_ index and user indexes: compound, unique or not,
-// multikey), a write-ahead log with group commit, snapshots with log compaction, crash
+// multikey, TTL), a write-ahead log with group commit, snapshots with log compaction, crash
 // recovery that truncates a torn log tail, and a commit-ordered oplog for change streams.
+//
+// TTL: Writer.DeleteExpired deletes, in bounded batches, the documents a TTL index says have
+// expired, reading only the index range of dates before the cutoff; the deletes are ordinary
+// logged deletes. Running it periodically (the TTL monitor) is the server's job.
 //
 // Concurrency: one engine-wide reader/writer lock. Engine.Read runs with shared access and
 // sees a consistent state; Engine.Write runs with exclusive access, so writes are serialized

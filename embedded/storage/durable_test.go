@@ -38,7 +38,7 @@ func dump(e *Engine) string {
 			for _, c := range r.Collections(db.Name) {
 				fmt.Fprintf(&sb, " coll %s %x count=%d size=%d\n", c.Name, c.UUID.Data, c.Count, c.Size)
 				for _, ix := range c.Indexes {
-					fmt.Fprintf(&sb, "  index %s %s unique=%v\n", ix.Name, bsonval.Format(ix.Key), ix.Unique)
+					fmt.Fprintf(&sb, "  index %s %s unique=%v ttl=%v/%d\n", ix.Name, bsonval.Format(ix.Key), ix.Unique, ix.TTL, ix.ExpireAfterSeconds)
 				}
 				r.Find(db.Name, c.Name, nil, func(d *Doc) bool {
 					fmt.Fprintf(&sb, "  doc %s %x\n", bsonval.Format(d.D), d.Raw)
@@ -54,7 +54,7 @@ func dump(e *Engine) string {
 			fmt.Fprintf(&sb, " upd=%s rm=%v", bsonval.Format(ent.Update.UpdatedFields), ent.Update.RemovedFields)
 		}
 		if ent.Index != nil {
-			fmt.Fprintf(&sb, " ix=%s %s %v", ent.Index.Name, bsonval.Format(ent.Index.Key), ent.Index.Unique)
+			fmt.Fprintf(&sb, " ix=%s %s %v %v/%d", ent.Index.Name, bsonval.Format(ent.Index.Key), ent.Index.Unique, ent.Index.TTL, ent.Index.ExpireAfterSeconds)
 		}
 		sb.WriteString("\n")
 	}
@@ -94,6 +94,26 @@ func workload(t testing.TB, e *Engine, n int) {
 			return nil
 		})
 	}
+	mustWrite(t, e, func(w *Writer) error {
+		if _, err := w.CreateIndex("app", "sessions", IndexSpec{Name: "at_1", Key: d("at", 1), TTL: true, ExpireAfterSeconds: 60}); err != nil {
+			return err
+		}
+		for i := 0; i < 6; i++ {
+			if _, err := w.Insert("app", "sessions", d("_id", i, "at", bson.DateTime(int64(i)*1000))); err != nil {
+				return err
+			}
+		}
+		if _, err := w.SetExpireAfterSeconds("app", "sessions", "at_1", 2); err != nil {
+			return err
+		}
+		// At 5 s, dates before 3 s have expired: _id 0, 1 and 2, deleted two per batch.
+		for {
+			n, err := w.DeleteExpired("app", "sessions", "at_1", time.UnixMilli(5000), 2)
+			if err != nil || n < 2 {
+				return err
+			}
+		}
+	})
 	mustWrite(t, e, func(w *Writer) error {
 		if _, err := w.Insert("tmp", "a", d("_id", "x")); err != nil {
 			return err

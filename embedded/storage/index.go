@@ -111,6 +111,33 @@ func validateIndexSpec(spec *IndexSpec) error {
 	if spec.Name == idIndexName && (len(spec.Key) != 1 || spec.Key[0].Key != "_id") {
 		return mongoerr.New(mongoerr.BadValue, "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}")
 	}
+	if spec.TTL {
+		if len(spec.Key) != 1 {
+			return mongoerr.New(mongoerr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", specString(*spec))
+		}
+		if spec.Key[0].Key == "_id" {
+			return mongoerr.New(197, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", specString(*spec))
+		}
+		if err := ValidateExpireAfterSeconds(spec.ExpireAfterSeconds); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MaxExpireAfterSeconds bounds a TTL index's expireAfterSeconds: MongoDB refuses values
+// beyond the time since the epoch; this is that bound for dates up to 2106, and it fits the
+// int32 that listIndexes reports.
+const MaxExpireAfterSeconds = 1<<31 - 1
+
+// ValidateExpireAfterSeconds checks a TTL index's expireAfterSeconds as MongoDB does.
+func ValidateExpireAfterSeconds(secs int64) error {
+	if secs < 0 {
+		return mongoerr.New(mongoerr.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0")
+	}
+	if secs > MaxExpireAfterSeconds {
+		return mongoerr.New(mongoerr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
+	}
 	return nil
 }
 

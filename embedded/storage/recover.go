@@ -267,6 +267,17 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 			return fmt.Errorf("no index %q", ent.Index.Name)
 		}
 		c.indexes = slices.Delete(slices.Clone(c.indexes), i, i+1)
+	case OpCollMod:
+		if err := needColl(); err != nil {
+			return err
+		}
+		if ent.Index != nil {
+			_, ix := c.index(ent.Index.Name)
+			if ix == nil {
+				return fmt.Errorf("no index %q", ent.Index.Name)
+			}
+			ix.spec.TTL, ix.spec.ExpireAfterSeconds = ent.Index.TTL, ent.Index.ExpireAfterSeconds
+		}
 	case OpInsert, OpUpdate, OpReplace:
 		if err := needColl(); err != nil {
 			return err

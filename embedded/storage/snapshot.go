@@ -123,7 +123,7 @@ func (v *snapView) write(dir string, sync bool) error {
 	for _, c := range v.colls {
 		specs := bson.A{}
 		for _, s := range c.specs {
-			specs = append(specs, bson.D{{Key: "name", Value: s.Name}, {Key: "key", Value: s.Key}, {Key: "unique", Value: s.Unique}})
+			specs = append(specs, specDoc(s))
 		}
 		meta, err := bsonval.Encode(bson.D{
 			{Key: "db", Value: c.db}, {Key: "c", Value: c.name}, {Key: "uuid", Value: c.uuid}, {Key: "ix", Value: specs},

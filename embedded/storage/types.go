@@ -56,6 +56,11 @@ type IndexSpec struct {
 	// Key is the key pattern, e.g. {id: 1, type: 1, timestamp: 1}; values are 1 or -1.
 	Key    bson.D
 	Unique bool
+	// TTL marks a TTL index (single-field): a document whose indexed field holds a date (for
+	// an array, any date of it) older than ExpireAfterSeconds is deleted by the server's TTL
+	// monitor (see Writer.DeleteExpired).
+	TTL                bool
+	ExpireAfterSeconds int64
 }
 
 // CollectionInfo describes a collection.
@@ -95,6 +100,9 @@ const (
 	OpCreate        = "create"
 	OpCreateIndexes = "createIndexes"
 	OpDropIndexes   = "dropIndexes"
+	// OpCollMod changes options of a collection; Entry.Index, when set, is an index with its
+	// new options (a TTL index's expireAfterSeconds).
+	OpCollMod = "collMod"
 )
 
 // Entry is one oplog entry: one mutation, in commit order.

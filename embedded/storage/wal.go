@@ -89,7 +89,11 @@ func appendEntry(dst []byte, ent *Entry) []byte {
 		iidx, d2 := bsoncore.ReserveLength(dst)
 		d2 = bsoncore.AppendStringElement(d2, "name", ent.Index.Name)
 		d2 = appendDocElement(d2, "key", ent.Index.Key)
-		dst = bsoncore.AppendBooleanElement(d2, "unique", ent.Index.Unique)
+		d2 = bsoncore.AppendBooleanElement(d2, "unique", ent.Index.Unique)
+		if ent.Index.TTL {
+			d2 = bsoncore.AppendInt64Element(d2, "expireAfterSeconds", ent.Index.ExpireAfterSeconds)
+		}
+		dst = d2
 		dst = append(dst, 0)
 		dst = bsoncore.UpdateLength(dst, iidx, int32(len(dst)-int(iidx)))
 	}
@@ -201,7 +205,20 @@ func specFromDoc(d bson.D) *IndexSpec {
 	spec.Key, _ = k.(bson.D)
 	u, _ := bsonval.Get(d, "unique")
 	spec.Unique, _ = u.(bool)
+	if x, ok := bsonval.Get(d, "expireAfterSeconds"); ok {
+		spec.TTL = true
+		spec.ExpireAfterSeconds, _ = x.(int64)
+	}
 	return spec
+}
+
+// specDoc is an index spec in the form specFromDoc reads (snapshots).
+func specDoc(s IndexSpec) bson.D {
+	d := bson.D{{Key: "name", Value: s.Name}, {Key: "key", Value: s.Key}, {Key: "unique", Value: s.Unique}}
+	if s.TTL {
+		d = append(d, bson.E{Key: "expireAfterSeconds", Value: s.ExpireAfterSeconds})
+	}
+	return d
 }
 
 // walFile is an open log file; it is only written by the commit leader.

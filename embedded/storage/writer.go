@@ -173,7 +173,15 @@ func specString(s IndexSpec) string {
 	if s.Unique {
 		d = append(d, bson.E{Key: "unique", Value: true})
 	}
+	if s.TTL {
+		d = append(d, bson.E{Key: "expireAfterSeconds", Value: s.ExpireAfterSeconds})
+	}
 	return bsonval.Format(d)
+}
+
+// sameOptions reports whether two specs have the same index options.
+func sameOptions(a, b IndexSpec) bool {
+	return a.Unique == b.Unique && a.TTL == b.TTL && a.ExpireAfterSeconds == b.ExpireAfterSeconds
 }
 
 // checkIndexConflict reports whether an identical index exists, or the conflict error.
@@ -185,7 +193,7 @@ func checkIndexConflict(c *collection, spec IndexSpec) (exists bool, err error) 
 		case ix.isID && sameKey && ex.Name == spec.Name:
 			// The _id index: uniqueness is implied, whatever the request says.
 			return true, nil
-		case ex.Name == spec.Name && sameKey && ex.Unique == spec.Unique:
+		case ex.Name == spec.Name && sameKey && sameOptions(ex, spec):
 			return true, nil
 		case ex.Name == spec.Name && sameKey:
 			return false, mongoerr.New(mongoerr.IndexOptionsConflict,
@@ -195,7 +203,7 @@ func checkIndexConflict(c *collection, spec IndexSpec) (exists bool, err error) 
 			return false, mongoerr.New(mongoerr.IndexKeySpecsConflict,
 				"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
 				specString(spec), specString(ex))
-		case sameKey && ex.Unique == spec.Unique:
+		case sameKey && sameOptions(ex, spec):
 			return false, mongoerr.New(mongoerr.IndexOptionsConflict,
 				"Index already exists with a different name: %s", ex.Name)
 		case sameKey:
