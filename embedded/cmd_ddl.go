@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -84,6 +85,12 @@ func parseIndexSpec(v any) (storage.IndexSpec, error) {
 			spec.Name = n
 		case "unique":
 			spec.Unique = boolArg(e.Value)
+		case "expireAfterSeconds":
+			secs, err := expireAfterSecondsArg(e.Value, d)
+			if err != nil {
+				return spec, err
+			}
+			spec.TTL, spec.ExpireAfterSeconds = true, secs
 		case "v", "background", "ns":
 			// v is always 2; background is ignored since 4.2; ns is legacy.
 		default:
@@ -97,6 +104,23 @@ func parseIndexSpec(v any) (storage.IndexSpec, error) {
 		return spec, mongoerr.FailedToParsef("The 'name' field is a required property of an index specification")
 	}
 	return spec, nil
+}
+
+// expireAfterSecondsArg reads a TTL index's expireAfterSeconds as createIndexes does: any
+// number, truncated to an integer, within [0, storage.MaxExpireAfterSeconds].
+func expireAfterSecondsArg(v any, spec bson.D) (int64, error) {
+	f, ok := bsonval.ToFloat(v)
+	if !ok {
+		return 0, mongoerr.New(mongoerr.CannotCreateIndex, "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'. Index spec: %s",
+			typeName(v), bsonval.Format(spec))
+	}
+	if math.IsNaN(f) || f > storage.MaxExpireAfterSeconds {
+		return 0, mongoerr.New(mongoerr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
+	}
+	if f < 0 {
+		return 0, mongoerr.New(mongoerr.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0")
+	}
+	return int64(f), nil
 }
 
 func cmdCreateIndexes(ctx context.Context, s *Server, r *request) (result, error) {
@@ -155,6 +179,9 @@ func indexDoc(spec storage.IndexSpec) bson.D {
 	// The _id index is unique by nature; mongod does not list a unique field for it.
 	if spec.Unique && spec.Name != "_id_" {
 		d = append(d, bson.E{Key: "unique", Value: true})
+	}
+	if spec.TTL {
+		d = append(d, bson.E{Key: "expireAfterSeconds", Value: int32(spec.ExpireAfterSeconds)})
 	}
 	return d
 }

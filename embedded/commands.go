@@ -85,6 +85,7 @@ func commandTable() map[string]commandSpec {
 		"createIndexes":      {run: cmdCreateIndexes, fields: []string{"indexes", "commitQuorum"}, write: true},
 		"listIndexes":        {run: cmdListIndexes, fields: []string{"cursor"}},
 		"dropIndexes":        {run: cmdDropIndexes, fields: []string{"index"}, write: true},
+		"collMod":            {run: cmdCollMod, fields: []string{"index"}, write: true},
 		"insert":             {run: cmdInsert, fields: []string{"documents", "ordered", "bypassDocumentValidation"}, write: true, retryable: true},
 		"update":             {run: cmdUpdate, fields: []string{"updates", "ordered", "bypassDocumentValidation", "let"}, write: true, retryable: true},
 		"delete":             {run: cmdDelete, fields: []string{"deletes", "ordered", "let"}, write: true, retryable: true},

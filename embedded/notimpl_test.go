@@ -82,8 +82,8 @@ func TestNotImplemented(t *testing.T) {
 			_, err := coll.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}, Options: options.Index().SetSparse(true)})
 			return err
 		}},
-		{name: "TTL index", want: "expireAfterSeconds", run: func() error {
-			_, err := coll.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(5)})
+		{name: "partial index", want: "partialFilterExpression", run: func() error {
+			_, err := coll.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}, Options: options.Index().SetPartialFilterExpression(bson.D{{Key: "a", Value: 1}})})
 			return err
 		}},
 		{name: "unknown find option", want: "returnKey", run: func() error {

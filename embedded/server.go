@@ -33,6 +33,9 @@ type Config struct {
 	Storage storage.Options
 	// CursorTimeout is how long an idle cursor lives; default 10 minutes.
 	CursorTimeout time.Duration
+	// TTLMonitorInterval is how often the TTL monitor deletes the documents TTL indexes say
+	// have expired; default 60 s, as MongoDB's ttlMonitorSleepSecs. Negative disables it.
+	TTLMonitorInterval time.Duration
 }
 
 // Server is one embedded server: a listener, its connections and one storage engine.
@@ -69,6 +72,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CursorTimeout == 0 {
 		cfg.CursorTimeout = 10 * time.Minute
+	}
+	if cfg.TTLMonitorInterval == 0 {
+		cfg.TTLMonitorInterval = DefaultTTLMonitorInterval
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -142,6 +148,9 @@ func (s *Server) Run(parent context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { s.reapCursors(ctx) })
+	if s.cfg.TTLMonitorInterval > 0 {
+		wg.Go(func() { s.runTTLMonitor(ctx) })
+	}
 
 	var acceptErr error
 	for {
