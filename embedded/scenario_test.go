@@ -41,13 +41,13 @@ type updateScenario struct {
 	U            any      `bson:"u"`
 	ArrayFilters bson.A   `bson:"arrayFilters"`
 	Let          bson.D   `bson:"let"`
-	Upsert    bool     `bson:"upsert"`
-	Multi     bool     `bson:"multi"`
-	N         int32    `bson:"n"`
-	NModified int32    `bson:"nModified"`
-	Upserted  any      `bson:"upserted"`
-	Error     int32    `bson:"error"`
-	After     []bson.D `bson:"after"`
+	Upsert       bool     `bson:"upsert"`
+	Multi        bool     `bson:"multi"`
+	N            int32    `bson:"n"`
+	NModified    int32    `bson:"nModified"`
+	Upserted     any      `bson:"upserted"`
+	Error        int32    `bson:"error"`
+	After        []bson.D `bson:"after"`
 }
 
 func loadScenarios(t *testing.T) scenarioFile {
