@@ -397,12 +397,13 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	if len(stages) > 0 && len(stages[0]) > 0 && stages[0][0].Key == "$changeStream" {
 		return s.openChangeStream(ctx, r, stages, batchSize)
 	}
-	coll, ok := r.body[0].Value.(string)
-	if !ok {
-		return result{}, mongoerr.NotImplementedf("database-level aggregate other than $changeStream")
-	}
-	if _, err := collArg(r); err != nil {
-		return result{}, err
+	coll, isColl := r.body[0].Value.(string)
+	if isColl {
+		if _, err := collArg(r); err != nil {
+			return result{}, err
+		}
+	} else if n, ok := toInt64(r.body[0].Value); !ok || n != 1 {
+		return result{}, mongoerr.FailedToParsef("Invalid command format: the 'aggregate' field must specify a collection name or 1")
 	}
 	env, err := s.exprEnv(r)
 	if err != nil {
@@ -412,6 +413,26 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	ns := r.db + "." + coll
+	if !isColl {
+		// A database-level aggregate reads no collection: its input comes from $documents.
+		if p.Documents() == nil {
+			first := "an empty pipeline"
+			if len(stages) > 0 && len(stages[0]) > 0 {
+				first = "'" + stages[0][0].Key + "'"
+			}
+			return result{}, mongoerr.New(mongoerr.InvalidNamespace, "{aggregate: 1} is not valid for %s; a collection is required.", first)
+		}
+		ns = r.db + ".$cmd.aggregate"
+	} else if p.Documents() != nil {
+		return result{}, mongoerr.New(mongoerr.InvalidNamespace, "$documents' is only valid with a database-level aggregate ({aggregate: 1})")
+	}
+	if o := p.Output(); o != nil {
+		rc, _ := r.arg("readConcern")
+		if lvl, _ := bsonval.Get(asDoc(rc), "level"); lvl == "linearizable" {
+			return result{}, mongoerr.New(mongoerr.InvalidOptions, "%s cannot be used with a 'linearizable' read concern level", o.Stage)
+		}
+	}
 	// MongoDB 7.0 treats a missing allowDiskUse as true.
 	allowDisk := true
 	if v, ok := r.arg("allowDiskUse"); ok {
@@ -419,14 +440,16 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	}
 	p.SetAllowDiskUse(allowDisk)
 	// Collect the source under the read lock (documents are immutable), run the pipeline after.
-	var src []bson.D
-	lead := p.LeadingMatch()
-	s.engine.Read(func(rd *storage.Reader) {
-		rd.Find(r.db, coll, lead, func(d *storage.Doc) bool {
-			src = append(src, d.D)
-			return true
+	src := p.Documents()
+	if isColl {
+		lead := p.LeadingMatch()
+		s.engine.Read(func(rd *storage.Reader) {
+			rd.Find(r.db, coll, lead, func(d *storage.Doc) bool {
+				src = append(src, d.D)
+				return true
+			})
 		})
-	})
+	}
 	out, err := p.Run(func(yield func(bson.D) bool) {
 		for _, d := range src {
 			if !yield(d) {
@@ -437,6 +460,13 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	if o := p.Output(); o != nil {
+		op, err := s.writeOutput(ctx, r.db, o, out)
+		if err != nil {
+			return result{opTime: op}, err
+		}
+		return result{fields: cursorReply(0, ns, "firstBatch", bson.A{}), opTime: op}, nil
+	}
 	raws := make([]bson.Raw, len(out))
 	for i, d := range out {
 		raw, err := bsonval.Encode(d)
@@ -445,5 +475,5 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 		}
 		raws[i] = raw
 	}
-	return result{fields: s.firstBatch(r.db+"."+coll, raws, batchSize, false)}, nil
+	return result{fields: s.firstBatch(ns, raws, batchSize, false)}, nil
 }

@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -266,5 +267,33 @@ func TestUpdatePipeline(t *testing.T) {
 				t.Fatalf("desc = %v / %v, want %v / %v", desc.U, desc.R, tc.updated, tc.removed)
 			}
 		})
+	}
+}
+
+func TestOutput(t *testing.T) {
+	tests := []struct {
+		name  string
+		stage D
+		want  Output
+	}{
+		{"out string", D{e("$out", "c")}, Output{Stage: "$out", Coll: "c"}},
+		{"out db and coll", D{e("$out", D{e("db", "d"), e("coll", "c")})}, Output{Stage: "$out", DB: "d", Coll: "c"}},
+		{"merge string", D{e("$merge", "c")}, Output{Stage: "$merge", Coll: "c", On: []string{"_id"}, WhenMatched: "merge", WhenNotMatched: "insert"}},
+		{"merge options", D{e("$merge", D{e("into", D{e("db", "d"), e("coll", "c")}), e("on", A{"a", "b.c"}), e("whenMatched", "keepExisting"), e("whenNotMatched", "discard")})},
+			Output{Stage: "$merge", DB: "d", Coll: "c", On: []string{"a", "b.c"}, WhenMatched: "keepExisting", WhenNotMatched: "discard"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Compile([]D{{e("$match", D{})}, tc.stage})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Output(); got == nil || fmt.Sprint(*got) != fmt.Sprint(tc.want) {
+				t.Fatalf("Output = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if p, err := Compile([]D{{e("$match", D{})}}); err != nil || p.Output() != nil {
+		t.Fatalf("a pipeline without $out: %v, %v", p.Output(), err)
 	}
 }

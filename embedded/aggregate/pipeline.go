@@ -16,7 +16,9 @@ const MaxMemoryBytes = 100 * 1024 * 1024
 // may Run concurrently; SetAllowDiskUse must not race with Run.
 type Pipeline struct {
 	stages       []stage
-	nslots       int // user-variable slots the pipeline's expressions use
+	output       *Output  // a final $out or $merge
+	documents    []bson.D // a leading $documents: the pipeline's input
+	nslots       int     // user-variable slots the pipeline's expressions use
 	leadingMatch bson.D
 	allowDiskUse bool
 	maxMemory    int64
@@ -85,6 +87,25 @@ func compile(pc *parseCtx, pipeline []bson.D) (*Pipeline, error) {
 			return nil, mongoerr.New(40323, "A pipeline stage specification object must contain exactly one field.")
 		}
 		name, arg := spec[0].Key, spec[0].Value
+		if name == "$documents" {
+			if i != 0 {
+				return nil, mongoerr.New(40602, "$documents is only valid as the first stage in a pipeline.")
+			}
+			docs, err := pc.parseDocuments(arg)
+			if err != nil {
+				return nil, err
+			}
+			p.documents = docs
+			continue
+		}
+		if name == "$out" || name == "$merge" {
+			out, err := parseOutput(name, arg, i == len(pipeline)-1)
+			if err != nil {
+				return nil, err
+			}
+			p.output = out
+			continue
+		}
 		st, err := pc.parseStage(name, arg)
 		if err != nil {
 			return nil, err
@@ -136,14 +157,47 @@ func (pc *parseCtx) parseStage(name string, arg any) (stage, error) {
 func knownStage(name string) bool {
 	switch name {
 	case "$bucket", "$bucketAuto", "$changeStreamSplitLargeEvent", "$collStats", "$currentOp",
-		"$densify", "$documents", "$facet", "$fill", "$geoNear", "$graphLookup", "$indexStats",
+		"$densify", "$facet", "$fill", "$geoNear", "$graphLookup", "$indexStats",
 		"$listLocalSessions", "$listSampledQueries", "$listSearchIndexes", "$listSessions",
-		"$lookup", "$merge", "$out", "$planCacheStats", "$redact", "$sample", "$search",
+		"$lookup", "$planCacheStats", "$redact", "$sample", "$search",
 		"$searchMeta", "$setWindowFields",
 		"$shardedDataDistribution", "$sortByCount", "$unionWith", "$vectorSearch":
 		return true
 	}
 	return strings.HasPrefix(name, "$_internal")
+}
+
+// Documents returns the documents of a leading $documents stage (the input of a
+// database-level aggregate), or nil when the pipeline has none.
+func (p *Pipeline) Documents() []bson.D { return p.documents }
+
+// parseDocuments evaluates $documents: an expression, evaluated once without an input
+// document, that gives an array of documents.
+func (pc *parseCtx) parseDocuments(arg any) ([]bson.D, error) {
+	outer := pc.noFields
+	pc.noFields = true
+	ex, err := pc.parseOperand(arg)
+	pc.noFields = outer
+	if err != nil {
+		return nil, err
+	}
+	v, err := ex.eval(pc.newEvalCtx(nil))
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.(bson.A)
+	if !ok {
+		return nil, mongoerr.New(5858203, "error during $documents evaluation: expected an array of objects, got %s", typeName(v))
+	}
+	docs := make([]bson.D, len(arr))
+	for i, x := range arr {
+		d, ok := x.(bson.D)
+		if !ok {
+			return nil, mongoerr.New(5858203, "error during $documents evaluation: expected an array of objects, got an element of type %s", typeName(x))
+		}
+		docs[i] = d
+	}
+	return docs, nil
 }
 
 // LeadingMatch returns the filter of the pipeline's first stage when it is a $match (nil

@@ -267,15 +267,71 @@ func (w *Writer) Insert(db, coll string, doc bson.D) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.insertDoc(db, coll, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (w *Writer) insertDoc(db, coll string, d *Doc) error {
 	c, err := w.ensureColl(db, coll)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := c.insert(d); err != nil {
-		return nil, err
+		return err
 	}
 	w.commit(Entry{Op: OpInsert, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, raw: d.Raw}, c)
-	return d, nil
+	return nil
+}
+
+// ReplaceContents makes docs (each with an _id) the whole content of db.coll, creating it when
+// missing and keeping its indexes, as an aggregation's $out does. The documents are first
+// checked against the indexes on their own (unique keys, duplicate _ids, size), so an error
+// changes nothing; then the existing documents are deleted and docs inserted, each an
+// ordinary logged delete or insert. ReplaceContents takes ownership of docs.
+func (w *Writer) ReplaceContents(db, coll string, docs []bson.D) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if err := validateNamespace(db, coll); err != nil {
+		return err
+	}
+	c := w.e.st.coll(db, coll)
+	scratch := &collection{db: db, name: coll, indexes: []*index{newIndex(idIndexSpec())}}
+	if c != nil {
+		for _, ix := range c.indexes[1:] {
+			scratch.indexes = append(scratch.indexes, newIndex(ix.spec))
+		}
+	}
+	prepared := make([]*Doc, len(docs))
+	for i, doc := range docs {
+		d, err := newDoc(doc, 256)
+		if err != nil {
+			return err
+		}
+		if err := scratch.insert(d); err != nil {
+			return err
+		}
+		prepared[i] = d
+	}
+	if c != nil {
+		var old []*Doc
+		c.indexes[0].tree.Ascend(func(e entry) bool {
+			old = append(old, e.doc)
+			return true
+		})
+		for _, d := range old {
+			c.delete(d)
+			w.commit(Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(d)}, c)
+		}
+	}
+	for _, d := range prepared {
+		if err := w.insertDoc(db, coll, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Replace replaces the stored document old with doc (same _id). A unique violation is a
