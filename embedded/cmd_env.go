@@ -31,6 +31,19 @@ type updater interface {
 	IsReplacement() bool
 }
 
+// applyMatched applies upd to d, a document filter matched, resolving the positional $ to
+// the array position the filter matched.
+func applyMatched(upd updater, filter *query.Filter, d bson.D) (bson.D, query.UpdateDescription, bool, error) {
+	if u, ok := upd.(*query.Update); ok && u.Positional() {
+		_, pos, err := filter.MatchPosition(d)
+		if err != nil {
+			return nil, query.UpdateDescription{}, false, err
+		}
+		return u.ApplyPosition(d, false, pos)
+	}
+	return upd.Apply(d, false)
+}
+
 // compileUpdater compiles an update statement's update (u of update, update of
 // findAndModify): a document of operators, a replacement document, or a pipeline.
 func compileUpdater(env *aggregate.Env, where string, u any, arrayFilters bson.A) (updater, error) {

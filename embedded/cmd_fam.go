@@ -127,7 +127,7 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 			value = target.D
 			lastErr = bson.D{{Key: "n", Value: int32(1)}}
 		case target != nil:
-			out, desc, changed, err := a.upd.Apply(target.D, false)
+			out, desc, changed, err := applyMatched(a.upd, a.filter, target.D)
 			if err != nil {
 				return err
 			}

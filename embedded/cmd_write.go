@@ -297,7 +297,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st 
 	// counters are only added on success).
 	n, nModified := 0, 0
 	for _, d := range targets {
-		out, desc, changed, err := op.upd.Apply(d.D, false)
+		out, desc, changed, err := applyMatched(op.upd, op.filter, d.D)
 		if err != nil {
 			return err
 		}

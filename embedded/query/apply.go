@@ -16,6 +16,8 @@ type applier struct {
 	id       any
 	hasID    bool
 	desc     UpdateDescription
+	// pos is what the positional $ stands for ("" when the query gave no position).
+	pos string
 }
 
 // Apply applies the update to doc and returns the new document. doc is never modified; the
@@ -28,7 +30,26 @@ type applier struct {
 // (field names compared bytewise, numeric names numerically), whatever their order in the
 // update document.
 func (u *Update) Apply(doc bson.D, isInsert bool) (out bson.D, desc UpdateDescription, changed bool, err error) {
+	return u.ApplyPosition(doc, isInsert, -1)
+}
+
+// Positional reports whether the update uses the positional $, which needs the array
+// position the query matched (Filter.MatchPosition).
+func (u *Update) Positional() bool { return u.positional }
+
+// ApplyPosition is Apply with pos, the array position the query matched (-1 for none), as
+// what the positional $ stands for. A positional update without a position fails as in
+// MongoDB ("The positional operator did not find the match needed from the query."). An
+// upsert's insert with the positional $ is NotImplemented (MongoDB's manual warns against
+// it: the $ would become a field name).
+func (u *Update) ApplyPosition(doc bson.D, isInsert bool, pos int) (out bson.D, desc UpdateDescription, changed bool, err error) {
+	if isInsert && u.positional {
+		return nil, UpdateDescription{}, false, mongoerr.NotImplementedf("the positional $ operator in an upsert that inserts")
+	}
 	a := &applier{isInsert: isInsert}
+	if pos >= 0 {
+		a.pos = strconv.Itoa(pos)
+	}
 	a.id, a.hasID = getField(doc, "_id")
 	if u.isRepl {
 		out, err = a.replace(u.replacement)
@@ -126,7 +147,11 @@ func (a *applier) applyDoc(n *updNode, d bson.D, prefix string, record bool) (bs
 	out := d
 	copied := false
 	changed := false
-	for _, c := range n.children {
+	children, err := a.resolve(n, prefix)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, c := range children {
 		path := prefix + c.name
 		idx := -1
 		for i := range out {
@@ -232,7 +257,11 @@ func (a *applier) applyArray(n *updNode, arr bson.A, path string, record bool) (
 	out := arr
 	copied := false
 	changed := false
-	for _, c := range n.children {
+	children, err := a.resolve(n, path+".")
+	if err != nil {
+		return nil, false, err
+	}
+	for _, c := range children {
 		idx, ok := parseIndex(c.name)
 		if !ok {
 			if c.creates(a.isInsert) {
@@ -366,6 +395,35 @@ func mergeNodes(x, y *updNode, path string) (*updNode, error) {
 		}
 	}
 	return out, nil
+}
+
+// resolve returns n's children with a positional $ child renamed to the matched position,
+// in application order; a sibling of the same name is a conflict, as in MongoDB.
+func (a *applier) resolve(n *updNode, prefix string) ([]*updNode, error) {
+	var pc *updNode
+	for _, c := range n.children {
+		if c.name == "$" {
+			pc = c
+		}
+	}
+	if pc == nil {
+		return n.children, nil
+	}
+	if a.pos == "" {
+		return nil, mongoerr.BadValuef("The positional operator did not find the match needed from the query.")
+	}
+	out := &updNode{}
+	for _, c := range n.children {
+		if c == pc {
+			continue
+		}
+		if c.name == a.pos {
+			return nil, mongoerr.New(mongoerr.ConflictingUpdateOps, "Update created a conflict at '%s%s'", prefix, a.pos)
+		}
+		out.addChild(c)
+	}
+	out.addChild(&updNode{name: a.pos, children: pc.children, leaf: pc.leaf})
+	return out.children, nil
 }
 
 func parseIndex(s string) (int, bool) {

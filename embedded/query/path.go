@@ -101,35 +101,37 @@ func leafArray(a bson.A, mode walkMode, p pred) bool {
 func walkArray(a bson.A, rest []string, mode walkMode, p pred) bool {
 	off := arrayIndex(rest[0])
 	for idx, e := range a {
-		if ed, ok := e.(bson.D); ok {
-			if walkDoc(ed, rest, mode, p) {
-				return true
-			}
-			if idx == off {
-				if len(rest) == 1 {
-					if p.test(ed, false) {
-						return true
-					}
-				} else if walkDoc(ed, rest[1:], mode, p) {
-					return true
-				}
-			}
-			continue
-		}
-		if idx != off {
-			continue
-		}
-		if len(rest) == 1 {
-			if p.test(e, false) {
-				return true
-			}
-			continue
-		}
-		if ea, ok := e.(bson.A); ok && walkArray(ea, rest[1:], mode, p) {
+		if arrayElemMatches(idx, e, rest, off, mode, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// arrayElemMatches reports whether element idx (e) of an array inside a path makes p match
+// the rest of the path: through a document element, or through the element itself when the
+// next component is its position (off).
+func arrayElemMatches(idx int, e any, rest []string, off int, mode walkMode, p pred) bool {
+	if ed, ok := e.(bson.D); ok {
+		if walkDoc(ed, rest, mode, p) {
+			return true
+		}
+		if idx != off {
+			return false
+		}
+		if len(rest) == 1 {
+			return p.test(ed, false)
+		}
+		return walkDoc(ed, rest[1:], mode, p)
+	}
+	if idx != off {
+		return false
+	}
+	if len(rest) == 1 {
+		return p.test(e, false)
+	}
+	ea, ok := e.(bson.A)
+	return ok && walkArray(ea, rest[1:], mode, p)
 }
 
 // arrayIndex returns the array position a path component names, or -1 when it names none

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,6 +28,8 @@ type Update struct {
 	isRepl      bool
 	root        *updNode
 	idPath      string // first update path that touches _id, for the ImmutableField message
+	// positional is set when a path uses the positional $ (ApplyPosition resolves it).
+	positional bool
 }
 
 // arrayFilter is one compiled entry of an update's arrayFilters: elements e of an array for
@@ -158,6 +161,9 @@ func CompileUpdateEnv(update bson.D, arrayFilters bson.A, env *Env) (*Update, er
 			}
 			if u.idPath == "" && (f.Key == "_id" || strings.HasPrefix(f.Key, "_id.")) {
 				u.idPath = f.Key
+			}
+			if slices.Contains(parts, "$") {
+				u.positional = true
 			}
 		}
 	}
@@ -292,12 +298,19 @@ func validatePath(path string, parts []string) error {
 	if path == "" {
 		return mongoerr.New(EmptyFieldName, "An empty update path is not valid.")
 	}
-	for _, part := range parts {
+	seen := false
+	for i, part := range parts {
 		switch {
 		case part == "":
 			return mongoerr.New(EmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", path)
 		case part == "$":
-			return mongoerr.NotImplementedf("positional update operator $ (in '%s')", path)
+			if i == 0 {
+				return mongoerr.BadValuef("Cannot have positional (i.e. '$') element in the first position in path '%s'", path)
+			}
+			if seen {
+				return mongoerr.BadValuef("Too many positional (i.e. '$') elements found in path '%s'", path)
+			}
+			seen = true
 		case isArrayPlaceholder(part):
 		case strings.HasPrefix(part, "$"):
 			return mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", part, path)

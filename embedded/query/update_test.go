@@ -296,7 +296,6 @@ func TestCompileUpdateErrors(t *testing.T) {
 		{"push each not array", D{e("$push", D{e("a", D{e("$each", 1)})})}, mongoerr.BadValue,
 			"The argument to $each in $push must be an array but it was of type: int"},
 		{"push bad clause", D{e("$push", D{e("a", D{e("$each", A{}), e("$foo", 1)})})}, mongoerr.BadValue, "Unrecognized clause in $push: $foo"},
-		{"positional", D{e("$set", D{e("a.$", 1)})}, mongoerr.NotImplemented, ""},
 		{"filtered positional without filter", D{e("$set", D{e("a.$[x]", 1)})}, mongoerr.BadValue,
 			"No array filter found for identifier 'x' in path 'a.$[x]'"},
 		{"placeholder and field at one level", D{e("$set", D{e("a.$[].b", 1), e("a.0", 2)})}, mongoerr.ConflictingUpdateOps,
@@ -512,4 +511,67 @@ func get(d D, path string) any {
 		}
 	}
 	return cur
+}
+
+func TestPositionalUpdates(t *testing.T) {
+	grades := D{e("_id", int32(1)), e("grades", A{int32(80), int32(85), int32(90)}),
+		e("docs", A{D{e("grade", int32(80)), e("mean", int32(75))}, D{e("grade", int32(85)), e("mean", int32(90))}, D{e("grade", int32(85)), e("mean", int32(85))}})}
+	tests := []struct {
+		name   string
+		filter D
+		update D
+		path   string
+		want   any
+		code   int32
+	}{
+		{"scalar element", D{e("grades", int32(85))}, D{e("$set", D{e("grades.$", int32(82))})}, "grades", A{int32(80), int32(82), int32(90)}, 0},
+		{"range picks the first matching element", D{e("grades", D{e("$gte", int32(85))})}, D{e("$inc", D{e("grades.$", int32(1))})}, "grades", A{int32(80), int32(86), int32(90)}, 0},
+		{"dotted through documents", D{e("docs.grade", int32(85))}, D{e("$set", D{e("docs.$.std", int32(6))})}, "docs.1.std", int32(6), 0},
+		{"elemMatch", D{e("docs", D{e("$elemMatch", D{e("grade", D{e("$lte", int32(90))}), e("mean", D{e("$gt", int32(86))})})})}, D{e("$set", D{e("docs.$.std", int32(18))})}, "docs.1.std", int32(18), 0},
+		{"elemMatch on values", D{e("grades", D{e("$elemMatch", D{e("$gt", int32(86))})})}, D{e("$set", D{e("grades.$", int32(0))})}, "grades", A{int32(80), int32(85), int32(0)}, 0},
+		{"with other conditions", D{e("_id", int32(1)), e("grades", int32(90))}, D{e("$set", D{e("grades.$", int32(0))})}, "grades", A{int32(80), int32(85), int32(0)}, 0},
+		{"no array in the query", D{e("_id", int32(1))}, D{e("$set", D{e("grades.$", int32(0))})}, "", nil, mongoerr.BadValue},
+		{"whole array equality has no position", D{e("grades", A{int32(80), int32(85), int32(90)})}, D{e("$set", D{e("grades.$", int32(0))})}, "", nil, mongoerr.BadValue},
+		{"or has no position", D{e("$or", A{D{e("grades", int32(85))}})}, D{e("$set", D{e("grades.$", int32(0))})}, "", nil, mongoerr.BadValue},
+		{"conflict with a literal index", D{e("grades", int32(80))}, D{e("$set", D{e("grades.$", int32(1)), e("grades.0", int32(2))})}, "", nil, mongoerr.ConflictingUpdateOps},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := CompileFilter(tc.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, pos, err := f.MatchPosition(grades)
+			if err != nil || !ok {
+				t.Fatalf("MatchPosition = %v, %v", ok, err)
+			}
+			u, err := CompileUpdate(tc.update)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !u.Positional() {
+				t.Fatal("Positional() = false")
+			}
+			out, _, _, err := u.ApplyPosition(grades, false, pos)
+			if tc.code != 0 {
+				checkErr(t, err, tc.code, "")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := get(out, tc.path); !strictEqual(got, tc.want) {
+				t.Fatalf("%s = %v, want %v (position %d)", tc.path, got, tc.want, pos)
+			}
+		})
+	}
+	for _, bad := range []string{"$", "$.a", "a.$.b.$"} {
+		if _, err := CompileUpdate(D{e("$set", D{e(bad, 1)})}); !mongoerr.Is(err, mongoerr.BadValue) {
+			t.Errorf("path %q: %v, want BadValue", bad, err)
+		}
+	}
+	u, _ := CompileUpdate(D{e("$set", D{e("a.$", 1)})})
+	if _, _, _, err := u.Apply(D{e("a", A{1})}, true); !mongoerr.Is(err, mongoerr.NotImplemented) {
+		t.Errorf("positional upsert insert: %v, want NotImplemented", err)
+	}
 }
