@@ -422,7 +422,25 @@ func parseOps(path string, ops bson.D) ([]term, error) {
 				return nil, err
 			}
 			terms = append(terms, term{p: typePred{set}})
-		case "$size", "$all", "$mod", "$bitsAllSet", "$bitsAllClear", "$bitsAnySet",
+		case "$size":
+			t, err := parseSize(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			terms = append(terms, t)
+		case "$all":
+			ts, err := parseAll(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			terms = append(terms, ts...)
+		case "$mod":
+			t, err := parseMod(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			terms = append(terms, t)
+		case "$bitsAllSet", "$bitsAllClear", "$bitsAnySet",
 			"$bitsAnyClear", "$geoWithin", "$geoIntersects", "$near", "$nearSphere", "$within",
 			"$maxDistance", "$minDistance", "$expr", "$where", "$text", "$jsonSchema",
 			"$_internalSchemaType", "$geometry", "$box", "$center", "$centerSphere", "$polygon":

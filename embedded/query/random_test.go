@@ -18,9 +18,13 @@ type cand struct {
 	missing bool
 }
 
-func naiveValues(v any, parts []string) []cand {
+func naiveValues(v any, parts []string) []cand { return naiveValuesMode(v, parts, true) }
+
+// naiveValuesMode lists the values a path reaches; expand also lists the elements of an
+// array at the end of the path (the whole-array operators $size and $elemMatch do not).
+func naiveValuesMode(v any, parts []string, expand bool) []cand {
 	if len(parts) == 0 {
-		if arr, ok := v.(A); ok {
+		if arr, ok := v.(A); ok && expand {
 			out := make([]cand, 0, len(arr)+1)
 			for _, x := range arr {
 				out = append(out, cand{v: x})
@@ -33,7 +37,7 @@ func naiveValues(v any, parts []string) []cand {
 	case D:
 		for _, f := range x {
 			if f.Key == parts[0] {
-				return naiveValues(f.Value, parts[1:])
+				return naiveValuesMode(f.Value, parts[1:], expand)
 			}
 		}
 		return []cand{{missing: true}}
@@ -42,7 +46,7 @@ func naiveValues(v any, parts []string) []cand {
 		var out []cand
 		for _, el := range x {
 			if d, ok := el.(D); ok {
-				out = append(out, naiveValues(d, parts)...)
+				out = append(out, naiveValuesMode(d, parts, expand)...)
 			}
 		}
 		return out
@@ -233,6 +237,24 @@ func randFilter(r *rand.Rand, depth int) (D, naiveExpr) {
 		return D{e(path, D{e("$gte", lo), e("$lt", hi)})}, func(d D) bool { return x1(d) && x2(d) }
 	}
 	arr := A{randScalar(r)}
+	if r.IntN(3) == 0 {
+		n := r.IntN(3)
+		parts := splitPath(path)
+		return D{e(path, D{e("$size", n)})}, func(d D) bool {
+			for _, c := range naiveValuesMode(d, parts, false) {
+				if a, ok := c.v.(A); ok && !c.missing && len(a) == n {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if r.IntN(3) == 0 {
+		v1, v2 := randScalar(r), randScalar(r)
+		x1 := anyCand(path, func(c cand) bool { return naiveEq(c, v1) })
+		x2 := anyCand(path, func(c cand) bool { return naiveEq(c, v2) })
+		return D{e(path, D{e("$all", A{v1, v2})})}, func(d D) bool { return x1(d) && x2(d) }
+	}
 	if r.IntN(2) == 0 {
 		return D{e(path, D{e("$type", "array")})}, anyCand(path, func(c cand) bool {
 			_, ok := c.v.(A)

@@ -319,7 +319,7 @@ func TestCompileUpdateErrors(t *testing.T) {
 		{"dollar field", D{e("$set", D{e("a.$x", 1)})}, mongoerr.DollarPrefixedFieldName, ""},
 		{"replacement dollar", D{e("a", 1), e("$x", 1)}, mongoerr.DollarPrefixedFieldName, ""},
 		{"pull regex", D{e("$pull", D{e("a", bson.Regex{Pattern: "x"})})}, mongoerr.NotImplemented, ""},
-		{"pull bad condition", D{e("$pull", D{e("a", D{e("$size", 1)})})}, mongoerr.NotImplemented, ""},
+		{"pull bad condition", D{e("$pull", D{e("a", D{e("$bitsAllSet", 1)})})}, mongoerr.NotImplemented, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
