@@ -17,7 +17,8 @@ type applier struct {
 	hasID    bool
 	desc     UpdateDescription
 	// pos is what the positional $ stands for ("" when the query gave no position).
-	pos string
+	pos     string
+	filters map[string]*arrayFilter
 }
 
 // Apply applies the update to doc and returns the new document. doc is never modified; the
@@ -46,7 +47,7 @@ func (u *Update) ApplyPosition(doc bson.D, isInsert bool, pos int) (out bson.D, 
 	if isInsert && u.positional {
 		return nil, UpdateDescription{}, false, mongoerr.NotImplementedf("the positional $ operator in an upsert that inserts")
 	}
-	a := &applier{isInsert: isInsert}
+	a := &applier{isInsert: isInsert, filters: u.filters}
 	if pos >= 0 {
 		a.pos = strconv.Itoa(pos)
 	}
@@ -325,7 +326,8 @@ func (a *applier) applyPlaceholders(n *updNode, arr bson.A, path string, record 
 	for i, elem := range arr {
 		sel = sel[:0]
 		for _, c := range n.children {
-			if c.filter == nil || c.filter.filter.root.match(bson.D{{Key: c.filter.id, Value: elem}}) {
+			id := c.name[2 : len(c.name)-1]
+			if id == "" || a.filters[id].filter.root.match(bson.D{{Key: id, Value: elem}}) {
 				sel = append(sel, c)
 			}
 		}
@@ -387,7 +389,6 @@ func mergeNodes(x, y *updNode, path string) (*updNode, error) {
 		if err != nil {
 			return nil, err
 		}
-		merged.filter = xc.filter
 		for i, c := range out.children {
 			if c == xc {
 				out.children[i] = merged

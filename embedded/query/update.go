@@ -26,10 +26,12 @@ const maxPadding = 1500000
 type Update struct {
 	replacement bson.D
 	isRepl      bool
-	root        *updNode
-	idPath      string // first update path that touches _id, for the ImmutableField message
 	// positional is set when a path uses the positional $ (ApplyPosition resolves it).
 	positional bool
+	root       *updNode
+	idPath     string // first update path that touches _id, for the ImmutableField message
+	// filters are the statement's arrayFilters by identifier ($[id] path components).
+	filters map[string]*arrayFilter
 }
 
 // arrayFilter is one compiled entry of an update's arrayFilters: elements e of an array for
@@ -85,8 +87,6 @@ type updNode struct {
 	name     string
 	children []*updNode
 	leaf     *leafOp
-	// filter is the array filter of a $[id] node (nil for $[] and field names).
-	filter *arrayFilter
 }
 
 // isArrayPlaceholder reports the all-positional $[] and filtered $[id] path components.
@@ -126,7 +126,7 @@ func CompileUpdateEnv(update bson.D, arrayFilters bson.A, env *Env) (*Update, er
 	if err != nil {
 		return nil, err
 	}
-	u := &Update{root: &updNode{}}
+	u := &Update{root: &updNode{}, filters: filters}
 	for _, e := range update {
 		kind, known := opKinds[e.Key]
 		if e.Key == "$currentDate" {
@@ -435,7 +435,6 @@ func (n *updNode) insert(parts []string, leaf *leafOp, filters map[string]*array
 						return mongoerr.BadValuef("No array filter found for identifier '%s' in path '%s'", id, leaf.path)
 					}
 					af.used = true
-					child.filter = af
 				}
 			}
 			if len(cur.children) > 0 && isArrayPlaceholder(part) != cur.arrayNode() {
