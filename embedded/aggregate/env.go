@@ -15,6 +15,7 @@ type Env struct {
 	now         time.Time
 	clusterTime bson.Timestamp
 	let         map[string]any
+	qenv        *query.Env
 }
 
 // NewEnv builds the Env of a command: now and clusterTime are $$NOW and $$CLUSTER_TIME, and
@@ -22,6 +23,7 @@ type Env struct {
 // once, here, before any document is read (so they may not use field paths, as in MongoDB).
 func NewEnv(let bson.D, now time.Time, clusterTime bson.Timestamp) (*Env, error) {
 	e := &Env{now: now, clusterTime: clusterTime}
+	e.qenv = &query.Env{Expr: e.compileExprPredicate, Now: now, ClusterTime: clusterTime}
 	if len(let) == 0 {
 		return e, nil
 	}
@@ -47,7 +49,8 @@ func NewEnv(let bson.D, now time.Time, clusterTime bson.Timestamp) (*Env, error)
 // defaultEnv is the Env of a command without let: the clock is read now.
 func defaultEnv() *Env {
 	now := time.Now()
-	return &Env{now: now, clusterTime: bson.Timestamp{T: uint32(now.Unix()), I: 1}}
+	e, _ := NewEnv(nil, now, bson.Timestamp{T: uint32(now.Unix()), I: 1}) // no let: cannot fail
+	return e
 }
 
 // Compile parses and validates an aggregation pipeline in this Env (see the package-level
@@ -58,9 +61,7 @@ func (e *Env) Compile(pipeline []bson.D) (*Pipeline, error) {
 
 // QueryEnv is the query.Env of this command: $expr compiled with this Env's variables, and
 // its clock for $currentDate.
-func (e *Env) QueryEnv() *query.Env {
-	return &query.Env{Expr: e.compileExprPredicate, Now: e.now, ClusterTime: e.clusterTime}
-}
+func (e *Env) QueryEnv() *query.Env { return e.qenv }
 
 // CompileFilter compiles a query filter in which $expr may use this Env's variables.
 func (e *Env) CompileFilter(filter bson.D) (*query.Filter, error) {
