@@ -196,7 +196,7 @@ func checkVariableRead(name string) error {
 		return mongoerr.FailedToParsef("empty variable names are not allowed")
 	}
 	c := name[0]
-	if !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) {
+	if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && c < 0x80 {
 		return mongoerr.FailedToParsef("'%s' starts with an invalid character for a user variable name", name)
 	}
 	for i := 1; i < len(name); i++ {
@@ -214,7 +214,7 @@ func checkVariableName(name string) error {
 		return mongoerr.FailedToParsef("empty variable names are not allowed")
 	}
 	c := name[0]
-	if !((c >= 'a' && c <= 'z') || c >= 0x80) {
+	if (c < 'a' || c > 'z') && c < 0x80 {
 		return mongoerr.FailedToParsef("'%s' starts with an invalid character for a user variable name", name)
 	}
 	for i := 1; i < len(name); i++ {

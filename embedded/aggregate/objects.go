@@ -33,7 +33,7 @@ func (pc *parseCtx) fieldNameArg(op string, v any, nonConstCode, notStringCode i
 // field name string alone. It reads a field by its exact name, dots and dollars included.
 func (pc *parseCtx) parseGetField(arg any) (expr, error) {
 	var fieldV, inputV any = arg, "$$CURRENT"
-	if d, ok := arg.(bson.D); ok && !(len(d) > 0 && strings.HasPrefix(d[0].Key, "$")) {
+	if d, ok := arg.(bson.D); ok && (len(d) == 0 || !strings.HasPrefix(d[0].Key, "$")) {
 		a, err := namedArgs(d, []string{"field", "input"}, 0, "", 3041701, "$getField found an unknown argument: ")
 		if err != nil {
 			return nil, err

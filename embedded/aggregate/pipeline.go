@@ -18,7 +18,7 @@ type Pipeline struct {
 	stages       []stage
 	output       *Output  // a final $out or $merge
 	documents    []bson.D // a leading $documents: the pipeline's input
-	nslots       int     // user-variable slots the pipeline's expressions use
+	nslots       int      // user-variable slots the pipeline's expressions use
 	leadingMatch bson.D
 	allowDiskUse bool
 	maxMemory    int64

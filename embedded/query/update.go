@@ -273,12 +273,15 @@ func validArrayFilterID(id string) bool {
 		return false
 	}
 	for i := 1; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if !isAlnum(id[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 func compileReplacement(update bson.D) (*Update, error) {
