@@ -276,24 +276,8 @@ func (pc *parseCtx) parseUnset(arg any) (stage, error) {
 }
 
 func (s *projectStage) start(rc *runContext, next processor) processor {
-	return &projectRunner{rc: rc, s: s, next: next}
+	return &mapRunner{rc: rc, s: s, next: next}
 }
-
-type projectRunner struct {
-	rc   *runContext
-	s    *projectStage
-	next processor
-}
-
-func (r *projectRunner) push(doc bson.D) (bool, error) {
-	out, err := r.s.apply(r.rc.evalOn(doc))
-	if err != nil {
-		return false, err
-	}
-	return r.next.push(out)
-}
-
-func (r *projectRunner) finish() error { return r.next.finish() }
 
 // apply returns the projected document ec.root; the document is not modified.
 func (s *projectStage) apply(ec *evalCtx) (bson.D, error) {

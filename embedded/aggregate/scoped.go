@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gameops/rollup/embedded/mongoerr"
@@ -33,6 +34,15 @@ func namedArgs(arg any, names []string, notObjCode int32, notObjMsg string, unkn
 	return out, nil
 }
 
+// required returns the named argument name, or the error (code, msg) when it is absent.
+func required(a map[string]any, name string, code int32, msg string) (any, error) {
+	v, ok := a[name]
+	if !ok {
+		return nil, mongoerr.New(code, "%s", msg)
+	}
+	return v, nil
+}
+
 // withVar compiles body with a new variable name in scope and returns its slot.
 func (pc *parseCtx) withVar(name string, body any) (int, expr, error) {
 	mark := len(pc.scope)
@@ -52,13 +62,13 @@ func (pc *parseCtx) parseLet(arg any) (expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	varsV, ok := a["vars"]
-	if !ok {
-		return nil, mongoerr.New(16876, "Missing 'vars' parameter to $let")
+	varsV, err := required(a, "vars", 16876, "Missing 'vars' parameter to $let")
+	if err != nil {
+		return nil, err
 	}
-	inV, ok := a["in"]
-	if !ok {
-		return nil, mongoerr.New(16877, "Missing 'in' parameter to $let")
+	inV, err := required(a, "in", 16877, "Missing 'in' parameter to $let")
+	if err != nil {
+		return nil, err
 	}
 	vars, ok := varsV.(bson.D)
 	if !ok {
@@ -107,46 +117,87 @@ func asName(a map[string]any, op string) (string, error) {
 	return s, nil
 }
 
+// iterator is what $map and $filter share: an input array expression and a body evaluated
+// with a variable ('as', default "this") bound to each element in turn.
+type iterator struct {
+	op    string
+	input expr
+	slot  int
+	body  expr
+	// notArray is the code of the error for an input that is not an array.
+	notArray int32
+}
+
+// iteratorCodes are an iterator operator's parse error codes.
+type iteratorCodes struct {
+	notObject, unknown, noInput, noBody, notArray int32
+}
+
+// parseIterator parses {input, as, <body>, extra...} for op, returning the other named
+// arguments (extra) unparsed.
+func (pc *parseCtx) parseIterator(op, body string, extra []string, arg any, codes iteratorCodes) (*iterator, map[string]any, error) {
+	names := append([]string{"input", "as", body}, extra...)
+	a, err := namedArgs(arg, names, codes.notObject, op+" only supports an object as its argument", codes.unknown, "Unrecognized parameter to "+op+": ")
+	if err != nil {
+		return nil, nil, err
+	}
+	inputV, err := required(a, "input", codes.noInput, fmt.Sprintf("Missing 'input' parameter to %s", op))
+	if err != nil {
+		return nil, nil, err
+	}
+	bodyV, ok := a[body]
+	if !ok {
+		return nil, nil, mongoerr.New(codes.noBody, "Missing '%s' parameter to %s", body, op)
+	}
+	name, err := asName(a, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	it := &iterator{op: op, notArray: codes.notArray}
+	if it.input, err = pc.parseOperand(inputV); err != nil {
+		return nil, nil, err
+	}
+	if it.slot, it.body, err = pc.withVar(name, bodyV); err != nil {
+		return nil, nil, err
+	}
+	return it, a, nil
+}
+
+// inputArray evaluates the input: null for a null or missing input (ok false), an error for
+// any other non-array.
+func (it *iterator) inputArray(c *evalCtx) (arr bson.A, ok bool, err error) {
+	v, err := it.input.eval(c)
+	if err != nil || nullish(v) {
+		return nil, false, err
+	}
+	arr, ok = v.(bson.A)
+	if !ok {
+		return nil, false, mongoerr.New(it.notArray, "input to %s must be an array not %s", it.op, typeName(v))
+	}
+	return arr, true, nil
+}
+
+// each evaluates the body for element x.
+func (it *iterator) each(c *evalCtx, x any) (any, error) {
+	c.vars[it.slot] = x
+	return it.body.eval(c)
+}
+
 // parseMap is ExpressionMap: {input, as, in}; null or missing input gives null, and a missing
 // result element becomes null.
 func (pc *parseCtx) parseMap(arg any) (expr, error) {
-	a, err := namedArgs(arg, []string{"input", "as", "in"}, 16878, "$map only supports an object as its argument", 16879, "Unrecognized parameter to $map: ")
-	if err != nil {
-		return nil, err
-	}
-	inputV, ok := a["input"]
-	if !ok {
-		return nil, mongoerr.New(16880, "Missing 'input' parameter to $map")
-	}
-	inV, ok := a["in"]
-	if !ok {
-		return nil, mongoerr.New(16882, "Missing 'in' parameter to $map")
-	}
-	name, err := asName(a, "$map")
-	if err != nil {
-		return nil, err
-	}
-	input, err := pc.parseOperand(inputV)
-	if err != nil {
-		return nil, err
-	}
-	slot, in, err := pc.withVar(name, inV)
+	it, _, err := pc.parseIterator("$map", "in", nil, arg, iteratorCodes{16878, 16879, 16880, 16882, 16883})
 	if err != nil {
 		return nil, err
 	}
 	return exprFunc(func(c *evalCtx) (any, error) {
-		v, err := input.eval(c)
-		if err != nil || nullish(v) {
+		arr, ok, err := it.inputArray(c)
+		if err != nil || !ok {
 			return nil, err
-		}
-		arr, ok := v.(bson.A)
-		if !ok {
-			return nil, mongoerr.New(16883, "input to $map must be an array not %s", typeName(v))
 		}
 		out := make(bson.A, len(arr))
 		for i, x := range arr {
-			c.vars[slot] = x
-			r, err := in.eval(c)
+			r, err := it.each(c, x)
 			if err != nil {
 				return nil, err
 			}
@@ -158,23 +209,7 @@ func (pc *parseCtx) parseMap(arg any) (expr, error) {
 
 // parseFilter is ExpressionFilter: {input, as, cond, limit}; null or missing input gives null.
 func (pc *parseCtx) parseFilter(arg any) (expr, error) {
-	a, err := namedArgs(arg, []string{"input", "as", "cond", "limit"}, 28646, "$filter only supports an object as its argument", 28647, "Unrecognized parameter to $filter: ")
-	if err != nil {
-		return nil, err
-	}
-	inputV, ok := a["input"]
-	if !ok {
-		return nil, mongoerr.New(28648, "Missing 'input' parameter to $filter")
-	}
-	condV, ok := a["cond"]
-	if !ok {
-		return nil, mongoerr.New(28650, "Missing 'cond' parameter to $filter")
-	}
-	name, err := asName(a, "$filter")
-	if err != nil {
-		return nil, err
-	}
-	input, err := pc.parseOperand(inputV)
+	it, a, err := pc.parseIterator("$filter", "cond", []string{"limit"}, arg, iteratorCodes{28646, 28647, 28648, 28650, 28651})
 	if err != nil {
 		return nil, err
 	}
@@ -184,43 +219,21 @@ func (pc *parseCtx) parseFilter(arg any) (expr, error) {
 			return nil, err
 		}
 	}
-	slot, cond, err := pc.withVar(name, condV)
-	if err != nil {
-		return nil, err
-	}
 	return exprFunc(func(c *evalCtx) (any, error) {
-		v, err := input.eval(c)
-		if err != nil || nullish(v) {
+		arr, ok, err := it.inputArray(c)
+		if err != nil || !ok {
 			return nil, err
 		}
-		arr, ok := v.(bson.A)
-		if !ok {
-			return nil, mongoerr.New(28651, "input to $filter must be an array not %s", typeName(v))
-		}
-		max := int64(math.MaxInt64)
-		if limit != nil {
-			lv, err := limit.eval(c)
-			if err != nil {
-				return nil, err
-			}
-			if !nullish(lv) {
-				n, ok := integral32(lv)
-				if !ok {
-					return nil, mongoerr.New(327391, "$filter: limit must be represented as a 32-bit integral value: %s", renderValue(lv))
-				}
-				if n < 1 {
-					return nil, mongoerr.New(327392, "$filter: limit must be greater than 0: %d", n)
-				}
-				max = int64(n)
-			}
+		max, err := filterLimit(c, limit)
+		if err != nil {
+			return nil, err
 		}
 		out := bson.A{}
 		for _, x := range arr {
 			if int64(len(out)) >= max {
 				break
 			}
-			c.vars[slot] = x
-			r, err := cond.eval(c)
+			r, err := it.each(c, x)
 			if err != nil {
 				return nil, err
 			}
@@ -232,6 +245,26 @@ func (pc *parseCtx) parseFilter(arg any) (expr, error) {
 	}), nil
 }
 
+// filterLimit evaluates $filter's limit: no limit when absent or nullish, else a positive
+// 32-bit integral number.
+func filterLimit(c *evalCtx, limit expr) (int64, error) {
+	if limit == nil {
+		return math.MaxInt64, nil
+	}
+	lv, err := limit.eval(c)
+	if err != nil || nullish(lv) {
+		return math.MaxInt64, err
+	}
+	n, ok := integral32(lv)
+	if !ok {
+		return 0, mongoerr.New(327391, "$filter: limit must be represented as a 32-bit integral value: %s", renderValue(lv))
+	}
+	if n < 1 {
+		return 0, mongoerr.New(327392, "$filter: limit must be greater than 0: %d", n)
+	}
+	return int64(n), nil
+}
+
 // parseReduce is ExpressionReduce: {input, initialValue, in} with $$value and $$this; null
 // or missing input gives null.
 func (pc *parseCtx) parseReduce(arg any) (expr, error) {
@@ -239,17 +272,17 @@ func (pc *parseCtx) parseReduce(arg any) (expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	inputV, ok := a["input"]
-	if !ok {
-		return nil, mongoerr.New(40077, "$reduce requires 'input' to be specified")
+	inputV, err := required(a, "input", 40077, "$reduce requires 'input' to be specified")
+	if err != nil {
+		return nil, err
 	}
-	initV, ok := a["initialValue"]
-	if !ok {
-		return nil, mongoerr.New(40078, "$reduce requires 'initialValue' to be specified")
+	initV, err := required(a, "initialValue", 40078, "$reduce requires 'initialValue' to be specified")
+	if err != nil {
+		return nil, err
 	}
-	inV, ok := a["in"]
-	if !ok {
-		return nil, mongoerr.New(40079, "$reduce requires 'in' to be specified")
+	inV, err := required(a, "in", 40079, "$reduce requires 'in' to be specified")
+	if err != nil {
+		return nil, err
 	}
 	input, err := pc.parseOperand(inputV)
 	if err != nil {

@@ -10,6 +10,29 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
+// docStage is a stage that maps each document to one document: $project, $addFields/$set,
+// $unset, $replaceRoot/$replaceWith — the stages an update pipeline may hold.
+type docStage interface {
+	apply(ec *evalCtx) (bson.D, error)
+}
+
+// mapRunner runs a docStage.
+type mapRunner struct {
+	rc   *runContext
+	s    docStage
+	next processor
+}
+
+func (r *mapRunner) push(doc bson.D) (bool, error) {
+	out, err := r.s.apply(r.rc.evalOn(doc))
+	if err != nil {
+		return false, err
+	}
+	return r.next.push(out)
+}
+
+func (r *mapRunner) finish() error { return r.next.finish() }
+
 // ---- $match ----
 
 type matchStage struct {
@@ -522,21 +545,7 @@ func (pc *parseCtx) parseReplaceRoot(name string, arg any) (stage, error) {
 }
 
 func (s *replaceRootStage) start(rc *runContext, next processor) processor {
-	return &replaceRootRunner{rc: rc, s: s, next: next}
-}
-
-type replaceRootRunner struct {
-	rc   *runContext
-	s    *replaceRootStage
-	next processor
-}
-
-func (r *replaceRootRunner) push(doc bson.D) (bool, error) {
-	out, err := r.s.apply(r.rc.evalOn(doc))
-	if err != nil {
-		return false, err
-	}
-	return r.next.push(out)
+	return &mapRunner{rc: rc, s: s, next: next}
 }
 
 // apply evaluates the new root, which must be a document.
@@ -552,5 +561,3 @@ func (s *replaceRootStage) apply(ec *evalCtx) (bson.D, error) {
 	}
 	return d, nil
 }
-
-func (r *replaceRootRunner) finish() error { return r.next.finish() }

@@ -14,12 +14,6 @@ type UpdatePipeline struct {
 	nslots int
 }
 
-// docStage is a stage that maps one document to one document, the only kind an update
-// pipeline may hold.
-type docStage interface {
-	apply(ec *evalCtx) (bson.D, error)
-}
-
 // CompileUpdatePipeline compiles a pipeline-style update. MongoDB allows only $addFields/$set,
 // $project, $unset and $replaceRoot/$replaceWith in it; any other stage fails with
 // InvalidOptions, as in mongod.
