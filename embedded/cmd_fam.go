@@ -111,7 +111,7 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	var value any
 	lastErr := bson.D{}
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		target, err := findOne(w, r.db, a.collection, a.q, a.filter, a.sort)
+		target, err := findOne(&w.Reader, r.db, a.collection, a.q, a.filter, a.sort)
 		if err != nil {
 			return err
 		}
@@ -167,15 +167,11 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	return result{fields: bson.D{{Key: "lastErrorObject", Value: lastErr}, {Key: "value", Value: value}}, opTime: op}, nil
 }
 
-// finder is the candidate scan shared by storage's Reader and Writer.
-type finder interface {
-	Find(db, coll string, filter bson.D, fn func(d *storage.Doc) bool)
-}
-
-// findMatching calls fn for every document of db.coll that matches filter (compiled from q),
-// in the order storage yields candidates, until fn returns false. A failure evaluating the
-// filter ($expr) stops the scan and is returned.
-func findMatching(rd finder, db, coll string, q bson.D, filter *query.Filter, fn func(d *storage.Doc) bool) error {
+// findMatching returns the documents of db.coll that match filter (compiled from q), in the
+// order storage yields candidates, at most limit of them (limit <= 0: all). A failure
+// evaluating the filter ($expr) stops the scan and is returned.
+func findMatching(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, limit int) ([]*storage.Doc, error) {
+	var matches []*storage.Doc
 	var matchErr error
 	rd.Find(db, coll, q, func(d *storage.Doc) bool {
 		ok, err := filter.Match(d.D)
@@ -183,18 +179,21 @@ func findMatching(rd finder, db, coll string, q bson.D, filter *query.Filter, fn
 			matchErr = err
 			return false
 		}
-		return !ok || fn(d)
+		if ok {
+			matches = append(matches, d)
+		}
+		return limit <= 0 || len(matches) < limit
 	})
-	return matchErr
+	return matches, matchErr
 }
 
 // findOne returns the first document matching filter, in sort order when sort is given.
-func findOne(rd finder, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) (*storage.Doc, error) {
-	var matches []*storage.Doc
-	err := findMatching(rd, db, coll, q, filter, func(d *storage.Doc) bool {
-		matches = append(matches, d)
-		return srt != nil
-	})
+func findOne(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) (*storage.Doc, error) {
+	limit := 1
+	if srt != nil {
+		limit = 0
+	}
+	matches, err := findMatching(rd, db, coll, q, filter, limit)
 	if err != nil || len(matches) == 0 {
 		return nil, err
 	}

@@ -140,10 +140,9 @@ func mergeTarget(w *storage.Writer, db string, out *aggregate.Output, d bson.D, 
 	if err != nil {
 		return nil, err
 	}
-	var target *storage.Doc
-	err = findMatching(w, db, out.Coll, q, f, func(doc *storage.Doc) bool {
-		target = doc
-		return false
-	})
-	return target, err
+	targets, err := findMatching(&w.Reader, db, out.Coll, q, f, 1)
+	if err != nil || len(targets) == 0 {
+		return nil, err
+	}
+	return targets[0], nil
 }

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"math"
 	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -96,17 +97,12 @@ func (s *Server) parseFind(r *request) (findArgs, error) {
 // runFind evaluates a find over a consistent view and returns the result documents encoded.
 func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	var docs []*storage.Doc
-	stopAt := int64(-1)
+	stopAt := 0
 	if a.sort == nil && a.limit > 0 {
-		stopAt = a.skip + a.limit
+		stopAt = int(min(a.skip+a.limit, math.MaxInt32))
 	}
 	var err error
-	s.engine.Read(func(rd *storage.Reader) {
-		err = findMatching(rd, db, coll, a.q, a.filter, func(d *storage.Doc) bool {
-			docs = append(docs, d)
-			return stopAt <= 0 || int64(len(docs)) < stopAt
-		})
-	})
+	s.engine.Read(func(rd *storage.Reader) { docs, err = findMatching(rd, db, coll, a.q, a.filter, stopAt) })
 	if err != nil {
 		return nil, err
 	}
@@ -308,15 +304,14 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 			return result{}, err
 		}
 	}
-	var values []any
-	s.engine.Read(func(rd *storage.Reader) {
-		err = findMatching(rd, r.db, coll, a.q, a.filter, func(d *storage.Doc) bool {
-			values = appendPathValues(values, d.D, key)
-			return true
-		})
-	})
+	var docs []*storage.Doc
+	s.engine.Read(func(rd *storage.Reader) { docs, err = findMatching(rd, r.db, coll, a.q, a.filter, 0) })
 	if err != nil {
 		return result{}, err
+	}
+	var values []any
+	for _, d := range docs {
+		values = appendPathValues(values, d.D, key)
 	}
 	sort.SliceStable(values, func(i, j int) bool { return bsonval.Compare(values[i], values[j]) < 0 })
 	out := bson.A{}

@@ -67,7 +67,7 @@ func parseAll[T any](stmts []bson.D, parse func(bson.D) (T, error)) ([]parsed[T]
 	out := make([]parsed[T], len(stmts))
 	for i, d := range stmts {
 		out[i].op, out[i].err = parse(d)
-		if mongoerr.Is(out[i].err, mongoerr.IDLUnknownField) {
+		if out[i].err != nil && mongoerr.Is(out[i].err, mongoerr.IDLUnknownField) {
 			return nil, out[i].err
 		}
 	}
@@ -285,11 +285,11 @@ type updateStats struct {
 
 // applyUpdate runs one update statement under the write lock.
 func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st *updateStats) error {
-	var targets []*storage.Doc
-	err := findMatching(w, db, coll, op.q, op.filter, func(d *storage.Doc) bool {
-		targets = append(targets, d)
-		return op.multi
-	})
+	limit := 1
+	if op.multi {
+		limit = 0
+	}
+	targets, err := findMatching(&w.Reader, db, coll, op.q, op.filter, limit)
 	if err != nil {
 		return err
 	}
@@ -464,11 +464,7 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 			return ops[i].err
 		}
 		o := ops[i].op
-		var targets []*storage.Doc
-		err := findMatching(w, r.db, coll, o.q, o.filter, func(d *storage.Doc) bool {
-			targets = append(targets, d)
-			return o.limit != 1
-		})
+		targets, err := findMatching(&w.Reader, r.db, coll, o.q, o.filter, int(o.limit))
 		if err != nil {
 			return err
 		}
