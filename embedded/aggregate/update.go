@@ -15,8 +15,8 @@ type UpdatePipeline struct {
 }
 
 // CompileUpdatePipeline compiles a pipeline-style update. MongoDB allows only $addFields/$set,
-// $project, $unset and $replaceRoot/$replaceWith in it; any other stage fails with
-// InvalidOptions, as in mongod.
+// $project, $unset, $replaceRoot/$replaceWith and $fill in it ($fill is NotImplemented here);
+// any other stage fails with InvalidOptions, as in mongod.
 func (e *Env) CompileUpdatePipeline(stages bson.A) (*UpdatePipeline, error) {
 	pc := &parseCtx{env: e}
 	u := &UpdatePipeline{}
@@ -31,6 +31,8 @@ func (e *Env) CompileUpdatePipeline(stages bson.A) (*UpdatePipeline, error) {
 		name, arg := spec[0].Key, spec[0].Value
 		switch name {
 		case "$addFields", "$set", "$project", "$unset", "$replaceRoot", "$replaceWith":
+		case "$fill":
+			return nil, mongoerr.NotImplementedf("aggregation stage %s", name)
 		default:
 			return nil, mongoerr.New(mongoerr.InvalidOptions, "%s is not allowed to be used within an update", name)
 		}
