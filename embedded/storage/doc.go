@@ -1,8 +1,10 @@
 // Package storage is the storage engine of the embedded MongoDB-compatible server: an
 // in-process, concurrent, durable document store of databases, collections and immutable
 // documents, with their indexes (the _id_ index and user indexes: compound, unique or not,
-// multikey), a write-ahead log with group commit, snapshots with log compaction, crash
-// recovery that truncates a torn log tail, and a commit-ordered oplog for change streams.
+// multikey), collection renames and options (changeStreamPreAndPostImages: updates, replaces
+// and deletes then keep the pre-image in their oplog entry), a write-ahead log with group
+// commit, snapshots with log compaction, crash recovery that truncates a torn log tail, and a
+// commit-ordered oplog for change streams.
 //
 // Concurrency: one engine-wide reader/writer lock. Engine.Read runs with shared access and
 // sees a consistent state; Engine.Write runs with exclusive access, so writes are serialized

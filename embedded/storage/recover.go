@@ -228,7 +228,10 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if c != nil {
 			return fmt.Errorf("collection exists")
 		}
-		st.createColl(ent.DB, ent.Coll, ent.UUID)
+		c = st.createColl(ent.DB, ent.Coll, ent.UUID)
+		if ent.Options != nil {
+			c.opts = *ent.Options
+		}
 	case OpDrop:
 		if err := needColl(); err != nil {
 			return err
@@ -267,6 +270,21 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 			return fmt.Errorf("no index %q", ent.Index.Name)
 		}
 		c.indexes = slices.Delete(slices.Clone(c.indexes), i, i+1)
+	case OpRename:
+		if err := needColl(); err != nil {
+			return err
+		}
+		if ent.To == nil {
+			return fmt.Errorf("rename without a target")
+		}
+		st.rename(c, *ent.To)
+	case OpCollMod:
+		if err := needColl(); err != nil {
+			return err
+		}
+		if ent.Options != nil {
+			c.opts = *ent.Options
+		}
 	case OpInsert, OpUpdate, OpReplace:
 		if err := needColl(); err != nil {
 			return err

@@ -69,6 +69,8 @@ type CollectionInfo struct {
 	Count int
 	// Size is the total BSON size of the documents.
 	Size int64
+	// Options are the collection's options (see CollMod).
+	Options CollOptions
 }
 
 // DatabaseInfo describes a database (one that has at least one collection).
@@ -95,7 +97,24 @@ const (
 	OpCreate        = "create"
 	OpCreateIndexes = "createIndexes"
 	OpDropIndexes   = "dropIndexes"
+	// OpRename renames DB.Coll to Entry.To, replacing the target when Entry.DropTarget is set.
+	OpRename = "rename"
+	// OpCollMod changes a collection's options (Entry.Options, when set).
+	OpCollMod = "collMod"
 )
+
+// Namespace names a collection.
+type Namespace struct {
+	DB, Coll string
+}
+
+// CollOptions are the collection options CollMod changes.
+type CollOptions struct {
+	// PreAndPostImages is MongoDB's changeStreamPreAndPostImages.enabled: updates, replaces
+	// and deletes keep the document's pre-image in their oplog entry (Entry.Pre), which also
+	// makes an update's post-image available to change streams.
+	PreAndPostImages bool
+}
 
 // Entry is one oplog entry: one mutation, in commit order.
 type Entry struct {
@@ -114,6 +133,16 @@ type Entry struct {
 	UUID bson.Binary
 	// Index is the created or dropped index for createIndexes and dropIndexes.
 	Index *IndexSpec
+	// Pre is the document before an update, replace or delete of a collection with
+	// PreAndPostImages enabled; nil otherwise.
+	Pre bson.D
+	// To is a rename's target; DropTarget is the UUID of the collection the rename replaced
+	// (zero when the target did not exist).
+	To         *Namespace
+	DropTarget bson.Binary
+	// Options and OldOptions are a collMod's new and previous collection options.
+	Options, OldOptions *CollOptions
 
-	raw bson.Raw // Doc's encoding
+	raw    bson.Raw // Doc's encoding
+	preRaw bson.Raw // Pre's encoding
 }

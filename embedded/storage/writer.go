@@ -303,7 +303,11 @@ func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc
 	if desc != nil {
 		op = OpUpdate
 	}
-	w.commit(Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}, c)
+	ent := Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}
+	if c.opts.PreAndPostImages {
+		ent.Pre, ent.preRaw = cur.D, cur.Raw
+	}
+	w.commit(ent, c)
 	return d, nil
 }
 
@@ -322,6 +326,10 @@ func (w *Writer) Delete(db, coll string, old *Doc) error {
 			bsonval.Format(old.ID()), db, coll)
 	}
 	c.delete(cur)
-	w.commit(Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}, c)
+	ent := Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}
+	if c.opts.PreAndPostImages {
+		ent.Pre, ent.preRaw = cur.D, cur.Raw
+	}
+	w.commit(ent, c)
 	return nil
 }
