@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,11 @@ type request struct {
 	txnNumber *int64
 	wc        writeConcern
 	deadline  time.Time // from maxTimeMS; zero = none
+	// retry is the session's retryable-write state while a retryable write runs.
+	retry *retryState
+	// closeConn asks for the connection to be closed instead of replying (the
+	// onPrimaryTransactionalWrite fail point: the write happened, the reply is lost).
+	closeConn bool
 }
 
 // arg returns the value of a top-level field of the command.
@@ -50,6 +56,9 @@ type commandSpec struct {
 	write bool
 	// retryable marks commands whose (lsid, txnNumber) result is remembered.
 	retryable bool
+	// statements marks retryable commands that remember and replay each statement
+	// themselves (writeStatements); the others are a single statement remembered whole.
+	statements bool
 	// testOnly marks commands available only with EnableTestCommands.
 	testOnly bool
 }
@@ -85,9 +94,9 @@ func commandTable() map[string]commandSpec {
 		"createIndexes":      {run: cmdCreateIndexes, fields: []string{"indexes", "commitQuorum"}, write: true},
 		"listIndexes":        {run: cmdListIndexes, fields: []string{"cursor"}},
 		"dropIndexes":        {run: cmdDropIndexes, fields: []string{"index"}, write: true},
-		"insert":             {run: cmdInsert, fields: []string{"documents", "ordered", "bypassDocumentValidation"}, write: true, retryable: true},
-		"update":             {run: cmdUpdate, fields: []string{"updates", "ordered", "bypassDocumentValidation", "let"}, write: true, retryable: true},
-		"delete":             {run: cmdDelete, fields: []string{"deletes", "ordered", "let"}, write: true, retryable: true},
+		"insert":             {run: cmdInsert, fields: []string{"documents", "ordered", "bypassDocumentValidation"}, write: true, retryable: true, statements: true},
+		"update":             {run: cmdUpdate, fields: []string{"updates", "ordered", "bypassDocumentValidation", "let"}, write: true, retryable: true, statements: true},
+		"delete":             {run: cmdDelete, fields: []string{"deletes", "ordered", "let"}, write: true, retryable: true, statements: true},
 		"findAndModify":      {run: cmdFindAndModify, fields: famFields, write: true, retryable: true},
 		"findandmodify":      {run: cmdFindAndModify, fields: famFields, write: true, retryable: true},
 		"find":               {run: cmdFind, fields: findFields},
@@ -127,10 +136,16 @@ func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.
 	}
 
 	var res result
-	if spec.retryable && r.lsid != nil && r.txnNumber != nil {
+	switch {
+	case spec.retryable && r.lsid != nil && r.txnNumber != nil && spec.statements:
 		res, err = s.sessions.runRetryable(ctx, r, func() (result, error) { return spec.run(ctx, s, r) })
-	} else {
+	case spec.retryable && r.lsid != nil && r.txnNumber != nil:
+		res, err = s.sessions.runRetryable(ctx, r, func() (result, error) { return s.runOneStatement(ctx, spec, r) })
+	default:
 		res, err = spec.run(ctx, s, r)
+	}
+	if r.closeConn {
+		return nil, errCloseConnection
 	}
 	if err != nil {
 		return s.errorReply(err, res.opTime), nil
@@ -143,6 +158,27 @@ func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.
 		res.wcErr = r.wc.check()
 	}
 	return s.okReply(res), nil
+}
+
+// runOneStatement runs a retryable write that is one statement (findAndModify): a retry
+// replays the remembered reply; otherwise onPrimaryTransactionalWrite is evaluated first and
+// may fail it unapplied or close the connection once it is applied.
+func (s *Server) runOneStatement(ctx context.Context, spec commandSpec, r *request) (result, error) {
+	if o, ok := r.retry.done(0); ok {
+		return *o.reply, nil
+	}
+	act, _ := s.fail.onTxnWrite(r)
+	r.closeConn = act.closeConn
+	if act.failErr != nil {
+		return result{}, act.failErr
+	}
+	res, err := spec.run(ctx, s, r)
+	if err == nil {
+		kept := res
+		kept.fields = slices.Clip(res.fields)
+		r.retry.record(0, stmtOutcome{reply: &kept})
+	}
+	return res, err
 }
 
 func (s *Server) commands() map[string]commandSpec {
