@@ -346,6 +346,13 @@ func (s *Server) okReply(res result) bson.D {
 	if len(res.labels) > 0 {
 		reply = append(reply, bson.E{Key: "errorLabels", Value: stringsToA(res.labels)})
 	}
+	if code, ok := toInt64(valueOf(res.wcErr, "code")); ok && isStateChangeCode(int32(code)) {
+		// As mongod 4.4+ for a "not primary" or "shutting down" writeConcernError: the reply's
+		// topologyVersion tells drivers the topology did not change, so they neither mark the
+		// server Unknown nor clear its pool (which would make the retry's connection checkout
+		// fail with PoolClearedError, and the driver give up with the first error).
+		reply = append(reply, bson.E{Key: "topologyVersion", Value: s.topologyVersion()})
+	}
 	ts := s.clusterTimeFor(res.opTime)
 	return append(reply,
 		bson.E{Key: "$clusterTime", Value: s.clusterTimeDoc(s.clusterTimeFor(bson.Timestamp{}))},
@@ -432,7 +439,7 @@ func typeName(v any) string { return bsonval.TypeName(v) }
 // isStateChangeCode reports "not writable primary" and "node is recovering" errors (SDAM spec).
 func isStateChangeCode(code int32) bool {
 	switch code {
-	case 10107, 13435, 13436, 11600, 11602, 189, 91:
+	case 10107, 13435, 13436, 11600, 11602, 189, 91, 10058:
 		return true
 	}
 	return false
