@@ -51,9 +51,10 @@ func (t *writeTotals) add(i int, o stmtOutcome) {
 // failing statement becomes a writeErrors entry at its index; ordered stops at the first.
 //
 // In a retryable write (r.retry set) a statement the session already executed is not run
-// again: its remembered outcome is replayed. Each statement that does run evaluates the
-// onPrimaryTransactionalWrite fail point first, which may fail it unapplied or stop the
-// command after it and close the connection (r.closeConn) once the writes are durable.
+// again: its remembered outcome is replayed. A statement that runs evaluates the
+// onPrimaryTransactionalWrite fail point, which may fail it unapplied (before it runs) or,
+// once it has written, stop the command and close the connection (r.closeConn) when the
+// writes are durable.
 func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered bool, run func(w *storage.Writer, i int) (stmtOutcome, error)) (writeTotals, bson.Timestamp, bson.A, error) {
 	var tot writeTotals
 	var writeErrors bson.A
@@ -65,12 +66,16 @@ func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered
 			}
 			var act txnWriteAction
 			if r.retry != nil {
-				act, _ = s.fail.onTxnWrite(r)
+				act = s.fail.beforeTxnWrite(r)
 			}
 			var o stmtOutcome
 			err := act.failErr
 			if err == nil {
+				before := w.Mutations()
 				o, err = run(w, i)
+				if r.retry != nil && w.Mutations() > before {
+					act = s.fail.afterTxnWrite()
+				}
 			}
 			if err == nil {
 				tot.add(i, o)

@@ -163,15 +163,14 @@ func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.
 }
 
 // runOneStatement runs a retryable write that is one statement (findAndModify): a retry
-// replays the remembered reply; otherwise onPrimaryTransactionalWrite is evaluated first and
-// may fail it unapplied or close the connection once it is applied.
+// replays the remembered reply; otherwise onPrimaryTransactionalWrite may fail it unapplied,
+// or close the connection once it has written.
 func (s *Server) runOneStatement(ctx context.Context, spec commandSpec, r *request) (result, error) {
 	if o, ok := r.retry.done(0); ok {
 		return *o.reply, nil
 	}
-	act, _ := s.fail.onTxnWrite(r)
-	r.closeConn = act.closeConn
-	if act.failErr != nil {
+	if act := s.fail.beforeTxnWrite(r); act.failErr != nil {
+		r.closeConn = act.closeConn
 		return result{}, act.failErr
 	}
 	res, err := spec.run(ctx, s, r)
@@ -179,6 +178,9 @@ func (s *Server) runOneStatement(ctx context.Context, spec commandSpec, r *reque
 		kept := res
 		kept.fields = slices.Clip(res.fields)
 		r.retry.record(0, stmtOutcome{reply: &kept})
+		if res.opTime != (bson.Timestamp{}) { // it wrote
+			r.closeConn = s.fail.afterTxnWrite().closeConn
+		}
 	}
 	return res, err
 }

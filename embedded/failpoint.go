@@ -172,20 +172,33 @@ type txnWriteAction struct {
 	closeConn bool
 }
 
-// onTxnWrite evaluates onPrimaryTransactionalWrite for one statement of a retryable write
-// (r.txnNumber set) that is about to be applied; the statements a retry replays from the
-// session do not evaluate it, as in mongod, where they write nothing.
-func (fps *failPoints) onTxnWrite(r *request) (txnWriteAction, bool) {
-	fp, ok := fps.fire(fpTxnWrite, nil)
+// beforeTxnWrite evaluates onPrimaryTransactionalWrite configured with
+// failBeforeCommitExceptionCode, for a statement of a retryable write (r.txnNumber set) about
+// to run: the statement fails unapplied. mongod rolls back a statement that wrote; the
+// embedded server cannot, so it decides before the statement runs, and a statement that
+// would have written nothing (no match, a duplicate key) also uses an activation here.
+func (fps *failPoints) beforeTxnWrite(r *request) txnWriteAction {
+	fp, ok := fps.fire(fpTxnWrite, func(fp *failPoint) bool { return fp.write.failBefore })
 	if !ok {
-		return txnWriteAction{}, false
+		return txnWriteAction{}
 	}
-	act := txnWriteAction{closeConn: fp.write.closeConn}
-	if fp.write.failBefore {
-		act.failErr = mongoerr.New(fp.write.failCode, "Failing write for %s:%d due to failpoint. The write must not be reflected.",
-			bsonval.Format(r.lsid), *r.txnNumber)
+	return txnWriteAction{
+		closeConn: fp.write.closeConn,
+		failErr: mongoerr.New(fp.write.failCode, "Failing write for %s:%d due to failpoint. The write must not be reflected.",
+			bsonval.Format(r.lsid), *r.txnNumber),
 	}
-	return act, true
+}
+
+// afterTxnWrite evaluates onPrimaryTransactionalWrite without failBeforeCommitExceptionCode
+// for a statement of a retryable write that has just written, as mongod does once the
+// statement's oplog entry exists: with closeConnection (the default) the reply is lost.
+// Statements a retry replays from the session write nothing and do not evaluate it.
+func (fps *failPoints) afterTxnWrite() txnWriteAction {
+	fp, ok := fps.fire(fpTxnWrite, func(fp *failPoint) bool { return !fp.write.failBefore })
+	if !ok {
+		return txnWriteAction{}
+	}
+	return txnWriteAction{closeConn: fp.write.closeConn}
 }
 
 // onGetMore evaluates failGetMoreAfterCursorCheckout for a getMore whose cursor is checked

@@ -134,6 +134,27 @@ func TestTxnWriteFailPointReplyLost(t *testing.T) {
 		}
 	})
 
+	t.Run("a statement that writes nothing does not enter it", func(t *testing.T) {
+		coll := e.db.Collection("noop")
+		store.FailPoint(t, c, txnWriteFailPoint(csDoc("times", int32(1)), nil))
+		before := log.count("update")
+		res, err := coll.UpdateOne(e.ctx, csDoc("_id", "missing"), csDoc("$set", csDoc("n", int32(1))))
+		if err != nil || res.MatchedCount != 0 {
+			t.Fatalf("update of nothing = %+v, %v", res, err)
+		}
+		if n := log.count("update") - before; n != 1 {
+			t.Errorf("update sent %d times, want 1: nothing was written, so nothing was lost", n)
+		}
+		// The activation is still there for the next write.
+		before = log.count("insert")
+		if _, err := coll.InsertOne(e.ctx, csDoc("_id", "x")); err != nil {
+			t.Fatalf("insert (retried): %v", err)
+		}
+		if n := log.count("insert") - before; n != 2 {
+			t.Errorf("insert sent %d times, want the attempt whose reply was lost and a retry", n)
+		}
+	})
+
 	t.Run("findAndModify: the retry answers the first result", func(t *testing.T) {
 		coll := e.db.Collection("fam")
 		if _, err := coll.InsertOne(e.ctx, csDoc("_id", int32(1), "n", int32(0))); err != nil {

@@ -17,6 +17,9 @@ type Writer struct {
 	last OpTime
 }
 
+// Mutations returns the number of mutations made so far in this Write.
+func (w *Writer) Mutations() int { return w.n }
+
 func keyOfID(id any) []byte { return bsonval.KeyOf(id) }
 
 func (w *Writer) check() error {
