@@ -82,11 +82,20 @@ func (s *Server) eventFor(cs *changeStream, e *storage.Entry) (ev bson.D, ok boo
 			return nil, false, nil
 		}
 	}
-	ev = bson.D{
-		{Key: "_id", Value: encodeToken(e.TS, tokenEvent)},
-		{Key: "operationType", Value: operationType(e.Op)},
-		{Key: "clusterTime", Value: e.TS},
+	// One allocation for the fields an event can have: 8 classic ones, 3 expanded ones and
+	// fullDocumentBeforeChange.
+	size := 8
+	if cs.expanded {
+		size += 3
 	}
+	if cs.beforeChange != "" {
+		size++
+	}
+	ev = append(make(bson.D, 0, size),
+		bson.E{Key: "_id", Value: encodeToken(e.TS, tokenEvent)},
+		bson.E{Key: "operationType", Value: operationType(e.Op)},
+		bson.E{Key: "clusterTime", Value: e.TS},
+	)
 	if cs.expanded && e.Op != storage.OpDropDatabase {
 		ev = append(ev, bson.E{Key: "collectionUUID", Value: e.UUID})
 	}
@@ -96,16 +105,16 @@ func (s *Server) eventFor(cs *changeStream, e *storage.Entry) (ev bson.D, ok boo
 	} else if has {
 		ev = append(ev, bson.E{Key: "fullDocument", Value: full})
 	}
-	ns := bson.D{{Key: "db", Value: e.DB}}
-	if e.Op != storage.OpDropDatabase {
-		ns = append(ns, bson.E{Key: "coll", Value: e.Coll})
+	if e.Op == storage.OpDropDatabase {
+		ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: e.DB}}})
+	} else {
+		ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: e.DB}, {Key: "coll", Value: e.Coll}}})
 	}
-	ev = append(ev, bson.E{Key: "ns", Value: ns})
 	switch e.Op {
 	case storage.OpInsert, storage.OpUpdate, storage.OpReplace, storage.OpDelete:
 		ev = append(ev, bson.E{Key: "documentKey", Value: e.DocKey})
 	case storage.OpRename:
-		ev = append(ev, bson.E{Key: "to", Value: nsDoc(*e.To)})
+		ev = append(ev, bson.E{Key: "to", Value: nsDoc(e.Rename.To)})
 	}
 	if cs.expanded {
 		if desc := operationDescription(e); desc != nil {
@@ -115,11 +124,11 @@ func (s *Server) eventFor(cs *changeStream, e *storage.Entry) (ev bson.D, ok boo
 	if e.Op == storage.OpUpdate {
 		ev = append(ev, bson.E{Key: "updateDescription", Value: updateDescription(e, cs.expanded)})
 	}
-	if e.Op == storage.OpCollMod && e.OldOptions != nil {
-		old := append(bson.D{{Key: "uuid", Value: e.UUID}}, optionsDoc(*e.OldOptions)...)
+	if e.Op == storage.OpCollMod && e.Options != nil {
+		old := append(bson.D{{Key: "uuid", Value: e.UUID}}, optionsDoc(e.Options.Old)...)
 		ev = append(ev, bson.E{Key: "stateBeforeChange", Value: bson.D{{Key: "collectionOptions", Value: old}}})
 	}
-	if cs.beforeChange != "off" {
+	if cs.beforeChange != "" {
 		switch e.Op {
 		case storage.OpUpdate, storage.OpReplace, storage.OpDelete:
 			if e.Pre == nil && cs.beforeChange == "required" {
@@ -199,7 +208,7 @@ func operationDescription(e *storage.Entry) bson.D {
 	case storage.OpCreate:
 		var d bson.D
 		if e.Options != nil {
-			d = append(d, optionsDoc(*e.Options)...)
+			d = append(d, optionsDoc(e.Options.New)...)
 		}
 		return append(d, bson.E{Key: "idIndex", Value: bson.D{
 			{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: "_id_"},
@@ -213,11 +222,11 @@ func operationDescription(e *storage.Entry) bson.D {
 		if e.Options == nil {
 			return bson.D{}
 		}
-		return bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: e.Options.PreAndPostImages}}}}
+		return bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: e.Options.New.PreAndPostImages}}}}
 	case storage.OpRename:
-		d := bson.D{{Key: "to", Value: nsDoc(*e.To)}}
-		if e.DropTarget.Data != nil {
-			d = append(d, bson.E{Key: "dropTarget", Value: e.DropTarget})
+		d := bson.D{{Key: "to", Value: nsDoc(e.Rename.To)}}
+		if e.Rename.DropTarget.Data != nil {
+			d = append(d, bson.E{Key: "dropTarget", Value: e.Rename.DropTarget})
 		}
 		return d
 	}

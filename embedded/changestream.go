@@ -45,7 +45,7 @@ type changeStream struct {
 	db, coll     string
 	after        storage.OpTime // entries with TS > after are next
 	fullDocument string
-	// beforeChange is fullDocumentBeforeChange: "off", "whenAvailable" or "required".
+	// beforeChange is fullDocumentBeforeChange: "whenAvailable", "required", or "" (off).
 	beforeChange string
 	// expanded is showExpandedEvents: DDL events (create, createIndexes, dropIndexes,
 	// modify) and the expanded fields (collectionUUID, operationDescription,
@@ -124,7 +124,7 @@ func (s *Server) checkHistory(after storage.OpTime) error {
 }
 
 func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D, batchSize int64) (result, error) {
-	cs := &changeStream{fullDocument: "default", beforeChange: "off"}
+	cs := &changeStream{fullDocument: "default"}
 	switch c := r.body[0].Value.(type) {
 	case string:
 		coll, err := collArg(r)
@@ -157,7 +157,9 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 		case "fullDocumentBeforeChange":
 			mode, _ := e.Value.(string)
 			switch mode {
-			case "off", "whenAvailable", "required":
+			case "off":
+				cs.beforeChange = ""
+			case "whenAvailable", "required":
 				cs.beforeChange = mode
 			default:
 				return result{}, mongoerr.BadValuef("unknown fullDocumentBeforeChange mode %q", e.Value)
@@ -277,7 +279,7 @@ func (cs *changeStream) invalidatedBy(e *storage.Entry) bool {
 		case storage.OpDrop:
 			return e.DB == cs.db && e.Coll == cs.coll
 		case storage.OpRename:
-			return (e.DB == cs.db && e.Coll == cs.coll) || (e.To != nil && e.To.DB == cs.db && e.To.Coll == cs.coll)
+			return (e.DB == cs.db && e.Coll == cs.coll) || (e.Rename != nil && e.Rename.To.DB == cs.db && e.Rename.To.Coll == cs.coll)
 		}
 	case scopeDatabase:
 		return e.Op == storage.OpDropDatabase && e.DB == cs.db
@@ -288,7 +290,7 @@ func (cs *changeStream) invalidatedBy(e *storage.Entry) bool {
 // inScope reports the entries of the stream's namespaces (a rename also belongs to the
 // namespace it renames to).
 func (cs *changeStream) inScope(e *storage.Entry) bool {
-	if e.Op == storage.OpRename && e.To != nil && cs.nsInScope(e.To.DB, e.To.Coll) {
+	if e.Rename != nil && cs.nsInScope(e.Rename.To.DB, e.Rename.To.Coll) {
 		return true
 	}
 	return cs.nsInScope(e.DB, e.Coll)

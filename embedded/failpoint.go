@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,6 +28,9 @@ const (
 
 // failPoints holds the configured fail points by name; a name absent from the map is off.
 type failPoints struct {
+	// armed counts the configured fail points, so that commands skip the lock while none is
+	// (every statement of a retryable write evaluates onPrimaryTransactionalWrite).
+	armed  atomic.Int32
 	mu     sync.Mutex
 	points map[string]*failPoint
 	// entered counts, per fail point name, the activations since it was last configured
@@ -84,6 +88,9 @@ func newFailPoints() *failPoints {
 // whether it fires, consuming one activation (skip first, then times). accept runs under the
 // lock and must not block.
 func (fps *failPoints) fire(name string, accept func(fp *failPoint) bool) (*failPoint, bool) {
+	if fps.armed.Load() == 0 {
+		return nil, false
+	}
 	fps.mu.Lock()
 	defer fps.mu.Unlock()
 	fp := fps.points[name]
@@ -97,7 +104,7 @@ func (fps *failPoints) fire(name string, accept func(fp *failPoint) bool) (*fail
 	if !fp.alwaysOn {
 		fp.times--
 		if fp.times <= 0 {
-			delete(fps.points, name)
+			fps.remove(name)
 		}
 	}
 	fps.entered[name]++
@@ -213,6 +220,14 @@ func (fps *failPoints) onGetMore(cs *connState) error {
 	return mongoerr.New(fp.getMore.code, "Hit the 'failGetMoreAfterCursorCheckout' failpoint")
 }
 
+// remove switches a fail point off; fps.mu is held.
+func (fps *failPoints) remove(name string) {
+	if _, ok := fps.points[name]; ok {
+		delete(fps.points, name)
+		fps.armed.Add(-1)
+	}
+}
+
 func valueOf(d bson.D, key string) any {
 	v, _ := bsonval.Get(d, key)
 	return v
@@ -250,10 +265,10 @@ func cmdConfigureFailPoint(_ context.Context, s *Server, r *request) (result, er
 	s.fail.mu.Lock()
 	count := s.fail.entered[name]
 	s.fail.entered[name] = 0
-	if off {
-		delete(s.fail.points, name)
-	} else {
+	s.fail.remove(name)
+	if !off {
 		s.fail.points[name] = fp
+		s.fail.armed.Add(1)
 	}
 	s.fail.mu.Unlock()
 	return result{fields: bson.D{{Key: "count", Value: count}}}, nil

@@ -26,34 +26,40 @@ type session struct {
 	mu       sync.Mutex // serializes commands of one session (a retry waits for the first attempt)
 	lastUsed time.Time
 	txn      int64
-	// stmts holds the outcome of every statement of txn that took effect, by its index in
-	// the command (mongod's stmtId).
-	stmts map[int]stmtOutcome
+	// stmts[i] is the outcome of statement i of txn (its index in the command, mongod's
+	// stmtId) when stmts[i].ok: it took effect. Its array, and pending's, are reused by the
+	// session's next writes.
+	stmts []stmtOutcome
+	// pending holds the outcomes of the running attempt until its writes are durable.
+	pending []pendingStmt
 }
 
 // stmtOutcome is what one statement of a retryable write returned: the counters of an
 // insert, update or delete statement, or the whole reply of a findAndModify.
 type stmtOutcome struct {
+	ok           bool // the statement took effect
 	n, nModified int
 	upserted     any // the upserted _id, nil when the statement did not upsert
 	reply        *result
+}
+
+type pendingStmt struct {
+	i int
+	o stmtOutcome
 }
 
 // retryState is a retryable write's view of its session while it runs (the session is
 // locked): the statements already executed, and the ones this attempt executes.
 type retryState struct {
 	sess *session
-	// pending holds this attempt's outcomes until the write is durable.
-	pending map[int]stmtOutcome
 }
 
 // done returns the remembered outcome of statement i, if it already took effect.
 func (rs *retryState) done(i int) (stmtOutcome, bool) {
-	if rs == nil {
+	if rs == nil || i >= len(rs.sess.stmts) || !rs.sess.stmts[i].ok {
 		return stmtOutcome{}, false
 	}
-	o, ok := rs.sess.stmts[i]
-	return o, ok
+	return rs.sess.stmts[i], true
 }
 
 // record remembers that statement i took effect with outcome o, once the attempt's writes
@@ -62,18 +68,26 @@ func (rs *retryState) record(i int, o stmtOutcome) {
 	if rs == nil {
 		return
 	}
-	if rs.pending == nil {
-		rs.pending = map[int]stmtOutcome{}
-	}
-	rs.pending[i] = o
+	o.ok = true
+	rs.sess.pending = append(rs.sess.pending, pendingStmt{i: i, o: o})
 }
 
-// commit moves this attempt's outcomes into the session: their writes are durable.
+// commit moves this attempt's outcomes into the session (their writes are durable); abort
+// forgets them.
 func (rs *retryState) commit() {
-	for i, o := range rs.pending {
-		rs.sess.stmts[i] = o
+	s := rs.sess
+	for _, p := range s.pending {
+		for len(s.stmts) <= p.i {
+			s.stmts = append(s.stmts, stmtOutcome{})
+		}
+		s.stmts[p.i] = p.o
 	}
-	rs.pending = nil
+	rs.abort()
+}
+
+func (rs *retryState) abort() {
+	clear(rs.sess.pending)
+	rs.sess.pending = rs.sess.pending[:0]
 }
 
 func newSessionRegistry() *sessionRegistry {
@@ -112,12 +126,15 @@ func (sr *sessionRegistry) runRetryable(_ context.Context, r *request, run func(
 	case n < s.txn:
 		return result{}, mongoerr.New(mongoerr.TransactionTooOld, "Retryable write with txnNumber %d is prohibited on session because a newer retryable write with txnNumber %d has already started on this session.", n, s.txn)
 	case n > s.txn:
-		s.txn, s.stmts = n, map[int]stmtOutcome{}
+		clear(s.stmts)
+		s.txn, s.stmts = n, s.stmts[:0]
 	}
 	r.retry = &retryState{sess: s}
 	res, err := run()
 	if err == nil {
 		r.retry.commit()
+	} else {
+		r.retry.abort()
 	}
 	r.retry = nil
 	return res, err

@@ -11,7 +11,7 @@ import (
 // RenameCollection renames db.coll to to (in the same or another database), keeping its
 // documents, indexes and UUID, as one logged "rename" entry. A missing source is
 // NamespaceNotFound (26); an existing target is NamespaceExists (48) unless dropTarget, in
-// which case the target is dropped by the same entry (Entry.DropTarget names it).
+// which case the target is dropped by the same entry (Entry.Rename.DropTarget names it).
 func (w *Writer) RenameCollection(db, coll string, to Namespace, dropTarget bool) error {
 	if err := w.check(); err != nil {
 		return err
@@ -26,12 +26,12 @@ func (w *Writer) RenameCollection(db, coll string, to Namespace, dropTarget bool
 	if db == to.DB && coll == to.Coll {
 		return mongoerr.New(mongoerr.IllegalOperation, "Can't rename a collection to itself")
 	}
-	ent := Entry{Op: OpRename, DB: db, Coll: coll, To: &to}
+	ent := Entry{Op: OpRename, DB: db, Coll: coll, Rename: &Rename{To: to}}
 	if target := w.e.st.coll(to.DB, to.Coll); target != nil {
 		if !dropTarget {
 			return mongoerr.New(mongoerr.NamespaceExists, "target namespace exists")
 		}
-		ent.DropTarget = target.uuid
+		ent.Rename.DropTarget = target.uuid
 	}
 	w.e.st.rename(c, to)
 	w.commit(ent, c)
@@ -63,9 +63,8 @@ func (w *Writer) CollMod(db, coll string, opts *CollOptions) error {
 	}
 	ent := Entry{Op: OpCollMod, DB: db, Coll: coll}
 	if opts != nil {
-		old, cur := c.opts, *opts
-		ent.Options, ent.OldOptions = &cur, &old
-		c.opts = cur
+		ent.Options = &OptionsChange{New: *opts, Old: c.opts}
+		c.opts = *opts
 	}
 	w.commit(ent, c)
 	return nil
@@ -82,24 +81,22 @@ func optionsFromDoc(d bson.D) CollOptions {
 	return CollOptions{PreAndPostImages: b}
 }
 
-// appendCatalogFields appends the log fields of pre-images, renames and collMods.
+// appendCatalogFields appends the log fields of pre-images, renames and collection options.
 func appendCatalogFields(dst []byte, ent *Entry) []byte {
-	if ent.preRaw != nil {
-		dst = bsoncore.AppendDocumentElement(dst, "pre", ent.preRaw)
-	} else if ent.Pre != nil {
+	if ent.Pre != nil {
 		dst = appendDocElement(dst, "pre", ent.Pre)
 	}
-	if ent.To != nil {
-		dst = appendDocElement(dst, "to", bson.D{{Key: "db", Value: ent.To.DB}, {Key: "c", Value: ent.To.Coll}})
+	if r := ent.Rename; r != nil {
+		dst = appendDocElement(dst, "to", bson.D{{Key: "db", Value: r.To.DB}, {Key: "c", Value: r.To.Coll}})
+		if r.DropTarget.Data != nil {
+			dst = bsoncore.AppendBinaryElement(dst, "dt", r.DropTarget.Subtype, r.DropTarget.Data)
+		}
 	}
-	if ent.DropTarget.Data != nil {
-		dst = bsoncore.AppendBinaryElement(dst, "dt", ent.DropTarget.Subtype, ent.DropTarget.Data)
-	}
-	if ent.Options != nil {
-		dst = appendDocElement(dst, "opts", optionsDoc(*ent.Options))
-	}
-	if ent.OldOptions != nil {
-		dst = appendDocElement(dst, "oldopts", optionsDoc(*ent.OldOptions))
+	if o := ent.Options; o != nil {
+		dst = appendDocElement(dst, "opts", optionsDoc(o.New))
+		if ent.Op == OpCollMod {
+			dst = appendDocElement(dst, "oldopts", optionsDoc(o.Old))
+		}
 	}
 	return dst
 }
@@ -110,8 +107,9 @@ func decodeCatalogField(ent *Entry, key string, v bsoncore.Value) (ok bool) {
 	switch key {
 	case "pre":
 		var d bsoncore.Document
-		d, ok = v.DocumentOK()
-		ent.preRaw = bson.Raw(d)
+		if d, ok = v.DocumentOK(); ok {
+			ent.Pre, _ = bsonval.Decode(d)
+		}
 		return ok
 	case "to":
 		var d bsoncore.Document
@@ -119,32 +117,39 @@ func decodeCatalogField(ent *Entry, key string, v bsoncore.Value) (ok bool) {
 			doc, _ := bsonval.Decode(d)
 			db, _ := bsonval.Get(doc, "db")
 			c, _ := bsonval.Get(doc, "c")
-			ns := Namespace{}
-			ns.DB, _ = db.(string)
-			ns.Coll, _ = c.(string)
-			ent.To = &ns
+			rename(ent).To.DB, _ = db.(string)
+			rename(ent).To.Coll, _ = c.(string)
 		}
 		return ok
 	case "dt":
 		var st byte
 		var data []byte
 		st, data, ok = v.BinaryOK()
-		ent.DropTarget = bson.Binary{Subtype: st, Data: append([]byte(nil), data...)}
+		rename(ent).DropTarget = bson.Binary{Subtype: st, Data: append([]byte(nil), data...)}
 		return ok
 	case "opts", "oldopts":
 		var d bsoncore.Document
 		if d, ok = v.DocumentOK(); ok {
 			doc, _ := bsonval.Decode(d)
-			o := optionsFromDoc(doc)
+			if ent.Options == nil {
+				ent.Options = &OptionsChange{}
+			}
 			if key == "opts" {
-				ent.Options = &o
+				ent.Options.New = optionsFromDoc(doc)
 			} else {
-				ent.OldOptions = &o
+				ent.Options.Old = optionsFromDoc(doc)
 			}
 		}
 		return ok
 	}
 	return true
+}
+
+func rename(ent *Entry) *Rename {
+	if ent.Rename == nil {
+		ent.Rename = &Rename{}
+	}
+	return ent.Rename
 }
 
 // CreateCollectionWith creates a collection with options, logged as one "create" entry
@@ -161,7 +166,6 @@ func (w *Writer) CreateCollectionWith(db, coll string, opts CollOptions) (create
 	}
 	c := w.e.st.createColl(db, coll, newUUID())
 	c.opts = opts
-	o := opts
-	w.commit(Entry{Op: OpCreate, DB: db, Coll: coll, Options: &o}, c)
+	w.commit(Entry{Op: OpCreate, DB: db, Coll: coll, Options: &OptionsChange{New: opts}}, c)
 	return true, CollOptions{}, nil
 }

@@ -23,14 +23,14 @@ func dumpCatalog(e *Engine) string {
 	})
 	for _, ent := range e.OplogAfter(OpTime{}, 0) {
 		fmt.Fprintf(&sb, "op %v %s %s.%s pre=%s", ent.TS, ent.Op, ent.DB, ent.Coll, bsonval.Format(ent.Pre))
-		if ent.To != nil {
-			fmt.Fprintf(&sb, " to=%s.%s dropTarget=%x", ent.To.DB, ent.To.Coll, ent.DropTarget.Data)
+		if r := ent.Rename; r != nil {
+			fmt.Fprintf(&sb, " to=%s.%s dropTarget=%x", r.To.DB, r.To.Coll, r.DropTarget.Data)
 		}
-		if ent.Options != nil {
-			fmt.Fprintf(&sb, " opts=%+v", *ent.Options)
-		}
-		if ent.OldOptions != nil {
-			fmt.Fprintf(&sb, " old=%+v", *ent.OldOptions)
+		if o := ent.Options; o != nil {
+			fmt.Fprintf(&sb, " opts=%+v", o.New)
+			if ent.Op == OpCollMod {
+				fmt.Fprintf(&sb, " old=%+v", o.Old)
+			}
 		}
 		sb.WriteString("\n")
 	}

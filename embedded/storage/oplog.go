@@ -200,12 +200,6 @@ func decodeOplogEntry(raw []byte) (Entry, error) {
 			ent.DocKey = bson.D{ent.Doc[0]}
 		}
 	}
-	if ent.preRaw != nil {
-		if ent.Pre, err = bsonval.Decode(ent.preRaw); err != nil {
-			return ent, err
-		}
-		ent.preRaw = nil
-	}
 	return ent, nil
 }
 

@@ -230,7 +230,7 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		}
 		c = st.createColl(ent.DB, ent.Coll, ent.UUID)
 		if ent.Options != nil {
-			c.opts = *ent.Options
+			c.opts = ent.Options.New
 		}
 	case OpDrop:
 		if err := needColl(); err != nil {
@@ -274,16 +274,16 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if err := needColl(); err != nil {
 			return err
 		}
-		if ent.To == nil {
+		if ent.Rename == nil {
 			return fmt.Errorf("rename without a target")
 		}
-		st.rename(c, *ent.To)
+		st.rename(c, ent.Rename.To)
 	case OpCollMod:
 		if err := needColl(); err != nil {
 			return err
 		}
 		if ent.Options != nil {
-			c.opts = *ent.Options
+			c.opts = ent.Options.New
 		}
 	case OpInsert, OpUpdate, OpReplace:
 		if err := needColl(); err != nil {

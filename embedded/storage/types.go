@@ -97,11 +97,24 @@ const (
 	OpCreate        = "create"
 	OpCreateIndexes = "createIndexes"
 	OpDropIndexes   = "dropIndexes"
-	// OpRename renames DB.Coll to Entry.To, replacing the target when Entry.DropTarget is set.
+	// OpRename renames DB.Coll (Entry.Rename).
 	OpRename = "rename"
 	// OpCollMod changes a collection's options (Entry.Options, when set).
 	OpCollMod = "collMod"
 )
+
+// Rename is a rename's target, and the UUID of the collection it replaced (zero when the
+// target did not exist).
+type Rename struct {
+	To         Namespace
+	DropTarget bson.Binary
+}
+
+// OptionsChange is the options a collection was created with (New), or a collMod's new and
+// previous options.
+type OptionsChange struct {
+	New, Old CollOptions
+}
 
 // Namespace names a collection.
 type Namespace struct {
@@ -136,13 +149,10 @@ type Entry struct {
 	// Pre is the document before an update, replace or delete of a collection with
 	// PreAndPostImages enabled; nil otherwise.
 	Pre bson.D
-	// To is a rename's target; DropTarget is the UUID of the collection the rename replaced
-	// (zero when the target did not exist).
-	To         *Namespace
-	DropTarget bson.Binary
-	// Options and OldOptions are a collMod's new and previous collection options.
-	Options, OldOptions *CollOptions
+	// Rename describes a rename.
+	Rename *Rename
+	// Options are the options of a create or a collMod that set them.
+	Options *OptionsChange
 
-	raw    bson.Raw // Doc's encoding
-	preRaw bson.Raw // Pre's encoding
+	raw bson.Raw // Doc's encoding
 }

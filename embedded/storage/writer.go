@@ -308,7 +308,7 @@ func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc
 	}
 	ent := Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}
 	if c.opts.PreAndPostImages {
-		ent.Pre, ent.preRaw = cur.D, cur.Raw
+		ent.Pre = cur.D
 	}
 	w.commit(ent, c)
 	return d, nil
@@ -331,7 +331,7 @@ func (w *Writer) Delete(db, coll string, old *Doc) error {
 	c.delete(cur)
 	ent := Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}
 	if c.opts.PreAndPostImages {
-		ent.Pre, ent.preRaw = cur.D, cur.Raw
+		ent.Pre = cur.D
 	}
 	w.commit(ent, c)
 	return nil
