@@ -6,8 +6,10 @@
 // It advertises a single-node replica set (so "?replicaSet=rs0" discovery works), executes
 // commands against package storage (documents, indexes, durability, oplog), package query
 // (filters, updates, projections, sorts) and package aggregate (pipelines), and keeps the
-// per-connection and per-session state a real mongod keeps: cursors, retryable-write results,
-// cluster time. Anything outside the subset answers NotImplemented (code 238) naming what is
+// per-connection and per-session state a real mongod keeps: cursors, retryable-write results
+// (per statement), cluster time. With EnableTestCommands it has mongod's fail points failCommand,
+// onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout, so fault tests run unchanged
+// against both. Anything outside the subset answers NotImplemented (code 238) naming what is
 // missing; it never answers wrongly in silence.
 //
 // It does not do authentication, TLS, compression, transactions or sharding.
