@@ -173,6 +173,9 @@ func TestTxnWriteFailPointReplyLost(t *testing.T) {
 	})
 
 	t.Run("the retry loses its reply too: applied once, the client is not told", func(t *testing.T) {
+		// The embedded server stops the command at the statement whose reply is lost; mongod
+		// may run more of the batch before the closed connection interrupts it.
+		store.SkipIfReal(t)
 		coll := e.db.Collection("twice")
 		if _, err := coll.InsertMany(e.ctx, []any{csDoc("_id", int32(1), "n", int32(0)), csDoc("_id", int32(2), "n", int32(0)), csDoc("_id", int32(3), "n", int32(0))}); err != nil {
 			t.Fatal(err)
