@@ -45,7 +45,13 @@ type changeStream struct {
 	db, coll     string
 	after        storage.OpTime // entries with TS > after are next
 	fullDocument string
-	post         *aggregate.Pipeline // stages after $changeStream, nil if none
+	// beforeChange is fullDocumentBeforeChange: "whenAvailable", "required", or "" (off).
+	beforeChange string
+	// expanded is showExpandedEvents: DDL events (create, createIndexes, dropIndexes,
+	// modify) and the expanded fields (collectionUUID, operationDescription,
+	// updateDescription.disambiguatedPaths).
+	expanded bool
+	post     *aggregate.Pipeline // stages after $changeStream, nil if none
 	// pendingInvalidate is set when the stream resumed right after the drop that
 	// invalidates it: the invalidate event comes next.
 	pendingInvalidate *storage.Entry
@@ -149,8 +155,14 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 				return result{}, mongoerr.BadValuef("unknown fullDocument mode %q", e.Value)
 			}
 		case "fullDocumentBeforeChange":
-			if mode, _ := e.Value.(string); mode != "off" {
-				return result{}, mongoerr.NotImplementedf("change stream pre-images (fullDocumentBeforeChange %q)", e.Value)
+			mode, _ := e.Value.(string)
+			switch mode {
+			case "off":
+				cs.beforeChange = ""
+			case "whenAvailable", "required":
+				cs.beforeChange = mode
+			default:
+				return result{}, mongoerr.BadValuef("unknown fullDocumentBeforeChange mode %q", e.Value)
 			}
 		case "resumeAfter":
 			resumeAfter = e.Value
@@ -161,11 +173,11 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 		case "allChangesForCluster":
 			allCluster = boolArg(e.Value)
 		case "showExpandedEvents":
-			if boolArg(e.Value) {
-				return result{}, mongoerr.NotImplementedf("change stream option showExpandedEvents")
-			}
-		default:
+			cs.expanded = boolArg(e.Value)
+		case "showRawUpdateDescription", "showSystemEvents", "showMigrationEvents", "allowToRunOnConfigDB", "allowToRunOnSystemNS":
 			return result{}, mongoerr.NotImplementedf("$changeStream option '%s'", e.Key)
+		default:
+			return result{}, mongoerr.New(40415, "BSON field '$changeStream.%s' is an unknown field.", e.Key)
 		}
 	}
 	if allCluster {
@@ -182,8 +194,11 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 			set++
 		}
 	}
+	if resumeAfter != nil && startAfter != nil {
+		return result{}, mongoerr.New(50865, "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage")
+	}
 	if set > 1 {
-		return result{}, mongoerr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
+		return result{}, mongoerr.New(40674, "Only one type of resume option is allowed, but multiple were found")
 	}
 	switch {
 	case resumeAfter != nil || startAfter != nil:
@@ -196,7 +211,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 			return result{}, err
 		}
 		if kind == tokenInvalidate && resumeAfter != nil {
-			return result{}, mongoerr.New(mongoerr.ChangeStreamFatalError, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
+			return result{}, mongoerr.New(mongoerr.InvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification")
 		}
 		cs.after = ts
 		if kind == tokenEvent {
@@ -217,13 +232,8 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 	cs.pbrt = encodeToken(cs.after, tokenHighWater)
 	if len(stages) > 1 {
 		for _, st := range stages[1:] {
-			if len(st) == 0 {
-				continue
-			}
-			switch st[0].Key {
-			case "$match", "$project", "$addFields", "$set", "$unset":
-			default:
-				return result{}, mongoerr.New(mongoerr.IllegalOperation, "%s is not permitted in a $changeStream pipeline", st[0].Key)
+			if err := checkStreamStage(st); err != nil {
+				return result{}, err
 			}
 		}
 		p, err := aggregate.Compile(stages[1:])
@@ -260,25 +270,41 @@ func (s *Server) invalidatingEntryAt(cs *changeStream, ts storage.OpTime) *stora
 	return nil
 }
 
+// invalidatedBy reports the entries that end a stream with an invalidate event: for a
+// collection, its drop and a rename from or to its name; for a database, its drop.
 func (cs *changeStream) invalidatedBy(e *storage.Entry) bool {
 	switch cs.scope {
 	case scopeCollection:
-		return e.Op == storage.OpDrop && e.DB == cs.db && e.Coll == cs.coll
+		switch e.Op {
+		case storage.OpDrop:
+			return e.DB == cs.db && e.Coll == cs.coll
+		case storage.OpRename:
+			return (e.DB == cs.db && e.Coll == cs.coll) || (e.Rename != nil && e.Rename.To.DB == cs.db && e.Rename.To.Coll == cs.coll)
+		}
 	case scopeDatabase:
 		return e.Op == storage.OpDropDatabase && e.DB == cs.db
 	}
 	return false
 }
 
+// inScope reports the entries of the stream's namespaces (a rename also belongs to the
+// namespace it renames to).
 func (cs *changeStream) inScope(e *storage.Entry) bool {
-	if e.DB == "admin" || e.DB == "config" || e.DB == "local" || strings.HasPrefix(e.Coll, "system.") {
+	if e.Rename != nil && cs.nsInScope(e.Rename.To.DB, e.Rename.To.Coll) {
+		return true
+	}
+	return cs.nsInScope(e.DB, e.Coll)
+}
+
+func (cs *changeStream) nsInScope(db, coll string) bool {
+	if db == "admin" || db == "config" || db == "local" || strings.HasPrefix(coll, "system.") {
 		return false
 	}
 	switch cs.scope {
 	case scopeCollection:
-		return e.DB == cs.db && e.Coll == cs.coll
+		return db == cs.db && coll == cs.coll
 	case scopeDatabase:
-		return e.DB == cs.db
+		return db == cs.db
 	}
 	return true
 }
@@ -369,7 +395,10 @@ func (s *Server) streamBatch(cs *changeStream, batchSize int64) (bson.A, error) 
 			if !cs.inScope(e) {
 				continue
 			}
-			ev, ok := s.eventFor(cs, e)
+			ev, ok, err := s.eventFor(cs, e)
+			if err != nil {
+				return nil, err
+			}
 			if !ok {
 				continue
 			}
@@ -400,69 +429,11 @@ func (cs *changeStream) apply(ev bson.D) (bson.D, error) {
 	id, _ := bsonval.Get(out[0], "_id")
 	want, _ := bsonval.Get(ev, "_id")
 	if bsonval.Compare(id, want) != 0 {
-		return nil, mongoerr.New(mongoerr.ChangeStreamFatalError, "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.")
+		return nil, &mongoerr.Error{
+			Code:   mongoerr.ChangeStreamFatalError,
+			Msg:    "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.",
+			Labels: []string{"NonResumableChangeStreamError"},
+		}
 	}
 	return out[0], nil
-}
-
-func invalidateEvent(e *storage.Entry) bson.D {
-	return bson.D{
-		{Key: "_id", Value: encodeToken(e.TS, tokenInvalidate)},
-		{Key: "operationType", Value: "invalidate"},
-		{Key: "clusterTime", Value: e.TS},
-		{Key: "wallTime", Value: bson.NewDateTimeFromTime(e.Wall)},
-	}
-}
-
-// eventFor renders an oplog entry as a change event; ok is false for entries that are not
-// events of a (non-expanded) change stream, such as index builds.
-func (s *Server) eventFor(cs *changeStream, e *storage.Entry) (bson.D, bool) {
-	ev := bson.D{
-		{Key: "_id", Value: encodeToken(e.TS, tokenEvent)},
-		{Key: "operationType", Value: e.Op},
-		{Key: "clusterTime", Value: e.TS},
-		{Key: "wallTime", Value: bson.NewDateTimeFromTime(e.Wall)},
-	}
-	ns := bson.D{{Key: "db", Value: e.DB}, {Key: "coll", Value: e.Coll}}
-	switch e.Op {
-	case storage.OpInsert, storage.OpReplace:
-		ev = append(ev, bson.E{Key: "fullDocument", Value: e.Doc})
-	case storage.OpUpdate:
-		switch cs.fullDocument {
-		case "updateLookup":
-			var cur any
-			s.engine.Read(func(rd *storage.Reader) {
-				if d, ok := rd.Get(e.DB, e.Coll, e.DocKey[0].Value); ok {
-					cur = d.D
-				}
-			})
-			ev = append(ev, bson.E{Key: "fullDocument", Value: cur})
-		case "whenAvailable", "required":
-			// The oplog keeps every update's post-image, so it is always available.
-			ev = append(ev, bson.E{Key: "fullDocument", Value: e.Doc})
-		}
-	case storage.OpDelete:
-	case storage.OpDrop:
-		return append(ev, bson.E{Key: "ns", Value: ns}), true
-	case storage.OpDropDatabase:
-		return append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: e.DB}}}), true
-	default:
-		return nil, false
-	}
-	ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "documentKey", Value: e.DocKey})
-	if e.Op == storage.OpUpdate {
-		desc := bson.D{{Key: "updatedFields", Value: bson.D{}}, {Key: "removedFields", Value: bson.A{}}, {Key: "truncatedArrays", Value: bson.A{}}}
-		if e.Update != nil {
-			if e.Update.UpdatedFields != nil {
-				desc[0].Value = e.Update.UpdatedFields
-			}
-			removed := bson.A{}
-			for _, f := range e.Update.RemovedFields {
-				removed = append(removed, f)
-			}
-			desc[1].Value = removed
-		}
-		ev = append(ev, bson.E{Key: "updateDescription", Value: desc})
-	}
-	return ev, true
 }

@@ -17,11 +17,23 @@ func cmdCreate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	// MongoDB 7.0 answers success when the collection already exists with identical options.
-	// The embedded server supports no collection options (any is refused before this point),
-	// so an existing collection always has identical ones and NamespaceExists never applies.
+	_, viewOn := r.arg("viewOn")
+	if _, pipeline := r.arg("pipeline"); viewOn || pipeline {
+		return result{}, mongoerr.NotImplementedf("views (create with viewOn)")
+	}
+	var opts storage.CollOptions
+	if v, ok := r.arg("changeStreamPreAndPostImages"); ok {
+		if opts.PreAndPostImages, err = preAndPostImagesArg(v, "create"); err != nil {
+			return result{}, err
+		}
+	}
+	// MongoDB 7.0 answers success when the collection already exists with identical options,
+	// NamespaceExists when its options differ.
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		_, err := w.CreateCollection(r.db, coll)
+		created, existing, err := w.CreateCollectionWith(r.db, coll, opts)
+		if err == nil && !created && existing != opts {
+			err = mongoerr.New(mongoerr.NamespaceExists, "Collection %s.%s already exists with different options", r.db, coll)
+		}
 		return err
 	})
 	if err != nil {
@@ -300,7 +312,7 @@ func cmdListCollections(_ context.Context, s *Server, r *request) (result, error
 		d := bson.D{{Key: "name", Value: c.Name}, {Key: "type", Value: "collection"}}
 		if !nameOnly {
 			d = append(d,
-				bson.E{Key: "options", Value: bson.D{}},
+				bson.E{Key: "options", Value: optionsDoc(c.Options)},
 				bson.E{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: c.UUID}}},
 				bson.E{Key: "idIndex", Value: bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: "_id_"}}})
 		}

@@ -180,8 +180,13 @@ func cmdGetMore(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	if err := s.fail.onGetMore(r.conn); err != nil {
+		// The cursor is not put back: a getMore that fails kills its cursor, as in mongod.
+		return result{}, c.getMoreError(err)
+	}
 	if c.stream != nil {
-		return s.changeStreamGetMore(ctx, c, r, batchSize)
+		res, err := s.changeStreamGetMore(ctx, c, r, batchSize)
+		return res, c.getMoreError(err)
 	}
 	batch := c.nextBatch(int(batchSize))
 	if c.exhausted() {

@@ -35,22 +35,67 @@ func writeErrorDoc(index int, err error) bson.D {
 	return append(d, bson.E{Key: "errmsg", Value: e.Msg})
 }
 
+// writeTotals accumulates the outcomes of a write command's statements.
+type writeTotals struct {
+	n, nModified int
+	upserted     bson.A
+}
+
+func (t *writeTotals) add(i int, o stmtOutcome) {
+	t.n += o.n
+	t.nModified += o.nModified
+	if o.upserted != nil {
+		t.upserted = append(t.upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: o.upserted}})
+	}
+}
+
 // writeStatements runs statements 0..n-1 of a write command under one engine write: each
 // failing statement becomes a writeErrors entry at its index; ordered stops at the first.
-func (s *Server) writeStatements(ctx context.Context, n int, ordered bool, run func(w *storage.Writer, i int) error) (bson.Timestamp, bson.A, error) {
+//
+// In a retryable write (r.retry set) a statement the session already executed is not run
+// again: its remembered outcome is replayed. A statement that runs evaluates the
+// onPrimaryTransactionalWrite fail point, which may fail it unapplied (before it runs) or,
+// once it has written, stop the command and close the connection (r.closeConn) when the
+// writes are durable.
+func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered bool, run func(w *storage.Writer, i int) (stmtOutcome, error)) (writeTotals, bson.Timestamp, bson.A, error) {
+	var tot writeTotals
 	var writeErrors bson.A
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
 		for i := range n {
-			if err := run(w, i); err != nil {
-				writeErrors = append(writeErrors, writeErrorDoc(i, err))
-				if ordered {
-					return nil
+			if o, ok := r.retry.done(i); ok {
+				tot.add(i, o)
+				continue
+			}
+			var act txnWriteAction
+			if r.retry != nil {
+				act = s.fail.beforeTxnWrite(r)
+			}
+			var o stmtOutcome
+			err := act.failErr
+			if err == nil {
+				before := w.Mutations()
+				o, err = run(w, i)
+				if r.retry != nil && w.Mutations() > before {
+					act = s.fail.afterTxnWrite()
 				}
+			}
+			if err == nil {
+				tot.add(i, o)
+				r.retry.record(i, o)
+			} else if !act.closeConn {
+				writeErrors = append(writeErrors, writeErrorDoc(i, err))
+			}
+			if act.closeConn {
+				r.closeConn = true
+				return nil
+			}
+			if err != nil && ordered {
+				return nil
 			}
 		}
 		return nil
 	})
-	return op, writeErrors, err
+	return tot, op, writeErrors, err
 }
 
 // parsed is one statement of a write command, parsed outside the write lock; a statement that
@@ -177,21 +222,17 @@ func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	n := 0
-	op, writeErrors, err := s.writeStatements(ctx, len(docs), orderedArg(r), func(w *storage.Writer, i int) error {
+	tot, op, writeErrors, err := s.writeStatements(ctx, r, len(docs), orderedArg(r), func(w *storage.Writer, i int) (stmtOutcome, error) {
 		doc, err := withID(docs[i])
 		if err == nil {
 			_, err = w.Insert(r.db, coll, doc)
 		}
-		if err == nil {
-			n++
-		}
-		return err
+		return stmtOutcome{n: 1}, err
 	})
 	if err != nil {
 		return result{}, err
 	}
-	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(n)}), nil
+	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(tot.n)}), nil
 }
 
 // updateOp is one parsed statement of an update command.
@@ -277,21 +318,15 @@ func checkCollation(v any) error {
 	return mongoerr.NotImplementedf("collations other than {locale: \"simple\"}")
 }
 
-// updateStats accumulates the reply counters of an update command.
-type updateStats struct {
-	n, nModified int
-	upserted     bson.A
-}
-
 // applyUpdate runs one update statement under the write lock.
-func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st *updateStats) error {
+func applyUpdate(w *storage.Writer, db, coll string, op updateOp) (stmtOutcome, error) {
 	limit := 1
 	if op.multi {
 		limit = 0
 	}
 	targets, err := findMatching(&w.Reader, db, coll, op.q, op.filter, limit)
 	if err != nil {
-		return err
+		return stmtOutcome{}, err
 	}
 	// A statement that fails counts in neither n nor nModified, as in mongod (whose per-statement
 	// counters are only added on success).
@@ -299,32 +334,28 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, index int, st 
 	for _, d := range targets {
 		out, desc, changed, err := applyMatched(op.upd, op.filter, d.D)
 		if err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
 		n++
 		if !changed {
 			continue
 		}
 		if _, err := w.Replace(db, coll, d, out, storageDesc(op.upd, desc)); err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
 		nModified++
 	}
-	st.n += n
-	st.nModified += nModified
 	if len(targets) > 0 || !op.upsert {
-		return nil
+		return stmtOutcome{n: n, nModified: nModified}, nil
 	}
 	doc, err := upsertDoc(op.q, op.upd)
 	if err != nil {
-		return err
+		return stmtOutcome{}, err
 	}
 	if _, err := w.Insert(db, coll, doc); err != nil {
-		return err
+		return stmtOutcome{}, err
 	}
-	st.n++
-	st.upserted = append(st.upserted, bson.D{{Key: "index", Value: int32(index)}, {Key: "_id", Value: doc[0].Value}})
-	return nil
+	return stmtOutcome{n: 1, upserted: doc[0].Value}, nil
 }
 
 // upsertDoc builds the document an upsert inserts: the filter's equalities with the update
@@ -377,12 +408,11 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	var st updateStats
-	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
+	st, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
 		if ops[i].err != nil {
-			return ops[i].err
+			return stmtOutcome{}, ops[i].err
 		}
-		return applyUpdate(w, r.db, coll, ops[i].op, i, &st)
+		return applyUpdate(w, r.db, coll, ops[i].op)
 	})
 	if err != nil {
 		return result{}, err
@@ -458,26 +488,24 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	n := 0
-	op, writeErrors, err := s.writeStatements(ctx, len(ops), ordered, func(w *storage.Writer, i int) error {
+	tot, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
 		if ops[i].err != nil {
-			return ops[i].err
+			return stmtOutcome{}, ops[i].err
 		}
 		o := ops[i].op
 		targets, err := findMatching(&w.Reader, r.db, coll, o.q, o.filter, int(o.limit))
 		if err != nil {
-			return err
+			return stmtOutcome{}, err
 		}
 		for _, d := range targets {
 			if err := w.Delete(r.db, coll, d); err != nil {
-				return err
+				return stmtOutcome{}, err
 			}
-			n++
 		}
-		return nil
+		return stmtOutcome{n: len(targets)}, nil
 	})
 	if err != nil {
 		return result{}, err
 	}
-	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(n)}), nil
+	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(tot.n)}), nil
 }

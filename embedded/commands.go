@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,11 @@ type request struct {
 	txnNumber *int64
 	wc        writeConcern
 	deadline  time.Time // from maxTimeMS; zero = none
+	// retry is the session's retryable-write state while a retryable write runs.
+	retry *retryState
+	// closeConn asks for the connection to be closed instead of replying (the
+	// onPrimaryTransactionalWrite fail point: the write happened, the reply is lost).
+	closeConn bool
 }
 
 // arg returns the value of a top-level field of the command.
@@ -50,6 +56,9 @@ type commandSpec struct {
 	write bool
 	// retryable marks commands whose (lsid, txnNumber) result is remembered.
 	retryable bool
+	// statements marks retryable commands that remember and replay each statement
+	// themselves (writeStatements); the others are a single statement remembered whole.
+	statements bool
 	// testOnly marks commands available only with EnableTestCommands.
 	testOnly bool
 }
@@ -79,16 +88,17 @@ func commandTable() map[string]commandSpec {
 		"killAllSessions":    {run: cmdKillAllSessions},
 		"listDatabases":      {run: cmdListDatabases, fields: []string{"nameOnly", "filter", "authorizedDatabases"}},
 		"listCollections":    {run: cmdListCollections, fields: []string{"filter", "nameOnly", "authorizedCollections", "cursor"}},
-		"create":             {run: cmdCreate, write: true},
+		"create":             {run: cmdCreate, fields: []string{"changeStreamPreAndPostImages", "viewOn", "pipeline"}, write: true},
+		"collMod":            {run: cmdCollMod, fields: []string{"changeStreamPreAndPostImages", "index"}, write: true},
+		"renameCollection":   {run: cmdRenameCollection, fields: []string{"to", "dropTarget", "stayTemp"}, write: true},
 		"drop":               {run: cmdDrop, write: true},
 		"dropDatabase":       {run: cmdDropDatabase, write: true},
 		"createIndexes":      {run: cmdCreateIndexes, fields: []string{"indexes", "commitQuorum"}, write: true},
 		"listIndexes":        {run: cmdListIndexes, fields: []string{"cursor"}},
 		"dropIndexes":        {run: cmdDropIndexes, fields: []string{"index"}, write: true},
-		"collMod":            {run: cmdCollMod, fields: []string{"index"}, write: true},
-		"insert":             {run: cmdInsert, fields: []string{"documents", "ordered", "bypassDocumentValidation"}, write: true, retryable: true},
-		"update":             {run: cmdUpdate, fields: []string{"updates", "ordered", "bypassDocumentValidation", "let"}, write: true, retryable: true},
-		"delete":             {run: cmdDelete, fields: []string{"deletes", "ordered", "let"}, write: true, retryable: true},
+		"insert":             {run: cmdInsert, fields: []string{"documents", "ordered", "bypassDocumentValidation"}, write: true, retryable: true, statements: true},
+		"update":             {run: cmdUpdate, fields: []string{"updates", "ordered", "bypassDocumentValidation", "let"}, write: true, retryable: true, statements: true},
+		"delete":             {run: cmdDelete, fields: []string{"deletes", "ordered", "let"}, write: true, retryable: true, statements: true},
 		"findAndModify":      {run: cmdFindAndModify, fields: famFields, write: true, retryable: true},
 		"findandmodify":      {run: cmdFindAndModify, fields: famFields, write: true, retryable: true},
 		"find":               {run: cmdFind, fields: findFields},
@@ -128,10 +138,16 @@ func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.
 	}
 
 	var res result
-	if spec.retryable && r.lsid != nil && r.txnNumber != nil {
+	switch {
+	case spec.retryable && r.lsid != nil && r.txnNumber != nil && spec.statements:
 		res, err = s.sessions.runRetryable(ctx, r, func() (result, error) { return spec.run(ctx, s, r) })
-	} else {
+	case spec.retryable && r.lsid != nil && r.txnNumber != nil:
+		res, err = s.sessions.runRetryable(ctx, r, func() (result, error) { return s.runOneStatement(ctx, spec, r) })
+	default:
 		res, err = spec.run(ctx, s, r)
+	}
+	if r.closeConn {
+		return nil, errCloseConnection
 	}
 	if err != nil {
 		return s.errorReply(err, res.opTime), nil
@@ -144,6 +160,29 @@ func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.
 		res.wcErr = r.wc.check()
 	}
 	return s.okReply(res), nil
+}
+
+// runOneStatement runs a retryable write that is one statement (findAndModify): a retry
+// replays the remembered reply; otherwise onPrimaryTransactionalWrite may fail it unapplied,
+// or close the connection once it has written.
+func (s *Server) runOneStatement(ctx context.Context, spec commandSpec, r *request) (result, error) {
+	if o, ok := r.retry.done(0); ok {
+		return *o.reply, nil
+	}
+	if act := s.fail.beforeTxnWrite(r); act.failErr != nil {
+		r.closeConn = act.closeConn
+		return result{}, act.failErr
+	}
+	res, err := spec.run(ctx, s, r)
+	if err == nil {
+		kept := res
+		kept.fields = slices.Clip(res.fields)
+		r.retry.record(0, stmtOutcome{reply: &kept})
+		if res.opTime != (bson.Timestamp{}) { // it wrote
+			r.closeConn = s.fail.afterTxnWrite().closeConn
+		}
+	}
+	return res, err
 }
 
 func (s *Server) commands() map[string]commandSpec {
@@ -309,6 +348,13 @@ func (s *Server) okReply(res result) bson.D {
 	if len(res.labels) > 0 {
 		reply = append(reply, bson.E{Key: "errorLabels", Value: stringsToA(res.labels)})
 	}
+	if code, ok := toInt64(valueOf(res.wcErr, "code")); ok && isStateChangeCode(int32(code)) {
+		// As mongod 4.4+ for a "not primary" or "shutting down" writeConcernError: the reply's
+		// topologyVersion tells drivers the topology did not change, so they neither mark the
+		// server Unknown nor clear its pool (which would make the retry's connection checkout
+		// fail with PoolClearedError, and the driver give up with the first error).
+		reply = append(reply, bson.E{Key: "topologyVersion", Value: s.topologyVersion()})
+	}
 	ts := s.clusterTimeFor(res.opTime)
 	return append(reply,
 		bson.E{Key: "$clusterTime", Value: s.clusterTimeDoc(s.clusterTimeFor(bson.Timestamp{}))},
@@ -395,7 +441,7 @@ func typeName(v any) string { return bsonval.TypeName(v) }
 // isStateChangeCode reports "not writable primary" and "node is recovering" errors (SDAM spec).
 func isStateChangeCode(code int32) bool {
 	switch code {
-	case 10107, 13435, 13436, 11600, 11602, 189, 91:
+	case 10107, 13435, 13436, 11600, 11602, 189, 91, 10058:
 		return true
 	}
 	return false

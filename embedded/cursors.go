@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -114,4 +115,33 @@ func cursorReply(id int64, ns, batchKey string, batch bson.A, extra ...bson.E) b
 	cur = append(cur, extra...)
 	cur = append(cur, bson.E{Key: "id", Value: id}, bson.E{Key: "ns", Value: ns})
 	return bson.D{{Key: "cursor", Value: cur}}
+}
+
+// getMoreError returns err as a getMore on c answers it: on a change stream, an error the
+// stream can resume from carries the ResumableChangeStreamError label, as mongod adds it
+// (drivers resume on the label, not on the code).
+func (c *cursor) getMoreError(err error) error {
+	if err == nil || c.stream == nil {
+		return err
+	}
+	e := mongoerr.As(err)
+	if !isResumableStreamCode(e.Code) || slices.Contains(e.Labels, resumableLabel) {
+		return err
+	}
+	labeled := *e
+	labeled.Labels = append(slices.Clip(e.Labels), resumableLabel)
+	return &labeled
+}
+
+const resumableLabel = "ResumableChangeStreamError"
+
+// isResumableStreamCode reports the codes mongod labels ResumableChangeStreamError on a
+// change stream's getMore: retriable, network, "not primary", shutdown, stale-shard and
+// retarget errors (the change-streams spec's allow list).
+func isResumableStreamCode(code int32) bool {
+	switch code {
+	case 6, 7, 89, 91, 133, 150, 189, 234, 262, 9001, 10107, 11600, 11602, 13388, 13435, 13436, 63:
+		return true
+	}
+	return false
 }

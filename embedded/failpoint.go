@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -11,17 +12,45 @@ import (
 	"github.com/gameops/rollup/embedded/mongoerr"
 )
 
-// failPoints holds the failCommand fail point, configured by configureFailPoint exactly as
+// Fail points the embedded server implements, configured by configureFailPoint exactly as
 // mongod's test command (enabled only with EnableTestCommands).
+const (
+	// fpFailCommand fails, blocks or disconnects the listed commands before they run.
+	fpFailCommand = "failCommand"
+	// fpTxnWrite (mongod's onPrimaryTransactionalWrite) fires on each statement of a
+	// retryable write: it closes the connection after the statement is applied (the reply is
+	// lost) or fails the statement before it is applied (failBeforeCommitExceptionCode).
+	fpTxnWrite = "onPrimaryTransactionalWrite"
+	// fpGetMore (mongod's failGetMoreAfterCursorCheckout) fails a getMore with errorCode once
+	// its cursor is checked out; the cursor is killed, as when a real getMore fails.
+	fpGetMore = "failGetMoreAfterCursorCheckout"
+)
+
+// failPoints holds the configured fail points by name; a name absent from the map is off.
 type failPoints struct {
-	mu sync.Mutex
-	fc *failCommand
+	// armed counts the configured fail points, so that commands skip the lock while none is
+	// (every statement of a retryable write evaluates onPrimaryTransactionalWrite).
+	armed  atomic.Int32
+	mu     sync.Mutex
+	points map[string]*failPoint
+	// entered counts, per fail point name, the activations since it was last configured
+	// (the "count" configureFailPoint answers).
+	entered map[string]int64
 }
 
-type failCommand struct {
-	alwaysOn  bool
-	times     int64 // remaining activations when !alwaysOn
-	skip      int64 // matching commands to let through first
+// failPoint is one configured fail point: its mode and its parsed data (immutable once
+// configured; only the mode's counters change, under failPoints.mu).
+type failPoint struct {
+	alwaysOn bool  // fires on every evaluation once skip is used up
+	times    int64 // remaining activations when !alwaysOn
+	skip     int64 // evaluations to let through first
+
+	cmd     *failCommandData
+	write   *txnWriteData
+	getMore *getMoreData
+}
+
+type failCommandData struct {
 	commands  map[string]bool
 	closeConn bool
 	code      int32
@@ -31,17 +60,56 @@ type failCommand struct {
 	wcErr     bson.D
 	block     time.Duration
 	appName   string
-	entered   int64
 }
 
-// failAction is what an activated fail point does to one command.
+type txnWriteData struct {
+	closeConn  bool // default true, as in mongod
+	failCode   int32
+	failBefore bool
+}
+
+type getMoreData struct {
+	code    int32 // default InternalError
+	appName string
+}
+
+// failAction is what an activated failCommand does to one command.
 type failAction struct {
 	err    error
 	wcErr  bson.D
 	labels []string
 }
 
-func newFailPoints() *failPoints { return &failPoints{} }
+func newFailPoints() *failPoints {
+	return &failPoints{points: map[string]*failPoint{}, entered: map[string]int64{}}
+}
+
+// fire evaluates the named fail point once for an evaluation its filter accepts: it reports
+// whether it fires, consuming one activation (skip first, then times). accept runs under the
+// lock and must not block.
+func (fps *failPoints) fire(name string, accept func(fp *failPoint) bool) (*failPoint, bool) {
+	if fps.armed.Load() == 0 {
+		return nil, false
+	}
+	fps.mu.Lock()
+	defer fps.mu.Unlock()
+	fp := fps.points[name]
+	if fp == nil || (accept != nil && !accept(fp)) {
+		return nil, false
+	}
+	if fp.skip > 0 {
+		fp.skip--
+		return nil, false
+	}
+	if !fp.alwaysOn {
+		fp.times--
+		if fp.times <= 0 {
+			fps.remove(name)
+		}
+	}
+	fps.entered[name]++
+	return fp, true
+}
 
 // retryableCodes are the error codes mongod labels RetryableWriteError (retryable-writes spec).
 func isRetryableCode(code int32) bool {
@@ -60,29 +128,17 @@ func isRetryableWriteCommand(r *request) bool {
 	return false
 }
 
-// evaluate consumes one activation of the fail point for this command, if it applies, blocks
+// evaluate consumes one activation of failCommand for this command, if it applies, blocks
 // when asked, and returns what to do. It returns errCloseConnection for closeConnection.
-func (fp *failPoints) evaluate(ctx context.Context, name string, cs *connState, r *request) (*failAction, error) {
-	fp.mu.Lock()
-	fc := fp.fc
-	if fc == nil || !fc.commands[name] || (fc.appName != "" && fc.appName != cs.appName) {
-		fp.mu.Unlock()
+func (fps *failPoints) evaluate(ctx context.Context, name string, cs *connState, r *request) (*failAction, error) {
+	fp, ok := fps.fire(fpFailCommand, func(fp *failPoint) bool {
+		d := fp.cmd
+		return d.commands[name] && (d.appName == "" || d.appName == cs.appName)
+	})
+	if !ok {
 		return nil, nil
 	}
-	if fc.skip > 0 {
-		fc.skip--
-		fp.mu.Unlock()
-		return nil, nil
-	}
-	if !fc.alwaysOn {
-		fc.times--
-		if fc.times <= 0 {
-			fp.fc = nil
-		}
-	}
-	fc.entered++
-	fp.mu.Unlock()
-
+	fc := fp.cmd
 	if fc.block > 0 {
 		t := time.NewTimer(fc.block)
 		select {
@@ -115,6 +171,63 @@ func (fp *failPoints) evaluate(ctx context.Context, name string, cs *connState, 
 	return nil, nil
 }
 
+// txnWriteAction is what onPrimaryTransactionalWrite does to one statement of a retryable
+// write: fail it unapplied (failErr), and/or close the connection once the statements so far
+// are durable, without a reply.
+type txnWriteAction struct {
+	failErr   error
+	closeConn bool
+}
+
+// beforeTxnWrite evaluates onPrimaryTransactionalWrite configured with
+// failBeforeCommitExceptionCode, for a statement of a retryable write (r.txnNumber set) about
+// to run: the statement fails unapplied. mongod rolls back a statement that wrote; the
+// embedded server cannot, so it decides before the statement runs, and a statement that
+// would have written nothing (no match, a duplicate key) also uses an activation here.
+func (fps *failPoints) beforeTxnWrite(r *request) txnWriteAction {
+	fp, ok := fps.fire(fpTxnWrite, func(fp *failPoint) bool { return fp.write.failBefore })
+	if !ok {
+		return txnWriteAction{}
+	}
+	return txnWriteAction{
+		closeConn: fp.write.closeConn,
+		failErr: mongoerr.New(fp.write.failCode, "Failing write for %s:%d due to failpoint. The write must not be reflected.",
+			bsonval.Format(r.lsid), *r.txnNumber),
+	}
+}
+
+// afterTxnWrite evaluates onPrimaryTransactionalWrite without failBeforeCommitExceptionCode
+// for a statement of a retryable write that has just written, as mongod does once the
+// statement's oplog entry exists: with closeConnection (the default) the reply is lost.
+// Statements a retry replays from the session write nothing and do not evaluate it.
+func (fps *failPoints) afterTxnWrite() txnWriteAction {
+	fp, ok := fps.fire(fpTxnWrite, func(fp *failPoint) bool { return !fp.write.failBefore })
+	if !ok {
+		return txnWriteAction{}
+	}
+	return txnWriteAction{closeConn: fp.write.closeConn}
+}
+
+// onGetMore evaluates failGetMoreAfterCursorCheckout for a getMore whose cursor is checked
+// out, returning the error it fails with.
+func (fps *failPoints) onGetMore(cs *connState) error {
+	fp, ok := fps.fire(fpGetMore, func(fp *failPoint) bool {
+		return fp.getMore.appName == "" || fp.getMore.appName == cs.appName
+	})
+	if !ok {
+		return nil
+	}
+	return mongoerr.New(fp.getMore.code, "Hit the 'failGetMoreAfterCursorCheckout' failpoint")
+}
+
+// remove switches a fail point off; fps.mu is held.
+func (fps *failPoints) remove(name string) {
+	if _, ok := fps.points[name]; ok {
+		delete(fps.points, name)
+		fps.armed.Add(-1)
+	}
+}
+
 func valueOf(d bson.D, key string) any {
 	v, _ := bsonval.Get(d, key)
 	return v
@@ -125,112 +238,133 @@ func cmdConfigureFailPoint(_ context.Context, s *Server, r *request) (result, er
 		return result{}, mongoerr.New(mongoerr.Unauthorized, "configureFailPoint may only be run against the admin database.")
 	}
 	name, _ := r.body[0].Value.(string)
-	if name != "failCommand" {
-		return result{}, mongoerr.NotImplementedf("fail point '%s' (only failCommand)", name)
-	}
-	fc := &failCommand{commands: map[string]bool{}}
-	modeV, ok := r.arg("mode")
-	if !ok {
-		return result{}, mongoerr.New(mongoerr.IllegalOperation, "missing mode")
-	}
-	off := false
-	switch m := modeV.(type) {
-	case string:
-		switch m {
-		case "alwaysOn":
-			fc.alwaysOn = true
-		case "off":
-			off = true
-		default:
-			return result{}, mongoerr.BadValuef("unknown mode: %s", m)
-		}
-	case bson.D:
-		if len(m) != 1 {
-			return result{}, mongoerr.BadValuef("mode object must have exactly one of times, skip")
-		}
-		n, ok := toInt64(m[0].Value)
-		if !ok || n < 0 {
-			return result{}, mongoerr.BadValuef("mode.%s must be a non-negative integer", m[0].Key)
-		}
-		switch m[0].Key {
-		case "times":
-			fc.times = n
-			off = n == 0
-		case "skip":
-			fc.skip, fc.alwaysOn = n, true
-		case "activationProbability":
-			return result{}, mongoerr.NotImplementedf("fail point mode activationProbability")
-		default:
-			return result{}, mongoerr.BadValuef("unknown mode field: %s", m[0].Key)
-		}
+	switch name {
+	case fpFailCommand, fpTxnWrite, fpGetMore:
 	default:
-		return result{}, mongoerr.TypeMismatchf("mode must be a string or an object")
+		return result{}, mongoerr.NotImplementedf("fail point '%s' (only %s, %s and %s)", name, fpFailCommand, fpTxnWrite, fpGetMore)
 	}
-	if dataV, ok := r.arg("data"); ok {
-		if err := fc.parseData(asDoc(dataV)); err != nil {
-			return result{}, err
+	fp, off, err := parseFailMode(r)
+	if err != nil {
+		return result{}, err
+	}
+	data := asDoc(valueOr(r, "data"))
+	switch name {
+	case fpFailCommand:
+		fp.cmd, err = parseFailCommandData(data)
+		if err == nil && !off && len(fp.cmd.commands) == 0 {
+			err = mongoerr.BadValuef("failCommand requires data.failCommands")
 		}
+	case fpTxnWrite:
+		fp.write, err = parseTxnWriteData(data)
+	case fpGetMore:
+		fp.getMore, err = parseGetMoreData(data)
+	}
+	if err != nil {
+		return result{}, err
 	}
 	s.fail.mu.Lock()
-	var count int64
-	if s.fail.fc != nil {
-		count = s.fail.fc.entered
-	}
-	if off {
-		s.fail.fc = nil
-	} else {
-		if len(fc.commands) == 0 {
-			s.fail.mu.Unlock()
-			return result{}, mongoerr.BadValuef("failCommand requires data.failCommands")
-		}
-		s.fail.fc = fc
+	count := s.fail.entered[name]
+	s.fail.entered[name] = 0
+	s.fail.remove(name)
+	if !off {
+		s.fail.points[name] = fp
+		s.fail.armed.Add(1)
 	}
 	s.fail.mu.Unlock()
 	return result{fields: bson.D{{Key: "count", Value: count}}}, nil
 }
 
-func (fc *failCommand) parseData(d bson.D) error {
+func valueOr(r *request, key string) any {
+	v, _ := r.arg(key)
+	return v
+}
+
+// parseFailMode reads configureFailPoint's mode: "alwaysOn", "off", {times: n} or {skip: n}.
+func parseFailMode(r *request) (fp *failPoint, off bool, err error) {
+	fp = &failPoint{}
+	modeV, ok := r.arg("mode")
+	if !ok {
+		return nil, false, mongoerr.New(mongoerr.IllegalOperation, "missing mode")
+	}
+	switch m := modeV.(type) {
+	case string:
+		switch m {
+		case "alwaysOn":
+			fp.alwaysOn = true
+		case "off":
+			off = true
+		default:
+			return nil, false, mongoerr.BadValuef("unknown mode: %s", m)
+		}
+	case bson.D:
+		if len(m) != 1 {
+			return nil, false, mongoerr.BadValuef("mode object must have exactly one of times, skip")
+		}
+		if m[0].Key == "activationProbability" {
+			return nil, false, mongoerr.NotImplementedf("fail point mode activationProbability")
+		}
+		n, ok := toInt64(m[0].Value)
+		if !ok || n < 0 {
+			return nil, false, mongoerr.BadValuef("mode.%s must be a non-negative integer", m[0].Key)
+		}
+		switch m[0].Key {
+		case "times":
+			fp.times = n
+			off = n == 0
+		case "skip":
+			fp.skip, fp.alwaysOn = n, true
+		default:
+			return nil, false, mongoerr.BadValuef("unknown mode field: %s", m[0].Key)
+		}
+	default:
+		return nil, false, mongoerr.TypeMismatchf("mode must be a string or an object")
+	}
+	return fp, off, nil
+}
+
+func parseFailCommandData(d bson.D) (*failCommandData, error) {
+	fc := &failCommandData{commands: map[string]bool{}}
 	blockConn, blockMS := false, int64(-1)
 	for _, e := range d {
 		switch e.Key {
 		case "failCommands":
 			arr, ok := e.Value.(bson.A)
 			if !ok {
-				return mongoerr.TypeMismatchf("failCommands must be an array of command names")
+				return nil, mongoerr.TypeMismatchf("failCommands must be an array of command names")
 			}
 			for _, v := range arr {
 				name, ok := v.(string)
 				if !ok {
-					return mongoerr.TypeMismatchf("failCommands must be an array of command names")
+					return nil, mongoerr.TypeMismatchf("failCommands must be an array of command names")
 				}
 				fc.commands[name] = true
 			}
 		case "closeConnection":
 			fc.closeConn = boolArg(e.Value)
 		case "errorCode":
-			n, ok := toInt64(e.Value)
-			if !ok {
-				return mongoerr.TypeMismatchf("errorCode must be an integer")
+			code, err := errorCodeArg(e.Value)
+			if err != nil {
+				return nil, err
 			}
-			fc.code, fc.hasCode = int32(n), true
+			fc.code, fc.hasCode = code, true
 		case "errorLabels":
 			arr, ok := e.Value.(bson.A)
 			if !ok {
-				return mongoerr.TypeMismatchf("errorLabels must be an array of strings")
+				return nil, mongoerr.TypeMismatchf("errorLabels must be an array of strings")
 			}
 			fc.hasLabels = true
 			fc.labels = []string{}
 			for _, v := range arr {
 				l, ok := v.(string)
 				if !ok {
-					return mongoerr.TypeMismatchf("errorLabels must be an array of strings")
+					return nil, mongoerr.TypeMismatchf("errorLabels must be an array of strings")
 				}
 				fc.labels = append(fc.labels, l)
 			}
 		case "writeConcernError":
 			wc, ok := e.Value.(bson.D)
 			if !ok {
-				return mongoerr.TypeMismatchf("writeConcernError must be an object")
+				return nil, mongoerr.TypeMismatchf("writeConcernError must be an object")
 			}
 			fc.wcErr = wc
 		case "blockConnection":
@@ -238,25 +372,82 @@ func (fc *failCommand) parseData(d bson.D) error {
 		case "blockTimeMS":
 			n, ok := toInt64(e.Value)
 			if !ok || n < 0 {
-				return mongoerr.TypeMismatchf("blockTimeMS must be a non-negative integer")
+				return nil, mongoerr.TypeMismatchf("blockTimeMS must be a non-negative integer")
 			}
 			blockMS = n
 		case "appName":
 			name, ok := e.Value.(string)
 			if !ok {
-				return mongoerr.TypeMismatchf("appName must be a string")
+				return nil, mongoerr.TypeMismatchf("appName must be a string")
 			}
 			fc.appName = name
 		case "failInternalCommands":
 		default:
-			return mongoerr.NotImplementedf("failCommand data field '%s'", e.Key)
+			return nil, mongoerr.NotImplementedf("failCommand data field '%s'", e.Key)
 		}
 	}
 	if blockConn {
 		if blockMS < 0 {
-			return mongoerr.BadValuef("blockConnection requires blockTimeMS")
+			return nil, mongoerr.BadValuef("blockConnection requires blockTimeMS")
 		}
 		fc.block = time.Duration(blockMS) * time.Millisecond
 	}
-	return nil
+	return fc, nil
+}
+
+// parseTxnWriteData reads onPrimaryTransactionalWrite's data. As in mongod, closeConnection
+// defaults to true: a fail point with no data applies the statement and drops the reply.
+func parseTxnWriteData(d bson.D) (*txnWriteData, error) {
+	tw := &txnWriteData{closeConn: true}
+	for _, e := range d {
+		switch e.Key {
+		case "closeConnection":
+			tw.closeConn = boolArg(e.Value)
+		case "failBeforeCommitExceptionCode":
+			code, err := errorCodeArg(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			tw.failCode, tw.failBefore = code, true
+		default:
+			return nil, mongoerr.NotImplementedf("onPrimaryTransactionalWrite data field '%s'", e.Key)
+		}
+	}
+	return tw, nil
+}
+
+// parseGetMoreData reads failGetMoreAfterCursorCheckout's data: errorCode (default
+// InternalError) and the appName filter it shares with failCommand. mongod reads nothing
+// else from it (closeConnection, errorLabels: the error's labels are the server's own), so
+// those fields are accepted and have no effect here either.
+func parseGetMoreData(d bson.D) (*getMoreData, error) {
+	gm := &getMoreData{code: mongoerr.InternalError}
+	for _, e := range d {
+		switch e.Key {
+		case "errorCode":
+			code, err := errorCodeArg(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			gm.code = code
+		case "appName":
+			name, ok := e.Value.(string)
+			if !ok {
+				return nil, mongoerr.TypeMismatchf("appName must be a string")
+			}
+			gm.appName = name
+		case "closeConnection", "errorLabels", "failInternalCommands":
+		default:
+			return nil, mongoerr.NotImplementedf("failGetMoreAfterCursorCheckout data field '%s'", e.Key)
+		}
+	}
+	return gm, nil
+}
+
+func errorCodeArg(v any) (int32, error) {
+	n, ok := toInt64(v)
+	if !ok || n != int64(int32(n)) {
+		return 0, mongoerr.TypeMismatchf("errorCode must be an integer")
+	}
+	return int32(n), nil
 }

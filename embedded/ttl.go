@@ -139,26 +139,3 @@ func collModIndex(w *storage.Writer, db, coll string, arg any) (bson.D, error) {
 		{Key: "expireAfterSeconds_new", Value: int32(n)},
 	}, nil
 }
-
-// cmdCollMod is collMod with the index option only (a TTL index's expireAfterSeconds); the
-// command table refuses its other options with NotImplemented.
-func cmdCollMod(ctx context.Context, s *Server, r *request) (result, error) {
-	coll, err := collArg(r)
-	if err != nil {
-		return result{}, err
-	}
-	arg, ok := r.arg("index")
-	if !ok {
-		return result{}, mongoerr.NotImplementedf("collMod without the index option")
-	}
-	var fields bson.D
-	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		var err error
-		fields, err = collModIndex(w, r.db, coll, arg)
-		return err
-	})
-	if err != nil {
-		return result{opTime: op}, err
-	}
-	return result{fields: fields, opTime: op}, nil
-}

@@ -120,7 +120,8 @@ func (s *Store) Database(t testing.TB, c *mongo.Client) *mongo.Database {
 	return db
 }
 
-// FailPoint configures the failCommand fail point and switches it off when the test ends.
+// FailPoint runs a configureFailPoint command (failCommand, onPrimaryTransactionalWrite or
+// failGetMoreAfterCursorCheckout) and switches that fail point off when the test ends.
 func (s *Store) FailPoint(t testing.TB, c *mongo.Client, cmd any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -128,12 +129,18 @@ func (s *Store) FailPoint(t testing.TB, c *mongo.Client, cmd any) {
 	if err := c.Database("admin").RunCommand(ctx, cmd).Err(); err != nil {
 		t.Fatalf("configureFailPoint: %v", err)
 	}
+	name := "failCommand"
+	if d, ok := cmd.(bson.D); ok && len(d) > 0 {
+		if n, ok := d[0].Value.(string); ok {
+			name = n
+		}
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		off := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}
+		off := bson.D{{Key: "configureFailPoint", Value: name}, {Key: "mode", Value: "off"}}
 		if err := c.Database("admin").RunCommand(ctx, off).Err(); err != nil {
-			t.Errorf("switch fail point off: %v", err)
+			t.Errorf("switch fail point %s off: %v", name, err)
 		}
 	})
 }

@@ -56,6 +56,7 @@ const (
 	UnsatisfiableWriteConcern int32 = 100
 	UnknownReplWriteConcern   int32 = 79
 	TransactionTooOld         int32 = 225
+	NoMatchingDocument        int32 = 47
 	// IDLUnknownField is mongod's (unnamed) code for a field a command's schema does not know.
 	IDLUnknownField int32 = 40415
 )
@@ -159,6 +160,36 @@ func Name(code int32) string {
 		return "UnknownReplWriteConcern"
 	case TransactionTooOld:
 		return "TransactionTooOld"
+	case NoMatchingDocument:
+		return "NoMatchingDocument"
+	case 6:
+		return "HostUnreachable"
+	case 7:
+		return "HostNotFound"
+	case 63:
+		return "StaleShardVersion"
+	case 91:
+		return "ShutdownInProgress"
+	case 133:
+		return "FailedToSatisfyReadPreference"
+	case 150:
+		return "StaleEpoch"
+	case 189:
+		return "PrimarySteppedDown"
+	case 234:
+		return "RetryChangeStream"
+	case 262:
+		return "ExceededTimeLimit"
+	case 9001:
+		return "SocketException"
+	case 11600:
+		return "InterruptedAtShutdown"
+	case 13388:
+		return "StaleConfig"
+	case 13435:
+		return "NotPrimaryNoSecondaryOk"
+	case 13436:
+		return "NotPrimaryOrSecondary"
 	case 171:
 		return "CannotIndexParallelArrays"
 	case 292:

@@ -1,7 +1,9 @@
 // Package storage is the storage engine of the embedded MongoDB-compatible server: an
 // in-process, concurrent, durable document store of databases, collections and immutable
 // documents, with their indexes (the _id_ index and user indexes: compound, unique or not,
-// multikey, TTL), a write-ahead log with group commit, snapshots with log compaction, crash
+// multikey, TTL), collection renames and options (changeStreamPreAndPostImages: updates,
+// replaces and deletes then keep the pre-image in their oplog entry), a write-ahead log with
+// group commit, snapshots with log compaction, crash
 // recovery that truncates a torn log tail, and a commit-ordered oplog for change streams.
 //
 // TTL: Writer.DeleteExpired deletes, in bounded batches, the documents a TTL index says have

@@ -228,7 +228,10 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if c != nil {
 			return fmt.Errorf("collection exists")
 		}
-		st.createColl(ent.DB, ent.Coll, ent.UUID)
+		c = st.createColl(ent.DB, ent.Coll, ent.UUID)
+		if ent.Options != nil {
+			c.opts = ent.Options.New
+		}
 	case OpDrop:
 		if err := needColl(); err != nil {
 			return err
@@ -267,6 +270,14 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 			return fmt.Errorf("no index %q", ent.Index.Name)
 		}
 		c.indexes = slices.Delete(slices.Clone(c.indexes), i, i+1)
+	case OpRename:
+		if err := needColl(); err != nil {
+			return err
+		}
+		if ent.Rename == nil {
+			return fmt.Errorf("rename without a target")
+		}
+		st.rename(c, ent.Rename.To)
 	case OpCollMod:
 		if err := needColl(); err != nil {
 			return err
@@ -277,6 +288,9 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 				return fmt.Errorf("no index %q", ent.Index.Name)
 			}
 			ix.spec.TTL, ix.spec.ExpireAfterSeconds = ent.Index.TTL, ent.Index.ExpireAfterSeconds
+		}
+		if ent.Options != nil {
+			c.opts = ent.Options.New
 		}
 	case OpInsert, OpUpdate, OpReplace:
 		if err := needColl(); err != nil {

@@ -44,6 +44,7 @@ type snapCollView struct {
 	db, name string
 	uuid     bson.Binary
 	specs    []IndexSpec // without _id_
+	opts     CollOptions
 	docs     *btree.BTreeG[entry]
 }
 
@@ -51,7 +52,7 @@ func (e *Engine) captureLocked(seq uint64) *snapView {
 	v := &snapView{seq: seq, ts: e.lastTS, oplog: e.oplog.view()}
 	for _, db := range sortedKeys(e.st.dbs) {
 		for _, c := range e.st.sortedColls(db) {
-			cv := snapCollView{db: c.db, name: c.name, uuid: c.uuid, docs: c.indexes[0].tree.Clone()}
+			cv := snapCollView{db: c.db, name: c.name, uuid: c.uuid, opts: c.opts, docs: c.indexes[0].tree.Clone()}
 			for _, ix := range c.indexes[1:] {
 				cv.specs = append(cv.specs, ix.spec)
 			}
@@ -127,6 +128,7 @@ func (v *snapView) write(dir string, sync bool) error {
 		}
 		meta, err := bsonval.Encode(bson.D{
 			{Key: "db", Value: c.db}, {Key: "c", Value: c.name}, {Key: "uuid", Value: c.uuid}, {Key: "ix", Value: specs},
+			{Key: "opts", Value: optionsDoc(c.opts)},
 		})
 		if err != nil {
 			return fmt.Errorf("encode snapshot: %w", err)
@@ -280,6 +282,9 @@ func (e *Engine) loadCollMeta(body []byte) (*collection, error) {
 		return nil, fmt.Errorf("bad snapshot collection %q.%q", db, name)
 	}
 	c := e.st.createColl(db, name, uuid)
+	if opts, ok := get("opts").(bson.D); ok {
+		c.opts = optionsFromDoc(opts)
+	}
 	specs, _ := get("ix").(bson.A)
 	for _, s := range specs {
 		sd, _ := s.(bson.D)

@@ -24,6 +24,7 @@ type collection struct {
 	uuid     bson.Binary
 	indexes  []*index // [0] is _id_
 	size     int64
+	opts     CollOptions
 }
 
 func newState() *state { return &state{dbs: map[string]*database{}} }
@@ -75,7 +76,7 @@ func (st *state) sortedColls(db string) []*collection {
 func (c *collection) count() int { return c.indexes[0].tree.Len() }
 
 func (c *collection) info() CollectionInfo {
-	ci := CollectionInfo{DB: c.db, Name: c.name, UUID: c.uuid, Count: c.count(), Size: c.size}
+	ci := CollectionInfo{DB: c.db, Name: c.name, UUID: c.uuid, Count: c.count(), Size: c.size, Options: c.opts}
 	for _, ix := range c.indexes {
 		ci.Indexes = append(ci.Indexes, cloneSpec(ix.spec))
 	}

@@ -74,6 +74,8 @@ type CollectionInfo struct {
 	Count int
 	// Size is the total BSON size of the documents.
 	Size int64
+	// Options are the collection's options (see CollMod).
+	Options CollOptions
 }
 
 // DatabaseInfo describes a database (one that has at least one collection).
@@ -100,10 +102,39 @@ const (
 	OpCreate        = "create"
 	OpCreateIndexes = "createIndexes"
 	OpDropIndexes   = "dropIndexes"
-	// OpCollMod changes options of a collection; Entry.Index, when set, is an index with its
-	// new options (a TTL index's expireAfterSeconds).
+	// OpRename renames DB.Coll (Entry.Rename).
+	OpRename = "rename"
+	// OpCollMod changes a collection's options: Entry.Index, when set, is an index with its
+	// new options (a TTL index's expireAfterSeconds); Entry.Options, when set, the
+	// collection's options.
 	OpCollMod = "collMod"
 )
+
+// Rename is a rename's target, and the UUID of the collection it replaced (zero when the
+// target did not exist).
+type Rename struct {
+	To         Namespace
+	DropTarget bson.Binary
+}
+
+// OptionsChange is the options a collection was created with (New), or a collMod's new and
+// previous options.
+type OptionsChange struct {
+	New, Old CollOptions
+}
+
+// Namespace names a collection.
+type Namespace struct {
+	DB, Coll string
+}
+
+// CollOptions are the collection options CollMod changes.
+type CollOptions struct {
+	// PreAndPostImages is MongoDB's changeStreamPreAndPostImages.enabled: updates, replaces
+	// and deletes keep the document's pre-image in their oplog entry (Entry.Pre), which also
+	// makes an update's post-image available to change streams.
+	PreAndPostImages bool
+}
 
 // Entry is one oplog entry: one mutation, in commit order.
 type Entry struct {
@@ -122,6 +153,13 @@ type Entry struct {
 	UUID bson.Binary
 	// Index is the created or dropped index for createIndexes and dropIndexes.
 	Index *IndexSpec
+	// Pre is the document before an update, replace or delete of a collection with
+	// PreAndPostImages enabled; nil otherwise.
+	Pre bson.D
+	// Rename describes a rename.
+	Rename *Rename
+	// Options are the options of a create or a collMod that set them.
+	Options *OptionsChange
 
 	raw bson.Raw // Doc's encoding
 }

@@ -97,6 +97,7 @@ func appendEntry(dst []byte, ent *Entry) []byte {
 		dst = append(dst, 0)
 		dst = bsoncore.UpdateLength(dst, iidx, int32(len(dst)-int(iidx)))
 	}
+	dst = appendCatalogFields(dst, ent)
 	dst = append(dst, 0)
 	return bsoncore.UpdateLength(dst, idx, int32(len(dst)-int(idx)))
 }
@@ -124,7 +125,7 @@ func decodeEntry(raw []byte) (Entry, error) {
 	elems, _ := doc.Elements()
 	for _, el := range elems {
 		v := el.Value()
-		ok := true
+		var ok bool
 		switch el.Key() {
 		case "ts":
 			var t, i uint32
@@ -164,6 +165,8 @@ func decodeEntry(raw []byte) (Entry, error) {
 			if d, ok = v.DocumentOK(); ok {
 				ent.Index = decodeIndexSpec(d)
 			}
+		default:
+			ok = decodeCatalogField(&ent, el.Key(), v)
 		}
 		if !ok {
 			return ent, mongoerr.New(mongoerr.InternalError, "log entry field %q has type %s", el.Key(), v.Type)

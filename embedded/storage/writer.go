@@ -17,6 +17,9 @@ type Writer struct {
 	last OpTime
 }
 
+// Mutations returns the number of mutations made so far in this Write.
+func (w *Writer) Mutations() int { return w.n }
+
 func keyOfID(id any) []byte { return bsonval.KeyOf(id) }
 
 func (w *Writer) check() error {
@@ -367,7 +370,11 @@ func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc
 	if desc != nil {
 		op = OpUpdate
 	}
-	w.commit(Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}, c)
+	ent := Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}
+	if c.opts.PreAndPostImages {
+		ent.Pre = cur.D
+	}
+	w.commit(ent, c)
 	return d, nil
 }
 
@@ -386,6 +393,10 @@ func (w *Writer) Delete(db, coll string, old *Doc) error {
 			bsonval.Format(old.ID()), db, coll)
 	}
 	c.delete(cur)
-	w.commit(Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}, c)
+	ent := Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}
+	if c.opts.PreAndPostImages {
+		ent.Pre = cur.D
+	}
+	w.commit(ent, c)
 	return nil
 }

@@ -69,11 +69,18 @@ func ParseHeader(b []byte) (Header, bool) {
 	}, true
 }
 
+// initialAlloc bounds what ReadMessage allocates for a message before its bytes arrive. A
+// larger message's buffer doubles as they do, so a peer that claims a large length and then
+// sends little costs about what it sent (100 connections each claiming 48 MB used to cost
+// 4.8 GB of allocations), at the price of a few copies for the rare large message.
+const initialAlloc = 64 << 10
+
 // ReadMessage reads one complete message from r and returns its header and all its bytes,
 // header included. A message whose length field is below 16 or above maxSize is rejected with
-// a ProtocolError before anything more is read or allocated, so at most maxSize bytes are ever
-// allocated. A stream that ends cleanly before the first header byte returns an error that
-// wraps io.EOF; one that ends inside a message wraps io.ErrUnexpectedEOF.
+// a ProtocolError before anything more is read or allocated; otherwise the buffer grows with
+// the bytes received, so at most about twice the bytes received (and never more than the
+// message length) is allocated. A stream that ends cleanly before the first header byte
+// returns an error that wraps io.EOF; one that ends inside a message wraps io.ErrUnexpectedEOF.
 func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
 	var hb [HeaderSize]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
@@ -84,13 +91,23 @@ func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
 		return h, nil, mongoerr.New(mongoerr.ProtocolError,
 			"recv(): message msgLen %d is invalid. Min %d Max: %d", h.Length, HeaderSize, maxSize)
 	}
-	msg := make([]byte, h.Length)
+	size := int(h.Length)
+	msg := make([]byte, HeaderSize, min(size, initialAlloc))
 	copy(msg, hb[:])
-	if _, err := io.ReadFull(r, msg[HeaderSize:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	for len(msg) < size {
+		if len(msg) == cap(msg) {
+			grown := make([]byte, len(msg), min(size, 2*cap(msg)))
+			copy(grown, msg)
+			msg = grown
 		}
-		return h, nil, fmt.Errorf("read message body: %w", err)
+		n, err := io.ReadFull(r, msg[len(msg):cap(msg)])
+		msg = msg[:len(msg)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return h, nil, fmt.Errorf("read message body: %w", err)
+		}
 	}
 	return h, msg, nil
 }
