@@ -3,8 +3,8 @@
 // documents, with their indexes (the _id_ index and user indexes: compound, unique or not,
 // multikey, TTL), collection renames and options (changeStreamPreAndPostImages: updates,
 // replaces and deletes then keep the pre-image in their oplog entry), a write-ahead log with
-// group commit, snapshots with log compaction, crash
-// recovery that truncates a torn log tail, and a commit-ordered oplog for change streams.
+// group commit, snapshots with log compaction, crash recovery that truncates a torn log tail,
+// and a commit-ordered oplog for change streams.
 //
 // TTL: Writer.DeleteExpired deletes, in bounded batches, the documents a TTL index says have
 // expired, reading only the index range of dates before the cutoff; the deletes are ordinary
