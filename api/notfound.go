@@ -19,7 +19,8 @@ var probeMethods = []string{
 
 // routeFallback answers, with the JSON error schema, what net/http's mux would answer in
 // text/plain: 404 not_found for a path no route has, 405 method_not_allowed (with Allow) for a
-// path that routes other methods. It must be registered on s.mux after every route.
+// path that routes other methods. Its pattern is the least specific, so it gets only the
+// requests no other route of s.mux matches, whenever those are registered.
 func (s *Server) routeFallback() {
 	s.mux.HandleFunc(fallbackPattern, func(w http.ResponseWriter, r *http.Request) {
 		var allowed []string

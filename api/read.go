@@ -45,8 +45,8 @@ type reader struct {
 	skew time.Duration
 }
 
-// routeReads registers the read API on s.mux, and after it the JSON 404/405 of every other
-// path and method (routeFallback), so it must be the last registration.
+// routeReads registers the read API on s.mux, and the JSON 404/405 of every other path and
+// method (routeFallback).
 func (s *Server) routeReads(cfg Config) {
 	s.read = reader{db: cfg.DB, trees: cfg.TreeStore, tick: cfg.Tick, now: cfg.Now, skew: cfg.FutureSkew}
 	if s.read.trees == nil && cfg.DB != nil {
