@@ -322,18 +322,23 @@ func (p *page) str(expr string) string {
 	return s
 }
 
-// waitFor polls the JavaScript condition cond until it is true; on the deadline it fails the
-// test with what, the page's status and error lines.
+// waitLimit bounds one wait of the page (generous: a view loads in well under a second).
+const waitLimit = 45 * time.Second
+
+// waitFor polls the JavaScript condition cond until it is true; after waitLimit (or at the
+// test's deadline) it fails the test with what, the page's status and error lines.
 func (p *page) waitFor(what, cond string) {
 	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, waitLimit)
+	defer cancel()
 	for {
 		var ok bool
 		if err := p.tryEval("Boolean("+cond+")", &ok); err == nil && ok {
 			return
 		}
 		select {
-		case <-p.ctx.Done():
-			p.t.Fatalf("waiting for %s (%s): %v\nstatus: %q\nerror: %q\nstale: %q", what, cond, p.ctx.Err(),
+		case <-ctx.Done():
+			p.t.Fatalf("waiting for %s (%s): %v\nstatus: %q\nerror: %q\nstale: %q", what, cond, ctx.Err(),
 				p.str(`document.getElementById('status').textContent`), p.str(`document.getElementById('error-text').textContent`),
 				p.str(`document.getElementById('stale-text').textContent`))
 		case <-time.After(40 * time.Millisecond):

@@ -320,6 +320,13 @@
     return { tree, byId, mismatch, root: tree.nodes && tree.nodes[0] };
   }
 
+  // gapSeries is a series answer of range with no data.
+  function gapSeries(node, range, agg) {
+    const points = [];
+    for (let t = range.from; t < range.to; t += range.ss) points.push({ t: iso(t), online: null, reported: 0, expected: 0, complete: false });
+    return { node, type: '', step: range.step, agg, points };
+  }
+
   // fetchView reads what view v needs, reusing what is shown when reason is a user's change
   // (not a refresh, and no load is failing): { view, tree, byId, mismatch, root, ticks, range,
   // series, compare, cache, loadedAt, notices } or { view, nodata, loadedAt }. loadedAt is when
@@ -352,7 +359,12 @@
     const series = (node) => {
       const params = { node, from: iso(range.from), to: iso(range.to), step: range.step, agg: range.step === '5m' ? '' : v.agg };
       const key = JSON.stringify(params);
-      const p = cache.get(key) || api(projectPath(v.project, '/series'), params, signal);
+      const p = cache.get(key) || api(projectPath(v.project, '/series'), params, signal).catch((e) => {
+        // A node of the tick's tree that no tree version of the range has (it came later):
+        // a range of gaps, not an error.
+        if (e instanceof ApiError && e.code === 'unknown_node') return gapSeries(node, range, v.agg);
+        throw e;
+      });
       used.set(key, p);
       return p;
     };
