@@ -216,7 +216,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 		// The store fails over: every API call answers 503.
 		rec.failing.Store(true)
-		failedBefore := rec.failed.Load()
+		failedBefore := int(rec.failed.Load())
 		p.waitFor("the page to say its data is stale", `document.body.dataset.stale === 'true'`)
 		stale := p.str(`document.getElementById('stale-text').textContent`)
 		if !regexp.MustCompile(`loaded at \d\d:\d\d:\d\d UTC and has not been updated since; loading fails since \d\d:\d\d:\d\d: the store is unavailable`).MatchString(stale) ||
@@ -240,8 +240,12 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Error("the content changed although no load succeeded")
 		}
 		p.screenshot(filepath.Join(artifacts, "dashboard-stale.png"))
-		// Retries go on, with backoff: the failed refresh, the failed change, two retries.
-		poll(ctx, t, "two retries", func() bool { return rec.failed.Load() >= failedBefore+4 })
+		// Retries go on, with backoff: after the failed refresh and the failed change, a retry
+		// 1 s later (the refresh interval), then 2 s later; a fixed 1 s cadence would take 2 s.
+		poll(ctx, t, "two retries", func() bool { return int(rec.failed.Load()) >= failedBefore+4 })
+		if at := rec.failedTimes(); at[failedBefore+3].Sub(at[failedBefore]) < 2900*time.Millisecond {
+			t.Errorf("retries at %v after the first failure: no backoff", at[failedBefore+3].Sub(at[failedBefore]))
+		}
 
 		// A new tick arrives meanwhile, and the store comes back.
 		next := f.latest.Add(tree.DefaultTick)
@@ -824,10 +828,17 @@ func getJSON(ctx context.Context, t *testing.T, u, token string, v any) {
 // requestLog records the requests the browser made, and answers the browser's API calls
 // with 503 while failing is set (a store failover, as the API answers it), counting them.
 type requestLog struct {
-	mu      sync.Mutex
-	reqs    []string // "METHOD URI auth=<Authorization header>"
-	failing atomic.Bool
-	failed  atomic.Int64
+	mu       sync.Mutex
+	reqs     []string    // "METHOD URI auth=<Authorization header>"
+	failedAt []time.Time // when each 503 was answered
+	failing  atomic.Bool
+	failed   atomic.Int64
+}
+
+func (l *requestLog) failedTimes() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.failedAt)
 }
 
 func (l *requestLog) reset() {
@@ -853,7 +864,10 @@ func (l *requestLog) wrap(h http.Handler) http.Handler {
 func (l *requestLog) faulty(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if l.failing.Load() && fromBrowser(r) {
+			l.mu.Lock()
+			l.failedAt = append(l.failedAt, time.Now())
 			l.failed.Add(1)
+			l.mu.Unlock()
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
