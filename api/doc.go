@@ -19,6 +19,8 @@
 //   - The version of every write is observed_at in unix nanoseconds. When observed_at is
 //     omitted the receive time is used, so a resend gets a newer version and could overwrite a
 //     value sent in between; agents should always send observed_at (agentclient does).
+//   - Every answer but a 200 has the JSON error body (apiv1.ErrorResponse), also a path no
+//     endpoint has (404 not_found) and a method its endpoint does not take (405, with Allow).
 //   - 200 means every item is final: applied, stale (a same-or-newer version is stored) or
 //     rejected (a permanent store error). If the store is unavailable or any item's outcome is
 //     unknown, the answer is 503 with Retry-After and resending the same request is safe.

@@ -40,11 +40,15 @@ type reader struct {
 	trees *treedb.Store
 	tick  time.Duration
 	now   func() time.Time
+	// skew is how far ahead of now ingest accepts a tick (Config.FutureSkew): a later tick
+	// cannot have a count yet.
+	skew time.Duration
 }
 
-// routeReads registers the read API on s.mux.
+// routeReads registers the read API on s.mux, and the JSON 404/405 of every other path and
+// method (routeFallback).
 func (s *Server) routeReads(cfg Config) {
-	s.read = reader{db: cfg.DB, trees: cfg.TreeStore, tick: cfg.Tick, now: cfg.Now}
+	s.read = reader{db: cfg.DB, trees: cfg.TreeStore, tick: cfg.Tick, now: cfg.Now, skew: cfg.FutureSkew}
 	if s.read.trees == nil && cfg.DB != nil {
 		s.read.trees = treedb.New(cfg.DB)
 	}
@@ -54,6 +58,7 @@ func (s *Server) routeReads(cfg Config) {
 	s.mux.HandleFunc(p+apiv1.SeriesPath, s.readHandler(true, s.serveSeries))
 	s.mux.HandleFunc(p+apiv1.TopPath, s.readHandler(true, s.serveTop))
 	s.mux.HandleFunc(p+apiv1.TicksPath, s.readHandler(true, s.serveTicks))
+	s.routeFallback()
 }
 
 // readFunc answers one read request of a token; project is the authorized project. An error
@@ -193,7 +198,7 @@ func timeParam(q url.Values, name string) (t time.Time, ok bool, err error) {
 	if v == "" {
 		return time.Time{}, false, nil
 	}
-	t, perr := time.Parse(time.RFC3339Nano, v)
+	t, perr := parseRFC3339(v)
 	if perr != nil {
 		return time.Time{}, false, badParam(name, "%q is not an RFC 3339 time such as 2024-05-01T10:05:00Z", v)
 	}
@@ -201,6 +206,22 @@ func timeParam(q url.Values, name string) (t time.Time, ok bool, err error) {
 		return time.Time{}, false, badParam(name, "%s is outside 1970–2199", v)
 	}
 	return t.UTC(), true, nil
+}
+
+// parseRFC3339 parses an RFC 3339 date-time. RFC 3339 allows a lowercase "t" and "z"
+// (section 5.6), which time.Parse refuses; it does not allow the comma time.Parse takes for
+// a decimal point.
+func parseRFC3339(v string) (time.Time, error) {
+	if strings.ContainsRune(v, ',') {
+		return time.Time{}, errors.New("a comma is not an RFC 3339 decimal point")
+	}
+	if len(v) > 10 && v[10] == 't' {
+		v = v[:10] + "T" + v[11:]
+	}
+	if strings.HasSuffix(v, "z") {
+		v = v[:len(v)-1] + "Z"
+	}
+	return time.Parse(time.RFC3339Nano, v)
 }
 
 // nodeParam returns the required parameter node.
@@ -242,26 +263,36 @@ func (rd *reader) window(q url.Values, align, def time.Duration) (from, to time.
 	return from, to, nil
 }
 
-// intParam parses the parameter name as an integer in [lo, hi], def when absent.
+// intParam parses the parameter name as an integer in [lo, hi], def when absent. Only the
+// canonical decimal form is accepted (no sign, no leading zero), as for other parameters a
+// value has one spelling.
 func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 	v := q.Get(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
+	if err != nil || strconv.Itoa(n) != v || n < lo || n > hi {
 		return 0, badParam(name, "%q is not a whole number in [%d, %d]", v, lo, hi)
 	}
 	return n, nil
 }
 
 // tickParam returns the tick containing the parameter tick, or ok false when it is absent.
+// A tick later than ingest accepts now (the current tick, or the next within the clock skew)
+// is a 400: no count can exist for it yet, and an answer of zeros would read as an outage.
 func (rd *reader) tickParam(q url.Values) (time.Time, bool, error) {
 	t, ok, err := timeParam(q, "tick")
 	if err != nil || !ok {
 		return t, ok, err
 	}
-	return tree.AlignTick(t, rd.tick), true, nil
+	t = tree.AlignTick(t, rd.tick)
+	now := rd.now()
+	if last := tree.AlignTick(now.Add(rd.skew), rd.tick); t.After(last) {
+		return t, false, badParam("tick", "%s is in the future: the server's current tick is %s, and no count can exist after %s yet",
+			q.Get("tick"), tree.AlignTick(now, rd.tick).Format(time.RFC3339), last.Format(time.RFC3339))
+	}
+	return t, true, nil
 }
 
 // atTick returns the tick of the tick parameter, or by default the latest tick that has a

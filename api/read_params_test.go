@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,29 +121,46 @@ func TestDownsample(t *testing.T) {
 	ticks := []tickValue{v(4, 2, 2), v(8, 2, 2), v(6, 2, 2), v(1, 1, 2), gap(2), v(3, 2, 2), gap(2), gap(2), gap(0)}
 	f := func(x float64) *float64 { return &x }
 	tests := []struct {
-		agg  string
-		per  int
-		want []apiv1.SeriesPoint
+		ticks []tickValue
+		agg   string
+		per   int
+		want  []apiv1.SeriesPoint
 	}{
-		{apiv1.AggMax, 3, []apiv1.SeriesPoint{
+		{ticks, apiv1.AggMax, 3, []apiv1.SeriesPoint{
 			{T: from, Online: f(8), Reported: 6, Expected: 6, Complete: true},
 			{T: from.Add(15 * time.Minute), Online: f(3), Reported: 3, Expected: 6},
 			{T: from.Add(30 * time.Minute), Reported: 0, Expected: 4},
 		}},
-		{apiv1.AggMean, 3, []apiv1.SeriesPoint{
+		{ticks, apiv1.AggMean, 3, []apiv1.SeriesPoint{
 			{T: from, Online: f(6), Reported: 6, Expected: 6, Complete: true},
 			{T: from.Add(15 * time.Minute), Online: f(2), Reported: 3, Expected: 6},
 			{T: from.Add(30 * time.Minute), Expected: 4},
 		}},
-		{apiv1.AggLast, 4, []apiv1.SeriesPoint{
+		{ticks, apiv1.AggLast, 4, []apiv1.SeriesPoint{
 			{T: from, Online: f(1), Reported: 7, Expected: 8},
 			{T: from.Add(20 * time.Minute), Online: f(3), Reported: 2, Expected: 8},
 			{T: from.Add(40 * time.Minute), Expected: 0},
 		}},
-		{apiv1.AggMean, 1, nil},
+		{ticks, apiv1.AggMean, 1, nil},
 	}
+	// Ticks that have not started: without a document they neither expect leaves nor make
+	// the step incomplete; a step of only such ticks is a gap.
+	future := tickValue{future: true}
+	withFuture := append(ticks[:8:8], v(5, 2, 2), future, v(7, 2, 2), future, future, future)
+	tests = append(tests, struct {
+		ticks []tickValue
+		agg   string
+		per   int
+		want  []apiv1.SeriesPoint
+	}{withFuture, apiv1.AggMax, 3, []apiv1.SeriesPoint{
+		{T: from, Online: f(8), Reported: 6, Expected: 6, Complete: true},
+		{T: from.Add(15 * time.Minute), Online: f(3), Reported: 3, Expected: 6},
+		{T: from.Add(30 * time.Minute), Online: f(5), Reported: 2, Expected: 6},
+		{T: from.Add(45 * time.Minute), Online: f(7), Reported: 2, Expected: 2, Complete: true},
+		{T: from.Add(60 * time.Minute)},
+	}})
 	for _, tc := range tests {
-		got := downsample(ticks, from, 5*time.Minute, tc.per, tc.agg)
+		got := downsample(tc.ticks, from, 5*time.Minute, tc.per, tc.agg)
 		if tc.want == nil { // one point per tick
 			if len(got) != len(ticks) || got[3].Complete || *got[3].Online != 1 || got[4].Online != nil || got[8].Expected != 0 || !got[0].Complete {
 				t.Errorf("per 1: %+v", got)
@@ -157,6 +176,138 @@ func TestDownsample(t *testing.T) {
 				(g.Online == nil) != (w.Online == nil) || (g.Online != nil && *g.Online != *w.Online) {
 				t.Errorf("%s/%d point %d: %+v, want %+v", tc.agg, tc.per, i, g, w)
 			}
+		}
+	}
+}
+
+func TestTimeParam(t *testing.T) {
+	tests := []struct {
+		v    string
+		want string // RFC 3339 in UTC; "" = refused
+	}{
+		{"2024-05-01T10:05:00Z", "2024-05-01T10:05:00Z"},
+		{"2024-05-01t10:05:00z", "2024-05-01T10:05:00Z"},
+		{"2024-05-01t10:05:00Z", "2024-05-01T10:05:00Z"},
+		{"2024-05-01T10:05:00z", "2024-05-01T10:05:00Z"},
+		{"2024-05-01t12:05:00+02:00", "2024-05-01T10:05:00Z"},
+		{"2024-05-01T10:05:00.25z", "2024-05-01T10:05:00.25Z"},
+		{"2024-05-01T10:05:00-00:00", "2024-05-01T10:05:00Z"},
+		{"2024-05-01T10:05:00,25Z", ""}, // a comma is not RFC 3339's decimal point
+		{"2024-05-01 10:05:00Z", ""},
+		{"2024-05-01T10:05:00", ""},
+		{"2024-05-01", ""},
+		{"2024-05-01T10:05Z", ""},
+		{"2024-05-01T24:00:00Z", ""},
+		{"2024-13-01T10:05:00Z", ""},
+		{"2024-05-01T10:05:00+0200", ""},
+		{"2024-05-01T10:05:00zz", ""},
+		{"2024-05-01tt10:05:00Z", ""},
+		{"1969-12-31T23:59:59Z", ""},
+		{"2200-01-01T00:00:00Z", ""},
+	}
+	for _, tc := range tests {
+		got, ok, err := timeParam(url.Values{"from": {tc.v}}, "from")
+		if tc.want == "" {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != http.StatusBadRequest || he.body.Errors[0].Field != "from" {
+				t.Errorf("%q: %v, %v; want a 400 naming from", tc.v, got, err)
+			}
+			continue
+		}
+		if err != nil || !ok || !got.Equal(mustTime(tc.want)) || got.Location() != time.UTC {
+			t.Errorf("%q: %v %v %v, want %s", tc.v, got, ok, err, tc.want)
+		}
+	}
+	if _, ok, err := timeParam(url.Values{}, "from"); ok || err != nil {
+		t.Errorf("absent: %v %v", ok, err)
+	}
+}
+
+// rfc3339 is RFC 3339's date-time (section 5.6) as a regular expression: the naive
+// implementation FuzzTimeParam checks parseRFC3339 against.
+var rfc3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$`)
+
+// FuzzTimeParam: a time parameter is accepted exactly when it has RFC 3339's syntax and
+// names a valid time within 1970–2199, and then it means what time.Parse makes of its
+// uppercase spelling.
+func FuzzTimeParam(f *testing.F) {
+	for _, s := range []string{"2024-05-01T10:05:00Z", "2024-05-01t10:05:00z", "2024-05-01T10:05:00.123456789+14:00",
+		"2024-05-01T10:05:00,5Z", "2024-02-30T00:00:00Z", "1970-01-01T00:00:00+00:01", "2199-12-31T23:59:59.999999999Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got, ok, err := timeParam(url.Values{"t": {v}}, "t")
+		if v == "" {
+			if ok || err != nil {
+				t.Fatalf("empty: %v %v", ok, err)
+			}
+			return
+		}
+		upper := strings.ToUpper(v)
+		want, perr := time.Parse(time.RFC3339Nano, upper)
+		valid := rfc3339.MatchString(v) && perr == nil && !want.Before(minReadTime) && want.Before(maxReadTime)
+		if valid != (err == nil) {
+			t.Fatalf("%q: accepted %v (%v), RFC 3339 says %v (%v)", v, err == nil, err, valid, perr)
+		}
+		if valid && (!ok || !got.Equal(want)) {
+			t.Fatalf("%q: %v, want %v", v, got, want)
+		}
+	})
+}
+
+func TestIntParam(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want int // 0: refused
+	}{
+		{"", 10}, {"1", 1}, {"3", 3}, {"1000", 1000}, {"+3", 0}, {"03", 0}, {"-0", 0}, {"0", 0}, {"1001", 0},
+		{" 3", 0}, {"3 ", 0}, {"3.0", 0}, {"0x3", 0}, {"1_0", 0}, {"٣", 0}, {"99999999999999999999", 0},
+	} {
+		q := url.Values{}
+		if tc.v != "" {
+			q.Set("n", tc.v)
+		}
+		got, err := intParam(q, "n", 10, 1, 1000)
+		if tc.want == 0 {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != http.StatusBadRequest || he.body.Errors[0].Field != "n" {
+				t.Errorf("n=%q: %d, %v; want a 400 naming n", tc.v, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("n=%q: %d, %v; want %d", tc.v, got, err, tc.want)
+		}
+	}
+}
+
+// TestTickParamFuture: a tick after the latest one ingest accepts now (the current tick plus
+// the clock skew) is refused; the current and the skewed next tick are not.
+func TestTickParamFuture(t *testing.T) {
+	rd := testReader()
+	rd.skew = 5 * time.Minute // paramsNow is 10:07:30: ingest accepts up to the 10:10 tick
+	for _, tc := range []struct {
+		tick string
+		want string // "" = refused
+	}{
+		{"2024-05-01T10:05:00Z", "2024-05-01T10:05:00Z"},
+		{"2024-05-01T10:09:59Z", "2024-05-01T10:05:00Z"},
+		{"2024-05-01T10:14:59Z", "2024-05-01T10:10:00Z"},
+		{"2024-05-01T10:15:00Z", ""},
+		{"2024-05-02T10:05:00Z", ""},
+		{"2199-12-31T23:55:00Z", ""},
+	} {
+		got, ok, err := rd.tickParam(url.Values{"tick": {tc.tick}})
+		if tc.want == "" {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != http.StatusBadRequest || he.body.Errors[0].Field != "tick" ||
+				!strings.Contains(he.body.Message, "future") {
+				t.Errorf("tick %s: %v %v, want a 400 saying it is in the future", tc.tick, got, err)
+			}
+			continue
+		}
+		if err != nil || !ok || !got.Equal(mustTime(tc.want)) {
+			t.Errorf("tick %s: %v %v %v, want %s", tc.tick, got, ok, err, tc.want)
 		}
 	}
 }

@@ -120,6 +120,7 @@ func TestRead(t *testing.T) {
 	}{
 		{"tree", testReadTree}, {"series", testReadSeries}, {"top", testReadTop},
 		{"ticks", testReadTicks}, {"errors", testReadErrors}, {"auth", testReadAuth},
+		{"step in progress", testReadStepInProgress}, {"routes", testReadRoutes},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
 	}
@@ -239,12 +240,15 @@ func testReadSeries(t *testing.T, f *readFixture) {
 	for _, node := range []string{"proj-r", "g01", "g02-s0001-p01", "g03"} {
 		for _, step := range []string{apiv1.Step5m, apiv1.Step1h, apiv1.Step1d} {
 			for _, agg := range []string{apiv1.AggMax, apiv1.AggMean, apiv1.AggLast} {
+				// The window ends 3 hours after the server's clock (readNow): those ticks
+				// have not started and expect nothing.
+				end := readEnd.Add(3 * time.Hour)
 				q := url.Values{"node": {node}, "step": {step}, "agg": {agg},
-					"from": {rt0.Add(-time.Hour).Format(time.RFC3339)}, "to": {readEnd.Format(time.RFC3339)}}
+					"from": {rt0.Add(-time.Hour).Format(time.RFC3339)}, "to": {end.Format(time.RFC3339)}}
 				var got apiv1.SeriesResponse
 				f.getOK(t, f.tokRd, readPath+apiv1.SeriesPath, q, &got)
-				// The API widens from to a whole step.
-				want := naiveSeries(f, node, tree.AlignTick(rt0.Add(-time.Hour), steps[step]), readEnd, steps[step], agg)
+				// The API widens from and to to whole steps.
+				want := naiveSeries(f, node, tree.AlignTick(rt0.Add(-time.Hour), steps[step]), alignUp(end, steps[step]), steps[step], agg)
 				if got.Node != node || got.Step != step || got.Agg != agg || got.Type != f.w.versions[1].typeOf(node) {
 					t.Fatalf("%s %s %s: header %+v", node, step, agg, got)
 				}
@@ -290,6 +294,13 @@ func testReadSeries(t *testing.T, f *readFixture) {
 	}
 }
 
+func alignUp(t time.Time, step time.Duration) time.Time {
+	if a := tree.AlignTick(t, step); !a.Equal(t) {
+		return a.Add(step)
+	}
+	return t
+}
+
 func (v worldVersion) typeOf(id string) string {
 	nd, _ := v.tree.Node(id)
 	return nd.Type
@@ -303,7 +314,9 @@ func naiveSeries(f *readFixture, node string, from, to time.Time, step time.Dura
 		var vals []int64
 		for tk := b; tk.Before(b.Add(step)); tk = tk.Add(rtick) {
 			online, reported, expected := f.w.total(tk, node)
-			p.Expected += expected
+			if !tk.After(tree.AlignTick(readNow, rtick)) { // a tick not started yet expects nothing
+				p.Expected += expected
+			}
 			if !f.hasDoc(tk, node) {
 				p.Complete = false
 				continue
@@ -454,6 +467,13 @@ func testReadErrors(t *testing.T, f *readFixture) {
 		{top, url.Values{"node": {"proj-r"}, "n": {"0"}}, 400, apiv1.ErrInvalidParameter, "n"},
 		{top, url.Values{"node": {"proj-r"}, "n": {"1001"}}, 400, apiv1.ErrInvalidParameter, "n"},
 		{top, url.Values{"node": {"proj-r"}, "n": {"x"}}, 400, apiv1.ErrInvalidParameter, "n"},
+		{top, url.Values{"node": {"proj-r"}, "n": {"+3"}}, 400, apiv1.ErrInvalidParameter, "n"},
+		{top, url.Values{"node": {"proj-r"}, "n": {"03"}}, 400, apiv1.ErrInvalidParameter, "n"},
+		{top, url.Values{"node": {"proj-r"}, "tick": {readNow.Add(24 * time.Hour).Format(time.RFC3339)}}, 400, apiv1.ErrInvalidParameter, "tick"},
+		{tr, url.Values{"tick": {readNow.Add(24 * time.Hour).Format(time.RFC3339)}}, 400, apiv1.ErrInvalidParameter, "tick"},
+		{tr, url.Values{"tick": {readEnd.Add(2 * rtick).Format(time.RFC3339)}}, 400, apiv1.ErrInvalidParameter, "tick"},
+		{tr, url.Values{"tick": {"2024-05-01T10:00:00,5Z"}}, 400, apiv1.ErrInvalidParameter, "tick"},
+		{series, url.Values{"node": {"proj-r"}, "from": {"2024-05-01 10:00:00Z"}}, 400, apiv1.ErrInvalidParameter, "from"},
 		{ticks, url.Values{"from": {day(0)}, "to": {day(35)}}, 400, apiv1.ErrInvalidParameter, "from"},
 		{apiv1.ProjectsPath, url.Values{"x": {"1"}}, 400, apiv1.ErrInvalidParameter, "x"},
 	} {
@@ -463,6 +483,35 @@ func testReadErrors(t *testing.T, f *readFixture) {
 			continue
 		}
 		f.getErr(t, f.tokRd, tc.path, tc.q, tc.status, tc.code, tc.field)
+	}
+
+	// The spellings RFC 3339 allows besides the canonical one mean the same tick; the
+	// current tick and the next (within the ingest's clock skew) are not refused.
+	var upper, lower apiv1.TreeResponse
+	f.getOK(t, f.tokRd, tr, url.Values{"tick": {"2024-05-01T10:00:00Z"}}, &upper)
+	f.getOK(t, f.tokRd, tr, url.Values{"tick": {"2024-05-01t12:00:00.000+02:00"}}, &lower)
+	if !upper.Tick.Equal(lower.Tick) || !slices.EqualFunc(upper.Nodes, lower.Nodes, func(a, b apiv1.TreeNode) bool { return a.Online == b.Online }) {
+		t.Fatalf("lowercase t: %+v, uppercase: %+v", lower.Tick, upper.Tick)
+	}
+	f.getOK(t, f.tokRd, tr, url.Values{"tick": {"2024-05-01t10:00:00z"}}, &lower)
+	if !upper.Tick.Equal(lower.Tick) {
+		t.Fatalf("lowercase z: %s", lower.Tick)
+	}
+	var s apiv1.SeriesResponse
+	f.getOK(t, f.tokRd, series, url.Values{"node": {"g01"}, "from": {"2024-05-01t10:00:00z"}, "to": {"2024-05-01t11:00:00z"}}, &s)
+	if len(s.Points) != 12 {
+		t.Fatalf("lowercase window: %d points", len(s.Points))
+	}
+	for _, tk := range []time.Time{readEnd, readEnd.Add(rtick)} {
+		f.getOK(t, f.tokRd, tr, tickValues(tk), &upper)
+		if !upper.Tick.Equal(tk) {
+			t.Fatalf("tick %s answered %s", tk, upper.Tick)
+		}
+	}
+	var top3 apiv1.TopResponse
+	f.getOK(t, f.tokRd, top, url.Values{"node": {"g01-s0001"}, "n": {"2"}, "tick": {tickFull.Format(time.RFC3339)}}, &top3)
+	if len(top3.Children) != 2 {
+		t.Fatalf("n=2: %+v", top3)
 	}
 
 	// A project without any tree: no tick to default to.
@@ -565,5 +614,121 @@ func testReadAuth(t *testing.T, f *readFixture) {
 	}
 	if err != nil || len(list) != 2 || scopes[api.ScopeIngest] != 1 || scopes[api.ScopeRead] != 1 {
 		t.Fatalf("ListTokens = %+v, %v", list, err)
+	}
+}
+
+// testReadStepInProgress: the 1h and 1d steps that contain the server's current tick count
+// only the ticks that have started (at or before it), so a node whose every leaf reported
+// every tick shows a complete step in progress, while a missing report still shows.
+func testReadStepInProgress(t *testing.T, f *readFixture) {
+	w := newWorld("proj-now")
+	w.importTree(t, f.readStack, []tree.Node{{ID: "now-root", Type: tree.TypeProject},
+		{ID: "now-g", Type: tree.TypeGroup, Parent: "now-root"},
+		{ID: "now-a", Type: tree.TypeProcess, Parent: "now-g"}, {ID: "now-b", Type: tree.TypeProcess, Parent: "now-g"},
+		{ID: "now-c", Type: tree.TypeProcess, Parent: "now-root"}}, rt0)
+	current := tree.AlignTick(readNow, rtick) // readEnd: the first tick of an hour and of a day
+	for tk := current.Add(-3 * time.Hour); !tk.After(current); tk = tk.Add(rtick) {
+		w.set(tk, "now-a", 5)
+		w.set(tk, "now-b", 7)
+		if tk.Before(current) {
+			w.set(tk, "now-c", 1) // now-c misses the current tick
+		}
+	}
+	w.write(t, f.readStack)
+	tok := f.token(t, "proj-now", true)
+	path := apiv1.ProjectsPath + "/proj-now" + apiv1.SeriesPath
+	type pt struct {
+		reported, expected int64
+		complete           bool
+	}
+	for _, tc := range []struct {
+		node, step string
+		last, prev pt // the step in progress and the one before
+	}{
+		{"now-g", apiv1.Step1h, pt{2, 2, true}, pt{24, 24, true}},
+		{"now-g", apiv1.Step1d, pt{2, 2, true}, pt{72, 576, false}}, // the day before has reports for its last 3 hours
+		{"now-root", apiv1.Step1h, pt{2, 3, false}, pt{36, 36, true}},
+		{"now-c", apiv1.Step1h, pt{0, 1, false}, pt{12, 12, true}},
+	} {
+		var got apiv1.SeriesResponse
+		f.getOK(t, tok, path, url.Values{"node": {tc.node}, "step": {tc.step}}, &got) // default window: up to the current step's end
+		last, prev := got.Points[len(got.Points)-1], got.Points[len(got.Points)-2]
+		if !last.T.Equal(current) || (pt{last.Reported, last.Expected, last.Complete}) != tc.last {
+			t.Errorf("%s %s: step in progress %s, want %+v", tc.node, tc.step, fmtPoint(last), tc.last)
+		}
+		if (pt{prev.Reported, prev.Expected, prev.Complete}) != tc.prev {
+			t.Errorf("%s %s: the step before %s, want %+v", tc.node, tc.step, fmtPoint(prev), tc.prev)
+		}
+	}
+	// A report for the next tick (ingest's clock skew allows it) counts although the tick
+	// has not started by the server's clock.
+	ahead := newWorld("proj-now")
+	ahead.versions = w.versions
+	ahead.set(current.Add(rtick), "now-a", 6)
+	ahead.write(t, f.readStack)
+	var got apiv1.SeriesResponse
+	f.getOK(t, tok, path, url.Values{"node": {"now-a"}, "step": {apiv1.Step1h}}, &got)
+	if last := got.Points[len(got.Points)-1]; last.Reported != 2 || last.Expected != 2 || !last.Complete || last.Online == nil || *last.Online != 6 {
+		t.Errorf("a report for a tick ahead of the clock: %s, want it counted", fmtPoint(last))
+	}
+}
+
+// testReadRoutes: a path no endpoint has is a JSON 404 not_found, a method the path's
+// endpoint does not take a JSON 405 method_not_allowed with Allow, before any
+// authentication; HEAD answers like GET without a body.
+func testReadRoutes(t *testing.T, f *readFixture) {
+	for _, tc := range []struct {
+		method, path string
+		token        string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/v1/nope", "", 404, apiv1.ErrNotFound, ""},
+		{"GET", "/nope", f.tokRd, 404, apiv1.ErrNotFound, ""},
+		{"GET", "/", "", 404, apiv1.ErrNotFound, ""},
+		{"GET", readPath, f.tokRd, 404, apiv1.ErrNotFound, ""},
+		{"GET", readPath + "/", f.tokRd, 404, apiv1.ErrNotFound, ""},
+		{"GET", readPath + apiv1.TreePath + "/x", f.tokRd, 404, apiv1.ErrNotFound, ""},
+		{"GET", apiv1.ProjectsPath + "/", f.tokRd, 404, apiv1.ErrNotFound, ""},
+		{"HEAD", "/v1/nope", "", 404, "", ""},
+		{"POST", apiv1.ProjectsPath, f.tokRd, 405, apiv1.ErrMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", readPath + apiv1.TreePath, f.tokRd, 405, apiv1.ErrMethodNotAllowed, "GET, HEAD"},
+		{"PUT", readPath + apiv1.SeriesPath, "", 405, apiv1.ErrMethodNotAllowed, "GET, HEAD"},
+		{"OPTIONS", readPath + apiv1.TicksPath, "", 405, apiv1.ErrMethodNotAllowed, "GET, HEAD"},
+		{"GET", apiv1.CountsPath, f.tokIngest, 405, apiv1.ErrMethodNotAllowed, "POST"},
+		{"HEAD", readPath + apiv1.TreePath, f.tokRd, 200, "", ""},
+		{"HEAD", readPath + apiv1.TreePath, "", 401, "", ""},
+	} {
+		req, err := http.NewRequestWithContext(f.ctx, tc.method, f.url+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := f.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := new(bytes.Buffer)
+		_, _ = raw.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s = %d %q Allow %q, want %d application/json Allow %q", tc.method, tc.path, resp.StatusCode,
+				resp.Header.Get("Content-Type"), resp.Header.Get("Allow"), tc.status, tc.allow)
+			continue
+		}
+		if tc.method == "HEAD" {
+			if raw.Len() != 0 {
+				t.Errorf("HEAD %s answered a body: %s", tc.path, raw)
+			}
+			continue
+		}
+		var e apiv1.ErrorResponse
+		decodeStrict(t, raw.Bytes(), &e)
+		if e.Error != tc.code || e.Message == "" {
+			t.Errorf("%s %s: %+v, want error %s", tc.method, tc.path, e, tc.code)
+		}
+		t.Logf("%s %s: %d %s", tc.method, tc.path, resp.StatusCode, e.Message)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/tree"
 )
 
 // Default windows of GET .../series without from, per step: 288, 168 and 90 points.
@@ -17,7 +18,10 @@ const (
 
 // tickValue is one tick of a node's series before downsampling.
 type tickValue struct {
-	present  bool
+	present bool
+	// future is set for a tick that has not started by the server's clock: without a
+	// document it is not due, so it neither expects leaves nor makes its step incomplete.
+	future   bool
 	online   int64
 	reported int64
 	expected int64
@@ -101,7 +105,8 @@ func (rd *reader) seriesQuery(q url.Values) (seriesParams, error) {
 
 // nodeTicks returns node's value at every tick of [from, to): its document's, or for a tick
 // without one the node's leaf count in the tick's tree version as expected (0 where the
-// version does not have the node). typ is the node's type in the latest version of the window
+// version does not have the node, and for a tick that has not started yet: nothing is due
+// for it, so the step in progress is not incomplete for its future ticks). typ is the node's type in the latest version of the window
 // that has it; a node in no version of the window is 404 unknown_node.
 func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to time.Time) (string, []tickValue, error) {
 	spans, err := rd.spans(ctx, project, from, to)
@@ -109,6 +114,8 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 		return "", nil, err
 	}
 	ticks := make([]tickValue, to.Sub(from)/rd.tick)
+	// started is how many ticks of the window have started by the server's clock.
+	started := min(len(ticks), max(0, int(tree.AlignTick(rd.now(), rd.tick).Sub(from)/rd.tick)+1))
 	typ, known := "", false
 	for _, sp := range spans {
 		if sp.tree == nil {
@@ -121,7 +128,7 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 		typ, known = nd.Type, true
 		lo, hi := int(sp.from.Sub(from)/rd.tick), int(sp.to.Sub(from)/rd.tick)
 		leaves := int64(sp.tree.LeafCount(node))
-		for i := lo; i < hi; i++ {
+		for i := lo; i < min(hi, started); i++ {
 			ticks[i].expected = leaves
 		}
 		err := rd.nodeDocs(ctx, node, nd.Type, sp.from, sp.to, func(d nodeDoc) {
@@ -135,6 +142,9 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 			return "", nil, err
 		}
 	}
+	for i := started; i < len(ticks); i++ {
+		ticks[i].future = true
+	}
 	if !known {
 		return "", nil, notFound(apiv1.ErrUnknownNode, "node", "node %q is not in the tree of project %q at any tick of [%s, %s)",
 			node, project, from.Format(time.RFC3339), to.Format(time.RFC3339))
@@ -144,7 +154,8 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 
 // downsample combines every per consecutive ticks (starting at from, tick apart) into one
 // point: online by agg over the ticks that have a document (null when none has), reported and
-// expected summed, complete when every tick has a document with reported == expected.
+// expected summed, complete when some tick has a document and every tick but the future ones
+// without a document has one with reported == expected.
 func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, agg string) []apiv1.SeriesPoint {
 	out := make([]apiv1.SeriesPoint, 0, (len(ticks)+per-1)/per)
 	for lo := 0; lo < len(ticks); lo += per {
@@ -154,7 +165,7 @@ func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, 
 			p.Reported += tv.reported
 			p.Expected += tv.expected
 			if !tv.present {
-				p.Complete = false
+				p.Complete = p.Complete && tv.future
 				continue
 			}
 			if tv.reported != tv.expected {
@@ -167,6 +178,7 @@ func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, 
 			sum += tv.online
 			last = tv.online
 		}
+		p.Complete = p.Complete && n > 0
 		if n > 0 {
 			var v float64
 			switch agg {

@@ -177,3 +177,12 @@ const (
 	// a tick) no tick has a root document yet.
 	ErrNoData = "no_data"
 )
+
+// Error codes of any path of the API (ingest or read).
+const (
+	// ErrNotFound (404): no endpoint has the request's path.
+	ErrNotFound = "not_found"
+	// ErrMethodNotAllowed (405): the path's endpoint takes other methods, listed in the
+	// answer's Allow header.
+	ErrMethodNotAllowed = "method_not_allowed"
+)

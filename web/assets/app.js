@@ -1,23 +1,46 @@
 // rollup dashboard: a project's tree at a tick and a node's trend, read from the read API.
 //
-// Plain JavaScript, no build step. The bearer token comes from the URL fragment
-// (#token=…&project=…&node=…&tick=…&window=…) or the form, lives in sessionStorage, and is sent
-// only in the Authorization header of same-origin API calls; it is removed from the address
-// bar at once. Rendered numbers carry data-* attributes (data-node-id, data-online,
-// data-reported, data-expected, data-complete; the chart's data-points, data-gaps,
-// data-incomplete) for tests.
+// Plain JavaScript, no build step. Everything the page shows is one view (project, node, tick,
+// time range, step, aggregation, time zone, children comparison, refresh), carried by the URL
+// fragment without the token. A change loads everything the new view needs first and shows
+// it all at once, so the controls always describe what is shown; a load that fails leaves the
+// last view on screen, says so, and a live view keeps retrying with backoff, saying since when
+// its data is stale. The bearer token comes from the fragment (#token=…) or the form, lives in
+// sessionStorage, and is sent only in the Authorization header of same-origin API calls; it
+// is removed from the address bar at once and put in a shared link only when asked.
+//
+// Rendered numbers carry data-* attributes for tests: tree rows and children (data-node-id,
+// data-online, data-reported, data-expected, data-complete, data-nodata, data-mismatch), the
+// chart (data-points, data-gaps, data-incomplete, data-from, data-to, data-step, data-agg,
+// data-compare-ids), the readout (data-t, data-online); <body> has data-state, data-loads
+// (views shown so far) and data-stale.
 'use strict';
 
 (() => {
   const TOKEN_KEY = 'rollup.token';
   const TICK_S = 300; // the server's tick (tree.DefaultTick)
-  const WINDOWS = [['1h', 3600], ['6h', 6 * 3600], ['24h', 86400], ['2d', 2 * 86400], ['7d', 7 * 86400], ['30d', 30 * 86400]];
-  const WINDOW_S = new Map(WINDOWS);
-  const DEFAULT_WINDOW = '24h';
-  const STEP_S = { '5m': 300, '1h': 3600 };
+  // Time ranges of the range buttons, shortest first. A longer one needs only a line here:
+  // the automatic step is the finest with at most AUTO_POINTS points.
+  const RANGES = [['1h', 3600], ['6h', 6 * 3600], ['24h', 86400], ['2d', 2 * 86400], ['7d', 7 * 86400], ['30d', 30 * 86400]];
+  const RANGE_S = new Map(RANGES);
+  const DEFAULT_RANGE = '24h';
+  const STEPS = [['5m', 300], ['1h', 3600], ['1d', 86400]];
+  const STEP_S = new Map(STEPS);
+  const AUTO_POINTS = 1000;
+  const MAX_POINTS = 10000; // api.MaxSeriesPoints
+  const MAX_SPAN_S = 366 * 86400; // api.MaxSeriesWindow
+  const AGGS = ['max', 'mean', 'last'];
+  const DEFAULT_AGG = 'max'; // as the API: peak players
+  const REFRESHES = ['off', '10s', '30s', '1m', '5m'];
+  const DEFAULT_REFRESH = '1m';
+  const COMPARE = ['off', 'lines', 'stacked'];
+  const COMPARE_NS = [3, 5, 10];
+  const DEFAULT_N = 5;
+  const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
+  const RETRY_MAX_S = 300;
   const TICK_LIST_S = 86400; // the tick picker lists the last day
   const CHILD_PAGE = 200; // children rendered per node before "show more"
-  const REFRESH_MS = 60000; // auto-refresh while the latest tick is shown
+  const PALETTE = ['#2f6fdb', '#e8590c', '#2b8a3e', '#ae3ec9', '#f08c00', '#1098ad', '#d6336c', '#74b816', '#4263eb', '#868e96'];
 
   const $ = (id) => document.getElementById(id);
   const nf = new Intl.NumberFormat('en-US');
@@ -28,21 +51,20 @@
   const state = {
     token: '',
     projects: [],
-    project: '',
-    tick: '', // '' = the latest tick with a root document
-    ticks: [],
-    tree: null,
-    byId: new Map(),
+    view: null, // the view shown; before anything is shown, the one asked for
+    data: null, // what is shown: see fetchView
     expanded: new Set(),
     shown: new Map(),
-    node: '',
-    window: DEFAULT_WINDOW,
-    agg: 'mean',
-    anchor: null, // exclusive end of the chart window, unix seconds
     chart: null,
-    series: null,
-    loads: {},
-    refreshTimer: 0,
+    loading: null, // AbortController of the load in flight
+    failures: 0, // failed loads in a row of a live view or of the first view
+    failingSince: 0, // ms
+    lastError: '',
+    retryAfter: 0, // seconds, from the last 503
+    retryAt: 0, // ms
+    timer: 0,
+    overdue: false, // a refresh came due while the tab was hidden
+    loads: 0,
   };
 
   // ---- small helpers
@@ -62,12 +84,52 @@
 
   const secs = (rfc) => Date.parse(rfc) / 1000;
   const iso = (s) => new Date(s * 1000).toISOString().replace('.000Z', 'Z');
-  function fmtTime(s, withDate = true) {
-    const t = iso(s);
-    return withDate ? t.slice(0, 10) + ' ' + t.slice(11, 16) : t.slice(11, 16);
-  }
+  const floorTo = (s, step) => Math.floor(s / step) * step;
+  const ceilTo = (s, step) => Math.ceil(s / step) * step;
+  const nowS = () => Date.now() / 1000;
   const isComplete = (n) => n.reported >= n.expected;
+  const noData = (n) => n.reported === 0; // nothing under the node reported: its 0 is no count
   const pct = (n) => (n.expected > 0 ? Math.floor((100 * n.reported) / n.expected) : 100);
+
+  // ---- time in the view's zone: 'utc' or 'local' (the browser's)
+
+  const p2 = (n) => String(n).padStart(2, '0');
+  function tparts(s, tz) {
+    const d = new Date(s * 1000);
+    if (tz === 'local') {
+      return { y: d.getFullYear(), mo: d.getMonth() + 1, d: d.getDate(), h: d.getHours(), mi: d.getMinutes(), se: d.getSeconds(), off: -d.getTimezoneOffset() };
+    }
+    return { y: d.getUTCFullYear(), mo: d.getUTCMonth() + 1, d: d.getUTCDate(), h: d.getUTCHours(), mi: d.getUTCMinutes(), se: d.getUTCSeconds(), off: 0 };
+  }
+  function tzName(s, tz) {
+    const off = tparts(s, tz).off;
+    if (tz !== 'local') return 'UTC';
+    const a = Math.abs(off);
+    return 'UTC' + (off < 0 ? '−' : '+') + p2(Math.floor(a / 60)) + ':' + p2(a % 60);
+  }
+  function fmtDay(s, tz) {
+    const p = tparts(s, tz);
+    return p.y + '-' + p2(p.mo) + '-' + p2(p.d);
+  }
+  function fmtHM(s, tz) {
+    const p = tparts(s, tz);
+    return p2(p.h) + ':' + p2(p.mi);
+  }
+  const fmtTime = (s, tz) => fmtDay(s, tz) + ' ' + fmtHM(s, tz);
+  const fmtWhen = (s, tz) => fmtTime(s, tz) + ' ' + tzName(s, tz);
+  function fmtClock(ms, tz) {
+    const p = tparts(ms / 1000, tz);
+    return p2(p.h) + ':' + p2(p.mi) + ':' + p2(p.se);
+  }
+  // toInput and fromInput convert to and from a datetime-local input's value in tz.
+  const toInput = (s, tz) => fmtDay(s, tz) + 'T' + fmtHM(s, tz);
+  function fromInput(v, tz) {
+    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(v || '');
+    if (!m) return NaN;
+    const [y, mo, d, h, mi] = m.slice(1).map(Number);
+    const ms = tz === 'local' ? new Date(y, mo - 1, d, h, mi).getTime() : Date.UTC(y, mo - 1, d, h, mi);
+    return ms / 1000;
+  }
 
   function storeGet() {
     try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
@@ -79,50 +141,105 @@
     } catch { /* storage disabled: the token lives in memory only */ }
   }
 
-  // ---- URL fragment: the shareable view (never the token once read)
+  // ---- views and the URL fragment
 
-  function readHash() {
+  function defaultView() {
+    return {
+      project: '', node: '', tick: '', range: { rel: DEFAULT_RANGE }, step: 'auto', agg: DEFAULT_AGG,
+      tz: 'utc', cmp: 'off', n: DEFAULT_N, refresh: DEFAULT_REFRESH,
+    };
+  }
+
+  // refreshS is a refresh setting in seconds: off, or a number of seconds or minutes.
+  function refreshS(r) {
+    const m = /^([1-9]\d{0,4})(s|m)$/.exec(r || '');
+    return m ? Number(m[1]) * (m[2] === 'm' ? 60 : 1) : 0;
+  }
+
+  const spanOf = (v) => (v.range.rel ? RANGE_S.get(v.range.rel) : v.range.to - v.range.from);
+  const stepFits = (step, span) => span / STEP_S.get(step) <= MAX_POINTS;
+
+  // normalize makes a view valid: a fixed step too fine for the range falls back to auto.
+  function normalize(v) {
+    if (v.step !== 'auto' && !stepFits(v.step, spanOf(v))) v.step = 'auto';
+    return v;
+  }
+
+  // viewFromHash reads a view (and a token, if any) from the URL fragment; what is missing or
+  // invalid gets its default. window= is the older name of range=.
+  function viewFromHash() {
     const p = new URLSearchParams(location.hash.slice(1));
-    const tok = p.get('token');
-    if (tok) {
-      state.token = tok;
-      storeSet(tok);
+    const v = defaultView();
+    v.project = p.get('project') || '';
+    v.node = p.get('node') || '';
+    const tick = secs(p.get('tick') || '');
+    v.tick = Number.isFinite(tick) ? iso(floorTo(tick, TICK_S)) : '';
+    const rel = p.get('range') || p.get('window');
+    const from = secs(p.get('from') || '');
+    const to = secs(p.get('to') || '');
+    if (Number.isFinite(from) && Number.isFinite(to) && from < to && to - from <= MAX_SPAN_S) {
+      v.range = { from: floorTo(from, TICK_S), to: ceilTo(to, TICK_S) };
+    } else if (RANGE_S.has(rel)) {
+      v.range = { rel };
     }
-    state.project = p.get('project') || '';
-    state.node = p.get('node') || '';
-    state.tick = p.get('tick') || '';
-    state.window = WINDOW_S.has(p.get('window')) ? p.get('window') : DEFAULT_WINDOW;
-    state.anchor = null;
+    if (STEP_S.has(p.get('step'))) v.step = p.get('step');
+    if (AGGS.includes(p.get('agg'))) v.agg = p.get('agg');
+    if (p.get('tz') === 'local') v.tz = 'local';
+    if (COMPARE.includes(p.get('cmp'))) v.cmp = p.get('cmp');
+    const n = Number(p.get('n'));
+    if (Number.isInteger(n) && n >= 1 && n <= 20) v.n = n;
+    const r = p.get('refresh');
+    if (r === 'off' || refreshS(r) > 0) v.refresh = r;
+    return { view: normalize(v), token: p.get('token') || '' };
+  }
+
+  // viewParams is the fragment of view v: only what differs from the defaults, and the token
+  // only when given.
+  function viewParams(v, token) {
+    const p = new URLSearchParams();
+    if (token) p.set('token', token);
+    if (v.project) p.set('project', v.project);
+    if (v.node) p.set('node', v.node);
+    if (v.tick) p.set('tick', v.tick);
+    if (v.range.rel) {
+      if (v.range.rel !== DEFAULT_RANGE) p.set('range', v.range.rel);
+    } else {
+      p.set('from', iso(v.range.from));
+      p.set('to', iso(v.range.to));
+    }
+    if (v.step !== 'auto') p.set('step', v.step);
+    if (v.agg !== DEFAULT_AGG) p.set('agg', v.agg);
+    if (v.tz !== 'utc') p.set('tz', v.tz);
+    if (v.cmp !== 'off') p.set('cmp', v.cmp);
+    if (v.n !== DEFAULT_N) p.set('n', String(v.n));
+    if (v.refresh !== DEFAULT_REFRESH) p.set('refresh', v.refresh);
+    return p;
   }
 
   function writeHash() {
-    const p = new URLSearchParams();
-    if (state.project) p.set('project', state.project);
-    if (state.node) p.set('node', state.node);
-    if (state.tick) p.set('tick', state.tick);
-    if (state.window !== DEFAULT_WINDOW) p.set('window', state.window);
-    const h = '#' + p.toString();
+    const h = '#' + viewParams(state.view, '').toString();
     if (location.hash !== h) history.replaceState(null, '', h);
   }
+
+  function shareLink(withToken) {
+    return location.origin + location.pathname + '#' + viewParams(state.view, withToken ? state.token : '').toString();
+  }
+
+  // live: the view follows the newest data (latest tick, range ending now).
+  const isLive = (v) => !v.tick && !!v.range.rel;
 
   // ---- API
 
   class ApiError extends Error {
-    constructor(status, code, message) {
+    constructor(status, code, message, retryAfter) {
       super(message);
       this.status = status;
       this.code = code;
+      this.retryAfter = retryAfter || 0;
     }
   }
-
-  // begin aborts the previous load of the same kind and returns the new one's signal, so a
-  // slow answer never overwrites a newer one.
-  function begin(kind) {
-    if (state.loads[kind]) state.loads[kind].abort();
-    const c = new AbortController();
-    state.loads[kind] = c;
-    return c.signal;
-  }
+  // transient: worth retrying as is (the store, the network or the server is down).
+  const transient = (e) => e instanceof ApiError && (e.status === 0 || e.status === 429 || e.status >= 500);
 
   async function api(path, params, signal) {
     const u = new URL(path, document.baseURI);
@@ -137,23 +254,271 @@
       });
     } catch (e) {
       if (e.name === 'AbortError') throw e;
-      throw new ApiError(0, 'network', 'cannot reach the API (' + e.message + ')');
+      throw new ApiError(0, 'network', 'cannot reach the server (' + e.message + ')');
     }
     const body = await res.json().catch(() => null);
     if (!res.ok) {
       const msg = (body && body.message) || res.statusText || 'HTTP ' + res.status;
-      throw new ApiError(res.status, (body && body.error) || 'http_' + res.status, msg);
+      const ra = Number(res.headers.get('Retry-After')) || (body && body.retry_after_seconds) || 0;
+      throw new ApiError(res.status, (body && body.error) || 'http_' + res.status, msg, ra);
     }
     return body;
   }
 
-  const projectPath = (suffix) => 'v1/projects/' + encodeURIComponent(state.project) + suffix;
+  const projectPath = (project, suffix) => 'v1/projects/' + encodeURIComponent(project) + suffix;
 
-  // list accepts an array or an object holding one under key.
-  function list(body, key) {
-    if (Array.isArray(body)) return body;
-    if (body && Array.isArray(body[key])) return body[key];
-    return [];
+  // ---- loading a view
+
+  // chartRange is the window of the chart for view v whose tree is at tick t (seconds): a
+  // relative range ends with the current tick (or with t when t is a past tick outside it);
+  // both ends are aligned to the step, as the API aligns them.
+  function chartRange(v, t) {
+    const span = spanOf(v);
+    let step = v.step;
+    if (step === 'auto') {
+      step = STEPS.find(([, s]) => span / s <= AUTO_POINTS);
+      step = step ? step[0] : STEPS[STEPS.length - 1][0];
+    }
+    const ss = STEP_S.get(step);
+    if (v.range.rel) {
+      let end = Math.max(floorTo(nowS(), TICK_S) + TICK_S, t + TICK_S);
+      if (v.tick && (t < end - span || t >= end)) end = t + TICK_S;
+      const to = ceilTo(end, ss);
+      return { from: floorTo(to - span, ss), to, step, ss };
+    }
+    return { from: floorTo(v.range.from, ss), to: ceilTo(v.range.to, ss), step, ss };
+  }
+
+  // compareIds are the children of the node compared in v: its top v.n by online at the tick.
+  function compareIds(v, byId) {
+    const n = byId.get(v.node);
+    if (v.cmp === 'off' || !n) return [];
+    return sortedChildren(n, byId).slice(0, v.n).map((k) => k.id);
+  }
+
+  function sortedChildren(n, byId) {
+    const kids = (n.children || []).map((id) => byId.get(id)).filter(Boolean);
+    return kids.sort((a, b) => b.online - a.online || (a.id < b.id ? -1 : 1));
+  }
+
+  // prepareTree indexes a tree answer and finds its parents that are not the sum of their
+  // children (a damaged tick, or a rollup still in progress).
+  function prepareTree(tree) {
+    const byId = new Map((tree.nodes || []).map((n) => [n.id, n]));
+    const mismatch = new Map();
+    for (const n of tree.nodes || []) {
+      const kids = (n.children || []).map((id) => byId.get(id)).filter(Boolean);
+      if (kids.length === 0) continue;
+      const sum = { online: 0, reported: 0, expected: 0 };
+      for (const k of kids) {
+        sum.online += k.online;
+        sum.reported += k.reported;
+        sum.expected += k.expected;
+      }
+      if (sum.online !== n.online || sum.reported !== n.reported || sum.expected !== n.expected) mismatch.set(n.id, sum);
+    }
+    return { tree, byId, mismatch, root: tree.nodes && tree.nodes[0] };
+  }
+
+  // gapSeries is a series answer of range with no data.
+  function gapSeries(node, range, agg) {
+    const points = [];
+    for (let t = range.from; t < range.to; t += range.ss) points.push({ t: iso(t), online: null, reported: 0, expected: 0, complete: false });
+    return { node, type: '', step: range.step, agg, points };
+  }
+
+  // fetchView reads what view v needs, reusing what is shown when reason is a user's change
+  // (not a refresh, and no load is failing): { view, tree, byId, mismatch, root, ticks, range,
+  // series, compare, cache, loadedAt, notices } or { view, nodata, loadedAt }. loadedAt is when
+  // the oldest of it was read.
+  async function fetchView(v, reason, signal) {
+    const fresh = reason !== 'user' || state.failures > 0;
+    const cur = state.data && state.view && state.view.project === v.project && !state.data.nodata && !fresh ? state.data : null;
+    const loadedAt = cur ? cur.loadedAt : Date.now();
+    let t;
+    if (cur && state.view.tick === v.tick) {
+      t = cur;
+    } else {
+      try {
+        t = prepareTree(await api(projectPath(v.project, '/tree'), { tick: v.tick }, signal));
+      } catch (e) {
+        if (e instanceof ApiError && e.code === 'no_data' && !v.tick) return { view: v, nodata: e.message, loadedAt };
+        throw e;
+      }
+    }
+    if (!t.root) return { view: v, nodata: 'The tree of this tick is empty.', loadedAt };
+    const notices = [];
+    const tickS = secs(t.tree.tick);
+    if (!t.byId.has(v.node)) {
+      if (v.node) notices.push('Node "' + v.node + '" is not in the tree at ' + fmtWhen(tickS, v.tz) + '; showing the root.');
+      v = { ...v, node: t.root.id };
+    }
+    const range = chartRange(v, tickS);
+    const cache = cur ? cur.cache : new Map();
+    const used = new Map();
+    const series = (node) => {
+      const params = { node, from: iso(range.from), to: iso(range.to), step: range.step, agg: range.step === '5m' ? '' : v.agg };
+      const key = JSON.stringify(params);
+      const p = cache.get(key) || api(projectPath(v.project, '/series'), params, signal).catch((e) => {
+        // A node of the tick's tree that no tree version of the range has (it came later):
+        // a range of gaps, not an error.
+        if (e instanceof ApiError && e.code === 'unknown_node') return gapSeries(node, range, v.agg);
+        throw e;
+      });
+      used.set(key, p);
+      return p;
+    };
+    const ids = compareIds(v, t.byId);
+    const ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
+      { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
+    const [ticks, s, ...cmp] = await Promise.all([ticksP, series(v.node), ...ids.map(series)]);
+    return {
+      view: v, tree: t.tree, byId: t.byId, mismatch: t.mismatch, root: t.root, ticks, range, series: s,
+      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices,
+    };
+  }
+
+  // load shows view next once everything it needs is read. reason: 'user' (a change the
+  // user made), 'start', 'refresh' or 'retry'.
+  async function load(next, reason) {
+    if (state.loading) state.loading.abort();
+    const ctrl = new AbortController();
+    state.loading = ctrl;
+    document.body.dataset.busy = 'true';
+    if (!state.data) setStatus('loading…');
+    let d;
+    try {
+      d = await fetchView(next, reason, ctrl.signal);
+    } catch (e) {
+      if (state.loading !== ctrl) return; // superseded by a newer load
+      state.loading = null;
+      delete document.body.dataset.busy;
+      failed(next, reason, e);
+      return;
+    }
+    if (state.loading !== ctrl) return;
+    state.loading = null;
+    delete document.body.dataset.busy;
+    commit(d);
+  }
+
+  function commit(d) {
+    const projectChanged = !state.view || state.view.project !== d.view.project;
+    if (projectChanged) {
+      state.expanded.clear();
+      state.shown.clear();
+    }
+    state.view = d.view;
+    state.data = d;
+    state.failures = 0;
+    state.failingSince = 0;
+    state.lastError = '';
+    state.retryAfter = 0;
+    state.loads++;
+    document.body.dataset.loads = String(state.loads);
+    document.body.dataset.state = d.nodata ? 'nodata' : 'ready';
+    writeHash();
+    if (d.notices && d.notices.length) showError(d.notices.join(' '));
+    renderAll();
+    schedule();
+  }
+
+  function failed(next, reason, e) {
+    if (e instanceof ApiError && e.status === 401) {
+      showLogin('The API refused the token: ' + e.message);
+      return;
+    }
+    const msg = e && e.message ? e.message : String(e);
+    if (reason === 'user') {
+      // The change is not shown: the controls go back to the view on screen.
+      showError('Could not show ' + describeChange(next) + ': ' + msg + (state.data ? ' — still showing the view below.' : ''));
+      renderControls();
+      renderStatus();
+      schedule(); // the refresh this load may have replaced
+      return;
+    }
+    if (!state.data) state.view = next; // nothing shown yet: keep trying the view asked for
+    if (!transient(e)) {
+      // A 4xx does not heal by itself: say so, and go on refreshing as usual.
+      showError('Could not load the view: ' + msg);
+      if (!state.data) document.body.dataset.state = 'error';
+      renderControls();
+      renderStatus();
+      schedule();
+      return;
+    }
+    state.failures++;
+    if (!state.failingSince) state.failingSince = Date.now();
+    state.lastError = msg;
+    state.retryAfter = e.retryAfter || 0;
+    if (!state.data) document.body.dataset.state = 'error';
+    schedule();
+    renderStatus();
+  }
+
+  // describeChange names what differs between the view shown and next, for an error.
+  function describeChange(next) {
+    const v = state.view;
+    if (!v || !state.data) return 'the dashboard';
+    const parts = [];
+    if (next.project !== v.project) parts.push('project ' + next.project);
+    if (next.node !== v.node) parts.push('node ' + next.node);
+    if (next.tick !== v.tick) parts.push(next.tick ? 'the tick ' + fmtWhen(secs(next.tick), next.tz) : 'the latest tick');
+    if (JSON.stringify(next.range) !== JSON.stringify(v.range)) parts.push(rangeText(next));
+    if (next.step !== v.step) parts.push('step ' + next.step);
+    if (next.agg !== v.agg) parts.push(next.agg + ' per step');
+    if (next.cmp !== v.cmp || next.n !== v.n) parts.push('the comparison of children');
+    return parts.length ? parts.join(', ') : 'the view';
+  }
+
+  function rangeText(v) {
+    if (v.range.rel) return 'the last ' + v.range.rel;
+    return fmtTime(v.range.from, v.tz) + ' → ' + fmtTime(v.range.to, v.tz) + ' ' + tzName(v.range.from, v.tz);
+  }
+
+  // go shows the view shown with change applied.
+  function go(change) {
+    if (!state.view) return;
+    clearError();
+    load(normalize({ ...state.view, ...change }), 'user');
+  }
+
+  // ---- refresh and retry
+
+  // schedule sets the timer of the next load: a retry with backoff after failures, else the
+  // refresh of a live view.
+  function schedule() {
+    clearTimeout(state.timer);
+    state.retryAt = 0;
+    const every = refreshS(state.view && state.view.refresh);
+    let ms;
+    if (state.failures > 0) {
+      const first = Math.min(RETRY_FIRST_S, every || RETRY_FIRST_S);
+      const s = Math.max(state.retryAfter, Math.min(RETRY_MAX_S, first * 2 ** Math.min(16, state.failures - 1)));
+      ms = Math.round(s * 1000 * (1 + Math.random() * 0.2));
+      state.retryAt = Date.now() + ms;
+    } else if (state.data && !state.data.nodata && isLive(state.view) && every > 0) {
+      ms = every * 1000;
+    } else if (state.data && state.data.nodata && every > 0) {
+      ms = every * 1000; // waiting for the first tick
+    } else {
+      return;
+    }
+    state.timer = setTimeout(onTimer, ms);
+  }
+
+  function onTimer() {
+    if (document.visibilityState === 'hidden') {
+      state.overdue = true; // refreshed when the tab is shown again
+      return;
+    }
+    reload(state.failures > 0 ? 'retry' : 'refresh');
+  }
+
+  function reload(reason) {
+    state.overdue = false;
+    if (state.projects.length === 0) start();
+    else load(state.view, reason);
   }
 
   // ---- status, errors, login
@@ -166,23 +531,57 @@
   }
   function clearError() { $('error').hidden = true; }
 
-  function fail(err, what) {
-    if (err && err.name === 'AbortError') return;
-    if (err instanceof ApiError && err.status === 401) {
-      showLogin('The API refused the token: ' + err.message);
+  // renderStatus says how fresh the data shown is: when it was loaded, whether it refreshes,
+  // and, while loads fail, that it is stale, since when, why and when the next try is.
+  function renderStatus() {
+    const v = state.view;
+    const tz = v ? v.tz : 'utc';
+    const stale = state.failures > 0;
+    document.body.dataset.stale = String(stale && !!state.data);
+    $('stale-badge').hidden = !(stale && state.data);
+    $('app').classList.toggle('stale', stale && !!state.data);
+    if (stale) {
+      const next = state.retryAt ? ' Next try at ' + fmtClock(state.retryAt, tz) + '.' : '';
+      const text = state.data
+        ? 'Stale: the data shown was loaded at ' + fmtClock(state.data.loadedAt, tz) + ' ' + tzName(state.data.loadedAt / 1000, tz) +
+          ' and has not been updated since; loading fails since ' + fmtClock(state.failingSince, tz) + ': ' + state.lastError + '.' + next
+        : 'Cannot load the dashboard (failing since ' + fmtClock(state.failingSince, tz) + ' ' + tzName(state.failingSince / 1000, tz) + '): ' +
+          state.lastError + '.' + next;
+      $('stale-text').textContent = text;
+      $('stale').hidden = false;
+      setStatus(state.data ? 'stale since ' + fmtClock(state.failingSince, tz) : 'not loaded');
       return;
     }
-    showError(what + ': ' + (err && err.message ? err.message : String(err)));
-    setStatus('');
+    $('stale').hidden = true;
+    if (!state.data) return;
+    let s = 'updated ' + fmtClock(state.data.loadedAt, tz) + ' ' + tzName(state.data.loadedAt / 1000, tz);
+    const every = refreshS(v.refresh);
+    if (state.data.nodata) s += every ? ' · checks every ' + v.refresh : ' · refresh off';
+    else if (!isLive(v)) s += ' · a fixed time: not refreshing';
+    else if (every) s += ' · refreshes every ' + v.refresh;
+    else s += ' · refresh off';
+    if (!state.data.nodata && isLive(v)) {
+      const age = nowS() - secs(state.data.tree.tick);
+      if (age > 3 * TICK_S) s += ' · ⚠ the newest tick is ' + Math.round(age / 60) + ' min old';
+    }
+    setStatus(s);
   }
 
   function showLogin(reason) {
     state.token = '';
     storeSet('');
-    clearTimeout(state.refreshTimer);
+    clearTimeout(state.timer);
+    if (state.loading) state.loading.abort();
+    state.loading = null;
+    state.projects = [];
+    state.data = null;
+    state.failures = 0;
+    document.body.dataset.state = 'login';
     $('app').hidden = true;
     $('controls').hidden = true;
     $('signout').hidden = true;
+    $('stale').hidden = true;
+    $('share').hidden = true;
     $('login').hidden = false;
     $('login-reason').textContent = reason || '';
     $('login-reason').hidden = !reason;
@@ -190,8 +589,7 @@
     $('token-input').focus();
   }
 
-  // ---- loading
-
+  // start reads the token's projects, then shows state.view.
   async function start() {
     clearError();
     if (!state.token) {
@@ -200,185 +598,145 @@
     }
     $('login').hidden = true;
     $('signout').hidden = false;
+    if (!state.data) document.body.dataset.state = 'loading';
     setStatus('loading…');
+    if (state.loading) state.loading.abort();
+    const ctrl = new AbortController();
+    state.loading = ctrl;
+    let body;
     try {
-      const body = await api('v1/projects', null, begin('projects'));
-      state.projects = list(body, 'projects')
-        .map((p) => (typeof p === 'string' ? p : p.project || p.name || p.id))
-        .filter(Boolean);
+      body = await api('v1/projects', null, ctrl.signal);
     } catch (e) {
-      fail(e, 'projects');
+      if (state.loading !== ctrl) return;
+      state.loading = null;
+      failed(state.view, 'start', e);
       return;
     }
+    if (state.loading !== ctrl) return;
+    state.loading = null;
+    const list = Array.isArray(body) ? body : (body && body.projects) || [];
+    state.projects = list.map((p) => (typeof p === 'string' ? p : p.name)).filter(Boolean);
     if (state.projects.length === 0) {
       showError('This token may read no project.');
       setStatus('');
+      document.body.dataset.state = 'error';
       return;
     }
-    if (!state.projects.includes(state.project)) {
-      if (state.project) showError('Project "' + state.project + '" is not readable with this token; showing "' + state.projects[0] + '".');
-      state.project = state.projects[0];
+    if (!state.projects.includes(state.view.project)) {
+      if (state.view.project) showError('Project "' + state.view.project + '" is not readable with this token; showing "' + state.projects[0] + '".');
+      state.view = { ...state.view, project: state.projects[0], node: '', tick: '' };
     }
-    $('project').replaceChildren(...state.projects.map((p) => el('option', { value: p, text: p })));
-    $('project').value = state.project;
     $('controls').hidden = false;
     $('app').hidden = false;
-    await loadView();
+    renderControls();
+    load(state.view, 'start');
   }
 
-  // loadView loads the tree of the selected tick, then the ticks and the series.
-  async function loadView() {
-    writeHash();
-    setStatus('loading…');
-    const ok = await loadTree();
-    if (!ok) return;
-    await Promise.all([loadTicks(), loadSeries()]);
-    setStatus('updated ' + fmtTime(Date.now() / 1000, false) + ' UTC' + (state.tick ? '' : ' · refreshes every minute'));
-    scheduleRefresh();
+  // ---- rendering
+
+  function renderAll() {
+    renderControls();
+    if (state.data.nodata) {
+      renderNoData(state.data.nodata);
+    } else {
+      renderTree();
+      renderDetail();
+      renderChart();
+    }
+    renderStatus();
+    if (!$('share').hidden) renderShare();
   }
 
-  async function loadTree() {
-    let t;
-    try {
-      t = await api(projectPath('/tree'), { tick: state.tick }, begin('tree'));
-    } catch (e) {
-      if (e instanceof ApiError && e.code === 'no_data' && !state.tick) {
-        // Nothing rolled up yet: say so and look again later.
-        state.tree = null;
-        renderNoData(e.message);
-        setStatus('waiting for data · checks every minute');
-        scheduleRefresh();
-        return false;
-      }
-      fail(e, 'tree');
-      return false;
-    }
-    state.tree = t;
-    state.byId = new Map((t.nodes || []).map((n) => [n.id, n]));
-    const root = t.nodes && t.nodes[0];
-    if (!root) {
-      renderNoData('The tree of this tick is empty.');
-      return false;
-    }
-    if (!state.byId.has(state.node)) {
-      if (state.node) showError('Node "' + state.node + '" is not in the tree at ' + fmtTime(secs(t.tick)) + ' UTC; showing the root.');
-      state.node = root.id;
-    }
-    state.expanded.add(root.id);
-    expandPath(state.node);
-    writeHash();
-    renderTree();
-    renderDetail();
-    return true;
-  }
-
-  async function loadTicks() {
-    // The last day up to the server's current tick (to defaults to it); an older selected
-    // tick is added to the list by renderTicks.
-    const from = Math.floor(Date.now() / 1000 / TICK_S) * TICK_S - TICK_LIST_S;
-    let rows = [];
-    try {
-      const body = await api(projectPath('/ticks'), { from: iso(from) }, begin('ticks'));
-      rows = list(body, 'ticks');
-    } catch (e) {
-      fail(e, 'ticks');
-    }
-    state.ticks = rows;
+  function renderControls() {
+    const v = state.view;
+    if (!v) return;
+    $('project').replaceChildren(...state.projects.map((p) => el('option', { value: p, text: p })));
+    $('project').value = v.project;
+    $('tz').value = v.tz;
+    $('tz').title = 'local time is ' + tzName(nowS(), 'local') + ' now';
+    const refreshes = REFRESHES.includes(v.refresh) ? REFRESHES : [...REFRESHES, v.refresh];
+    $('refresh').replaceChildren(...refreshes.map((r) => el('option', { value: r, text: r })));
+    $('refresh').value = v.refresh;
     renderTicks();
+    renderRanges();
+    const d = state.data && !state.data.nodata ? state.data : null;
+    const r = d ? d.range : null;
+    const span = spanOf(v);
+    $('step').replaceChildren(
+      el('option', { value: 'auto', text: 'auto' + (r && v.step === 'auto' ? ' (' + r.step + ')' : '') }),
+      ...STEPS.map(([name]) => el('option', { value: name, text: name, disabled: !stepFits(name, span) })));
+    $('step').value = v.step;
+    $('agg').value = v.agg;
+    $('agg-label').hidden = !r || r.step === '5m';
+    const node = d && d.byId.get(v.node);
+    const leaf = !node || (node.children || []).length === 0;
+    $('cmp').value = v.cmp;
+    $('cmp').disabled = !!node && leaf;
+    $('cmp-n').replaceChildren(...COMPARE_NS.map((n) => el('option', { value: String(n), text: String(n) })));
+    if (!COMPARE_NS.includes(v.n)) $('cmp-n').append(el('option', { value: String(v.n), text: String(v.n) }));
+    $('cmp-n').value = String(v.n);
+    $('cmp-n').disabled = v.cmp === 'off' || leaf;
+    $('range-label').textContent = r ? fmtTime(r.from, v.tz) + ' → ' + fmtTime(r.to, v.tz) + ' ' + tzName(r.from, v.tz) : '';
+    $('custom-from').value = r ? toInput(r.from, v.tz) : '';
+    $('custom-to').value = r ? toInput(r.to, v.tz) : '';
+    $('custom-tz').textContent = tzName(r ? r.from : nowS(), v.tz);
+    $('csv').disabled = !d;
   }
 
-  function seriesRange() {
-    const w = WINDOW_S.get(state.window);
-    const step = w <= 2 * 86400 ? '5m' : '1h';
-    const ss = STEP_S[step];
-    const t = secs(state.tree.tick);
-    let end = state.anchor;
-    if (end == null || t < end - w || t >= end) end = t + TICK_S;
-    end = Math.ceil(end / ss) * ss;
-    state.anchor = end;
-    return { from: end - w, to: end, step, ss };
+  function renderRanges() {
+    const v = state.view;
+    $('ranges').replaceChildren(...RANGES.map(([name]) => el('button', {
+      type: 'button',
+      'aria-pressed': String(v.range.rel === name),
+      'data-range': name,
+      text: name,
+      onclick: () => {
+        if (v.range.rel !== name) go({ range: { rel: name } });
+      },
+    })));
+    $('custom-open').setAttribute('aria-pressed', String(!v.range.rel));
   }
-
-  async function loadSeries() {
-    const r = seriesRange();
-    const node = state.node;
-    const params = { node, from: iso(r.from), to: iso(r.to), step: r.step };
-    if (r.step !== '5m') params.agg = state.agg;
-    $('agg-label').hidden = r.step === '5m';
-    $('step-label').textContent = r.step;
-    let s;
-    try {
-      s = await api(projectPath('/series'), params, begin('series'));
-    } catch (e) {
-      fail(e, 'series');
-      return;
-    }
-    state.series = s;
-    renderChart(s, r);
-  }
-
-  function scheduleRefresh() {
-    clearTimeout(state.refreshTimer);
-    if (state.tick) return;
-    state.refreshTimer = setTimeout(() => {
-      if (document.visibilityState === 'visible' && !state.tick) {
-        state.anchor = null;
-        loadView();
-      } else {
-        scheduleRefresh();
-      }
-    }, REFRESH_MS);
-  }
-
-  // ---- selection
-
-  function expandPath(id) {
-    for (let n = state.byId.get(id); n; n = state.byId.get(n.parent)) {
-      state.expanded.add(n.id);
-      if (!n.parent) break;
-    }
-  }
-
-  function selectNode(id) {
-    if (!state.byId.has(id) || id === state.node) return;
-    state.node = id;
-    expandPath(id);
-    writeHash();
-    renderTree();
-    renderDetail();
-    loadSeries();
-    const row = document.querySelector('#tree li[data-node-id="' + CSS.escape(id) + '"] > .row');
-    if (row) row.scrollIntoView({ block: 'nearest' });
-  }
-
-  function selectTick(value) {
-    state.tick = value;
-    if (!value) state.anchor = null; // back to latest: the chart ends there again
-    loadView();
-  }
-
-  // ---- rendering: tree
 
   function renderNoData(why) {
     $('tree').replaceChildren(
       el('li', { class: 'nodata', text: why || 'No rolled-up tick yet for this project.' }),
       el('li', { class: 'hint', text: 'Totals appear once the project has a tree (rollup tree import) and agents have reported a tick.' }));
     $('tree-meta').textContent = '';
+    $('tree-mismatch').hidden = true;
     $('orphans').hidden = true;
     $('detail').hidden = true;
-    $('tick').replaceChildren(el('option', { value: '', text: 'latest' }));
     destroyChart();
   }
 
+  // ---- rendering: tree
+
   function renderTree() {
-    const t = state.tree;
-    $('tree-meta').textContent = fmtTime(secs(t.tick)) + ' UTC · tree v' + t.tree_version + ' · ' + fmt(t.nodes.length) + ' nodes';
-    $('tree').replaceChildren(treeItem(t.nodes[0], 1));
+    const d = state.data;
+    const v = state.view;
+    const t = d.tree;
+    $('tree-meta').textContent = fmtWhen(secs(t.tick), v.tz) + ' · tree v' + t.tree_version + ' · ' + fmt(t.nodes.length) + ' nodes';
+    const bad = d.mismatch.size;
+    $('tree-mismatch').hidden = bad === 0;
+    $('tree-mismatch').textContent = '⚠ ' + fmt(bad) + (bad === 1 ? ' total is' : ' totals are') +
+      ' not the sum of their children at this tick (marked ⚠): the tick looks damaged, or its rollup is still running.';
+    state.expanded.add(d.root.id);
+    expandPath(v.node);
+    const focused = document.activeElement && document.activeElement.closest('#tree li');
+    $('tree').replaceChildren(treeItem(d.root, 1));
+    if (focused) focusRow(focused.dataset.nodeId);
     const orphans = t.orphans || [];
     $('orphans').hidden = orphans.length === 0;
     $('orphans-title').textContent = fmt(orphans.length) + ' orphan' + (orphans.length === 1 ? '' : 's') + ' (not counted)';
     $('orphans-list').replaceChildren(...orphans.map((o) => el('li', { 'data-orphan-id': o.id, 'data-online': o.online },
       el('span', { text: o.id + ' (' + o.type + ')' }), el('span', { class: 'num', text: fmt(o.online) }))));
+  }
+
+  function expandPath(id) {
+    const byId = state.data.byId;
+    for (let n = byId.get(id); n; n = byId.get(n.parent)) {
+      state.expanded.add(n.id);
+      if (!n.parent) break;
+    }
   }
 
   function completenessCell(n) {
@@ -395,10 +753,27 @@
     return f;
   }
 
+  // nodeAttrs are the data attributes of a node's numbers.
+  function nodeAttrs(n) {
+    return {
+      'data-online': n.online,
+      'data-reported': n.reported,
+      'data-expected': n.expected,
+      'data-complete': String(isComplete(n)),
+      'data-nodata': String(noData(n)),
+      'data-mismatch': String(state.data.mismatch.has(n.id)),
+    };
+  }
+
+  // onlineText is a node's online as shown: "no data" when nothing under it reported.
+  const onlineText = (n) => (noData(n) ? 'no data' : fmt(n.online));
+
   function treeItem(n, level) {
+    const byId = state.data.byId;
     const kids = n.children || [];
     const open = kids.length > 0 && state.expanded.has(n.id);
-    const selected = n.id === state.node;
+    const selected = n.id === state.view.node;
+    const bad = state.data.mismatch.get(n.id);
     const li = el('li', {
       role: 'treeitem',
       'aria-level': level,
@@ -406,10 +781,7 @@
       'aria-selected': String(selected),
       'data-node-id': n.id,
       'data-type': n.type,
-      'data-online': n.online,
-      'data-reported': n.reported,
-      'data-expected': n.expected,
-      'data-complete': String(isComplete(n)),
+      ...nodeAttrs(n),
     });
     const twisty = el('button', {
       type: 'button',
@@ -426,15 +798,16 @@
       },
     });
     const row = el('div', {
-      class: 'row' + (selected ? ' selected' : '') + (isComplete(n) ? '' : ' incomplete'),
+      class: 'row' + (selected ? ' selected' : '') + (isComplete(n) ? '' : ' incomplete') + (bad ? ' mismatch' : ''),
       tabindex: selected ? '0' : '-1',
       onkeydown: (ev) => rowKey(ev, n),
-      title: n.id + ' · ' + n.type + ' · online ' + fmt(n.online) + ' · ' + fmt(n.reported) + '/' + fmt(n.expected) + ' leaves reported',
+      title: n.id + ' · ' + n.type + ' · online ' + onlineText(n) + ' · ' + fmt(n.reported) + '/' + fmt(n.expected) + ' leaves reported' +
+        (bad ? ' · ⚠ children sum to ' + fmt(bad.online) : ''),
       onclick: () => selectNode(n.id),
     },
     twisty,
     el('span', { class: 'node-name' }, n.id, el('span', { class: 'type', text: n.type })),
-    el('span', { class: 'online', 'data-field': 'online', text: fmt(n.online) }),
+    el('span', { class: 'online' + (noData(n) ? ' nodata-value' : ''), 'data-field': 'online', text: (bad ? '⚠ ' : '') + onlineText(n) }),
     completenessCell(n));
     row.style.setProperty('--depth', String(level - 1));
     li.append(row);
@@ -442,7 +815,7 @@
       const limit = state.shown.get(n.id) || CHILD_PAGE;
       const group = el('ul', { role: 'group' });
       for (const id of kids.slice(0, limit)) {
-        const c = state.byId.get(id);
+        const c = byId.get(id);
         if (c) group.append(treeItem(c, level + 1));
       }
       li.append(group);
@@ -461,6 +834,11 @@
       }
     }
     return li;
+  }
+
+  function selectNode(id) {
+    if (!state.data || !state.data.byId.has(id) || id === state.view.node) return;
+    go({ node: id });
   }
 
   // rowKey is the tree's keyboard: Enter or Space selects, → expands or goes to the first
@@ -515,44 +893,40 @@
     row.focus();
   }
 
-  // ---- rendering: ticks
+  // ---- rendering: the tick picker
 
   function renderTicks() {
+    const v = state.view;
+    const d = state.data && !state.data.nodata ? state.data : null;
     const sel = $('tick');
-    const latest = state.tree ? ' (' + fmtTime(secs(state.tree.tick)) + ')' : '';
-    const opts = [el('option', { value: '', text: 'latest' + (state.tick ? '' : latest) })];
+    const latest = d && !v.tick ? ' (' + fmtTime(secs(d.tree.tick), v.tz) + ')' : '';
+    const opts = [el('option', { value: '', text: 'latest' + latest })];
     const seen = new Set();
-    const rows = state.ticks.slice().sort((a, b) => secs(b.tick) - secs(a.tick));
+    const rows = (d ? d.ticks : []).slice().sort((a, b) => secs(b.tick) - secs(a.tick));
     for (const r of rows) {
       const s = secs(r.tick);
       seen.add(s);
       const mark = r.reported < r.expected ? ' ◐' : '';
       opts.push(el('option', {
-        value: r.tick,
-        text: fmtTime(s) + ' · ' + fmt(r.online) + ' online · ' + fmt(r.reported) + '/' + fmt(r.expected) + mark,
+        value: iso(s),
+        text: fmtTime(s, v.tz) + ' · ' + fmt(r.online) + ' online · ' + fmt(r.reported) + '/' + fmt(r.expected) + mark,
       }));
     }
-    if (state.tick && !seen.has(secs(state.tick))) {
-      opts.splice(1, 0, el('option', { value: state.tick, text: fmtTime(secs(state.tick)) }));
-    }
+    if (v.tick && !seen.has(secs(v.tick))) opts.splice(1, 0, el('option', { value: v.tick, text: fmtTime(secs(v.tick), v.tz) }));
     sel.replaceChildren(...opts);
-    if (state.tick) {
-      const s = secs(state.tick);
-      const o = opts.find((x) => x.value && secs(x.value) === s);
-      sel.value = o ? o.value : '';
-    } else {
-      sel.value = '';
-    }
+    sel.value = v.tick;
   }
 
-  // ---- rendering: selected node
+  // ---- rendering: the selected node
 
   function renderDetail() {
-    const n = state.byId.get(state.node);
+    const d = state.data;
+    const v = state.view;
+    const n = d.byId.get(v.node);
     if (!n) return;
     $('detail').hidden = false;
     const path = [];
-    for (let p = state.byId.get(n.parent); p; p = state.byId.get(p.parent)) {
+    for (let p = d.byId.get(n.parent); p; p = d.byId.get(p.parent)) {
       path.unshift(p);
       if (!p.parent) break;
     }
@@ -566,19 +940,31 @@
 
     const summary = $('summary');
     summary.dataset.nodeId = n.id;
-    summary.dataset.online = n.online;
-    summary.dataset.reported = n.reported;
-    summary.dataset.expected = n.expected;
-    summary.dataset.complete = String(isComplete(n));
+    for (const [k, val] of Object.entries(nodeAttrs(n))) summary.setAttribute(k, val);
     $('node-title').textContent = n.id;
     $('node-type').textContent = n.type;
-    $('node-online').textContent = fmt(n.online);
+    $('node-online').textContent = onlineText(n);
+    $('node-online').classList.toggle('nodata-value', noData(n));
     const c = $('node-completeness');
     c.textContent = fmt(n.reported) + ' / ' + fmt(n.expected) + (isComplete(n) ? '' : ' · incomplete');
     c.classList.toggle('warn', !isComplete(n));
 
-    const kids = (n.children || []).map((id) => state.byId.get(id)).filter(Boolean);
-    kids.sort((a, b) => b.online - a.online || (a.id < b.id ? -1 : 1));
+    const bad = d.mismatch.get(n.id);
+    const note = $('node-mismatch');
+    note.hidden = !bad;
+    if (bad) {
+      const t = secs(d.tree.tick);
+      const win = ' --project ' + v.project + ' --from ' + iso(t) + ' --to ' + iso(t + TICK_S);
+      note.replaceChildren(
+        el('b', { text: '⚠ Not the sum of its children. ' }),
+        el('span', { text: 'This node shows ' + fmt(n.online) + ' online and ' + fmt(n.reported) + '/' + fmt(n.expected) +
+          ' leaves; its children add up to ' + fmt(bad.online) + ' online and ' + fmt(bad.reported) + '/' + fmt(bad.expected) +
+          '. The tick is damaged, or its rollup is still running. Check it with ' }),
+        el('code', { text: 'rollup verify' + win }), el('span', { text: ' and repair it with ' }),
+        el('code', { text: 'rollup replay' + win }), el('span', { text: '.' }));
+    }
+
+    const kids = sortedChildren(n, d.byId);
     const top = Math.max(1, ...kids.map((k) => k.online));
     const rows = kids.slice(0, CHILD_PAGE).map((k) => {
       const share = el('div', { class: 'share' });
@@ -586,18 +972,15 @@
       fill.style.width = ((100 * k.online) / top).toFixed(1) + '%';
       share.append(fill);
       return el('tr', {
-        class: isComplete(k) ? '' : 'incomplete',
+        class: (isComplete(k) ? '' : 'incomplete') + (d.mismatch.has(k.id) ? ' mismatch' : ''),
         'data-child-id': k.id,
-        'data-online': k.online,
-        'data-reported': k.reported,
-        'data-expected': k.expected,
-        'data-complete': String(isComplete(k)),
+        ...nodeAttrs(k),
         onclick: () => selectNode(k.id),
       },
       el('td', { class: 'id', text: k.id }),
       el('td', { class: 'type', text: k.type }),
-      el('td', { class: 'num online', text: fmt(k.online) }),
-      el('td', {}, share),
+      el('td', { class: 'num online' + (noData(k) ? ' nodata-value' : ''), text: (d.mismatch.has(k.id) ? '⚠ ' : '') + onlineText(k) }),
+      el('td', { class: 'share-col' }, share),
       el('td', { class: 'num rep', text: fmt(k.reported) + '/' + fmt(k.expected) }));
     });
     if (kids.length > CHILD_PAGE) {
@@ -623,49 +1006,63 @@
     $('readout').replaceChildren();
   }
 
-  function renderChart(s, r) {
+  const pointsOf = (s) => (s && s.points) || [];
+
+  // chartData is the chart's columns: x, the node's online, the incomplete points, and each
+  // compared child's online.
+  function chartData() {
+    const d = state.data;
+    const pts = pointsOf(d.series);
+    const xs = pts.map((p) => secs(p.t));
+    const ys = pts.map((p) => (p.online == null ? null : p.online));
+    const inc = pts.map((p) => (p.online != null && !p.complete ? p.online : null));
+    const kids = d.compare.map((c) => {
+      const byT = new Map(pointsOf(c.series).map((p) => [secs(p.t), p.online]));
+      return xs.map((x) => (byT.has(x) ? byT.get(x) : null));
+    });
+    return { xs, ys, inc, kids };
+  }
+
+  function renderChart() {
     destroyChart();
+    const d = state.data;
+    const v = state.view;
+    const r = d.range;
+    const s = d.series;
     const box = $('chart');
-    const pts = s.points || [];
-    const xs = new Array(pts.length);
-    const ys = new Array(pts.length);
-    const inc = new Array(pts.length);
-    let gaps = 0;
-    let incomplete = 0;
-    for (let i = 0; i < pts.length; i++) {
-      const p = pts[i];
-      xs[i] = secs(p.t);
-      ys[i] = p.online == null ? null : p.online;
-      const bad = p.online != null && !p.complete;
-      inc[i] = bad ? p.online : null;
-      if (p.online == null) gaps++;
-      if (bad) incomplete++;
-    }
+    const { xs, ys, inc, kids } = chartData();
+    const gaps = ys.filter((y) => y == null).length;
+    const incomplete = inc.filter((y) => y != null).length;
+    const mode = kids.length ? v.cmp : 'off';
     Object.assign(box.dataset, {
       seriesNode: s.node,
       step: s.step,
-      agg: s.agg || '',
+      agg: s.step === '5m' ? '' : s.agg || '',
       from: iso(r.from),
       to: iso(r.to),
-      points: String(pts.length),
+      range: v.range.rel || 'custom',
+      tz: v.tz,
+      points: String(xs.length),
       gaps: String(gaps),
       incomplete: String(incomplete),
+      compare: mode,
+      compareIds: d.compare.map((c) => c.id).join(','),
     });
-    if (pts.length === 0 || gaps === pts.length) {
-      box.append(el('div', { class: 'empty', text: 'No data for ' + s.node + ' in this window.' }));
+    renderLegend(mode);
+    if (xs.length === 0 || gaps === xs.length) {
+      box.append(el('div', { class: 'empty', text: 'No data for ' + s.node + ' in this time range.' }));
     }
     if (typeof window.uPlot !== 'function') {
       box.append(el('div', { class: 'empty', text: 'The chart library did not load.' }));
       return;
     }
-    const step = STEP_S[s.step] || r.ss;
     const colors = {
       fg: cssVar('--muted'), grid: cssVar('--line'), accent: cssVar('--accent'), fill: cssVar('--accent-soft'),
       warn: cssVar('--warn'), warnSoft: cssVar('--warn-soft'), gap: cssVar('--gap'), sel: cssVar('--fg'),
     };
-    const selTick = state.tree ? secs(state.tree.tick) : null;
+    const selTick = secs(d.tree.tick);
 
-    // Bands behind the line: grey where a point has no data, amber where a tick is incomplete.
+    // Bands behind the lines: grey where the node has no data, amber where it is incomplete.
     function drawBands(u) {
       const { ctx } = u;
       const top = u.bbox.top;
@@ -675,11 +1072,11 @@
         const colour = ys[i] == null ? colors.gap : inc[i] != null ? colors.warnSoft : null;
         if (!colour) continue;
         const x0 = u.valToPos(xs[i], 'x', true);
-        const x1 = u.valToPos(xs[i] + step, 'x', true);
+        const x1 = u.valToPos(xs[i] + r.ss, 'x', true);
         ctx.fillStyle = colour;
         ctx.fillRect(x0, top, Math.max(1, x1 - x0), h);
       }
-      if (selTick != null && selTick >= r.from && selTick < r.to) {
+      if (selTick >= r.from && selTick < r.to) {
         const x = Math.round(u.valToPos(selTick, 'x', true)) + 0.5;
         ctx.strokeStyle = colors.sel;
         ctx.lineWidth = 1;
@@ -693,123 +1090,311 @@
     }
 
     // Points on their own between two gaps would draw nothing as a line: show them as dots.
-    function isolated(u, si, show) {
+    const isolated = (col) => (u, si, show) => {
       if (show) return null;
       const out = [];
-      for (let i = 0; i < ys.length; i++) {
-        if (ys[i] != null && (i === 0 || ys[i - 1] == null) && (i === ys.length - 1 || ys[i + 1] == null)) out.push(i);
+      for (let i = 0; i < col.length; i++) {
+        if (col[i] != null && (i === 0 || col[i - 1] == null) && (i === col.length - 1 || col[i + 1] == null)) out.push(i);
       }
       return out;
+    };
+
+    const series = [{}];
+    const data = [xs];
+    const bands = [];
+    if (mode === 'off') {
+      series.push(
+        { label: s.node, stroke: colors.accent, fill: colors.fill, width: 2, spanGaps: false,
+          points: { size: 5, fill: colors.accent, stroke: colors.accent, filter: isolated(ys) } },
+        { label: 'incomplete', stroke: colors.warn, width: 0, paths: () => null,
+          points: { show: true, size: 7, width: 1, stroke: colors.warn, fill: colors.warn } });
+      data.push(ys, inc);
+    } else if (mode === 'lines') {
+      kids.forEach((col, k) => {
+        series.push({ label: d.compare[k].id, stroke: PALETTE[k % PALETTE.length], width: 2, spanGaps: false,
+          points: { size: 5, fill: PALETTE[k % PALETTE.length], filter: isolated(col) } });
+        data.push(col);
+      });
+    } else {
+      // Stacked: each child on top of the ones before (a null counts 0 unless every child is
+      // null there), and the node's own total as a dashed line over them.
+      const acc = xs.map(() => 0);
+      kids.forEach((col, k) => {
+        const stacked = xs.map((x, i) => {
+          acc[i] += col[i] == null ? 0 : col[i];
+          return kids.every((c) => c[i] == null) ? null : acc[i];
+        });
+        const colour = PALETTE[k % PALETTE.length];
+        series.push({ label: d.compare[k].id, stroke: colour, fill: colour + '55', width: 1, spanGaps: false, points: { show: false } });
+        data.push(stacked);
+        if (k > 0) bands.push({ series: [k + 1, k], fill: colour + '55' });
+      });
+      series.push({ label: s.node + ' (total)', stroke: colors.sel, width: 1.5, dash: [6, 4], spanGaps: false,
+        points: { size: 4, fill: colors.sel, filter: isolated(ys) } });
+      data.push(ys);
     }
 
+    const tzDate = v.tz === 'local' ? (ts) => new Date(ts * 1000) : (ts) => window.uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC');
+    let down = null; // where the mouse went down on the chart: a drag is no click
     const opts = {
-      width: Math.max(300, box.clientWidth),
-      height: 300,
-      tzDate: (ts) => window.uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+      width: chartWidth(),
+      height: chartHeight(),
+      tzDate,
       legend: { show: false },
-      cursor: { drag: { x: false, y: false }, points: { size: 7 } },
+      bands,
+      cursor: {
+        drag: { x: true, y: false, setScale: false },
+        points: { size: 7 },
+        bind: {
+          mousedown: (u, targ, handler) => (e) => {
+            down = { x: e.clientX, y: e.clientY };
+            return handler(e);
+          },
+          dblclick: () => (e) => {
+            e.preventDefault();
+            zoomOut();
+            return null;
+          },
+        },
+      },
       scales: {
         x: { time: true, range: () => [r.from, r.to] },
         y: { range: (u, min, max) => [0, max > 0 ? Math.ceil(max * 1.12) : 1] },
       },
       axes: [
-        { stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, values: timeLabels },
+        { stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, values: timeLabels(v.tz) },
         {
           stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, size: 64,
-          values: (u, vals) => vals.map((v) => fmt(v)),
+          values: (u, vals) => vals.map((x) => fmt(x)),
         },
       ],
-      series: [
-        {},
-        {
-          label: 'online', stroke: colors.accent, fill: colors.fill, width: 2, spanGaps: false,
-          points: { size: 5, fill: colors.accent, stroke: colors.accent, filter: isolated },
-        },
-        {
-          label: 'incomplete', stroke: colors.warn, width: 0, paths: () => null,
-          points: { show: true, size: 7, width: 1, stroke: colors.warn, fill: colors.warn },
-        },
-      ],
+      series,
       hooks: {
         drawClear: [drawBands],
         setCursor: [(u) => renderReadout(u.cursor.idx)],
+        setSelect: [(u) => {
+          const w = u.select.width;
+          if (w < 5) return;
+          const a = u.posToVal(u.select.left, 'x');
+          const b = u.posToVal(u.select.left + w, 'x');
+          u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+          zoomTo(a, b);
+        }],
       },
     };
-    const u = new window.uPlot(opts, [xs, ys, inc], box);
+    const u = new window.uPlot(opts, data, box);
     state.chart = u;
-    u.over.addEventListener('click', () => {
+    u.over.addEventListener('click', (e) => {
+      const moved = down && Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4;
+      down = null;
       const i = u.cursor.idx;
-      if (i == null || s.step !== '5m' || ys[i] == null) return;
-      state.tick = iso(xs[i]);
-      loadView();
+      if (moved || i == null || s.step !== '5m' || ys[i] == null) return;
+      const t = iso(xs[i]);
+      if (t !== v.tick) go({ tick: t });
     });
-    u.over.title = s.step === '5m' ? 'Click a point to show the tree at that tick' : '';
+    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + 'Drag to zoom in, double-click to zoom out.';
     renderReadout(null);
   }
 
-  // timeLabels labels the x axis in UTC, 24-hour, with the date under the first label of a day.
-  function timeLabels(u, splits, axis, space, incr) {
-    let prevDay = '';
-    return splits.map((v) => {
-      const t = iso(v);
-      const day = t.slice(5, 10);
-      const label = incr >= 86400 ? day : day !== prevDay ? t.slice(11, 16) + '\n' + day : t.slice(11, 16);
-      prevDay = day;
-      return label;
-    });
+  function chartWidth() { return Math.max(240, $('chart').clientWidth); }
+  function chartHeight() { return window.innerWidth < 600 ? 220 : 300; }
+
+  function renderLegend(mode) {
+    const d = state.data;
+    const items = [];
+    if (mode === 'off') {
+      items.push(el('span', {}, el('i', { class: 'sw sw-line' }), 'online'));
+    } else {
+      d.compare.forEach((c, k) => {
+        const sw = el('i', { class: 'sw' });
+        sw.style.background = PALETTE[k % PALETTE.length];
+        items.push(el('span', { 'data-legend-id': c.id }, sw, c.id));
+      });
+      if (mode === 'stacked') items.push(el('span', {}, el('i', { class: 'sw sw-total' }), d.series.node + ' (total)'));
+      const all = (d.byId.get(state.view.node).children || []).length;
+      items.push(el('span', { class: 'hint', text: 'top ' + d.compare.length + ' of ' + all + ' children by online at ' +
+        fmtTime(secs(d.tree.tick), state.view.tz) }));
+    }
+    items.push(
+      el('span', {}, el('i', { class: 'sw sw-inc' }), 'incomplete (some leaves not reported)'),
+      el('span', {}, el('i', { class: 'sw sw-gap' }), 'no data'),
+      el('span', {}, el('i', { class: 'sw sw-sel' }), 'selected tick'),
+      el('span', { class: 'hint', text: (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out' }));
+    $('legend').replaceChildren(...items);
   }
 
+  // timeLabels labels the x axis in tz, 24-hour, with the date under the first label of a day.
+  function timeLabels(tz) {
+    return (u, splits, axis, space, incr) => {
+      let prevDay = '';
+      return splits.map((x) => {
+        const day = fmtDay(x, tz).slice(5);
+        const label = incr >= 86400 ? day : day !== prevDay ? fmtHM(x, tz) + '\n' + day : fmtHM(x, tz);
+        prevDay = day;
+        return label;
+      });
+    };
+  }
+
+  // renderReadout shows the values at point idx of the chart, or without one (the cursor is
+  // not on the chart) at the selected tick, or the last point with data.
   function renderReadout(idx) {
-    const s = state.series;
-    const pts = (s && s.points) || [];
+    const d = state.data;
+    const v = state.view;
+    const pts = pointsOf(d.series);
     let i = idx;
+    let what = '';
     if (i == null) {
-      for (i = pts.length - 1; i >= 0 && pts[i].online == null; i--);
-      if (i < 0) {
-        $('readout').replaceChildren();
-        return;
+      const t = secs(d.tree.tick);
+      if (t >= d.range.from && t < d.range.to) {
+        i = Math.floor((t - d.range.from) / d.range.ss);
+        what = d.range.step === '5m' ? 'selected tick: ' : 'selected tick ' + fmtHM(t, v.tz) + ' in ';
+      } else {
+        for (i = pts.length - 1; i >= 0 && pts[i].online == null; i--);
+        what = 'last point: ';
       }
     }
     const p = pts[i];
-    if (!p) return;
-    const label = s.step === '5m' ? '' : ' (' + s.agg + ' per ' + s.step + ')';
-    const parts = [el('span', { text: fmtTime(secs(p.t)) + ' UTC' + label + ' · ' })];
+    const box = $('readout');
+    if (!p) {
+      box.replaceChildren();
+      delete box.dataset.t;
+      return;
+    }
+    box.dataset.t = p.t;
+    box.dataset.online = p.online == null ? '' : String(p.online);
+    const ps = secs(p.t);
+    const when = d.range.step === '5m' ? fmtWhen(ps, v.tz)
+      : fmtTime(ps, v.tz) + '–' + (d.range.step === '1d' ? fmtTime(ps + d.range.ss, v.tz) : fmtHM(ps + d.range.ss, v.tz)) + ' ' +
+        tzName(ps, v.tz) + ' (' + d.series.agg + ' per ' + d.range.step + ')';
+    const parts = [el('span', { text: what + when + ' · ' + d.series.node + ' ' })];
     if (p.online == null) {
       parts.push(el('span', { class: 'warn', text: 'no data' }));
     } else {
-      parts.push(el('span', { text: 'online ' }), el('b', { text: fmt(p.online) }),
-        el('span', { text: ' · leaves ' + fmt(p.reported) + '/' + fmt(p.expected) }));
+      parts.push(el('b', { text: fmt(p.online) }), el('span', { text: ' online · leaves ' + fmt(p.reported) + '/' + fmt(p.expected) }));
       if (!p.complete) parts.push(el('span', { class: 'warn', text: ' · incomplete' }));
     }
-    if (idx == null) parts.unshift(el('span', { text: 'last point: ' }));
-    $('readout').replaceChildren(...parts);
+    const line = [el('div', {}, parts)];
+    if (d.compare.length) {
+      const kids = d.compare.map((c, k) => {
+        const q = pointsOf(c.series).find((x) => x.t === p.t);
+        const sw = el('i', { class: 'sw' });
+        sw.style.background = PALETTE[k % PALETTE.length];
+        const val = q && q.online != null ? fmt(q.online) : 'no data';
+        return el('span', { class: 'kid', 'data-child-id': c.id, 'data-online': q && q.online != null ? String(q.online) : '' },
+          sw, c.id + ' ', el('b', { text: val }), q && q.online != null && !q.complete ? el('span', { class: 'warn', text: ' ◐' }) : null);
+      });
+      line.push(el('div', { class: 'kids' }, kids));
+    }
+    box.replaceChildren(...line);
   }
 
-  function renderWindows() {
-    $('windows').replaceChildren(...WINDOWS.map(([name]) => el('button', {
-      type: 'button',
-      'aria-pressed': String(name === state.window),
-      'data-window': name,
-      text: name,
-      onclick: () => {
-        if (name === state.window) return;
-        state.window = name;
-        state.anchor = null;
-        renderWindows();
-        writeHash();
-        if (state.tree) loadSeries();
-      },
-    })));
+  // ---- zoom and custom ranges
+
+  function zoomTo(a, b) {
+    const from = floorTo(a, TICK_S);
+    const to = Math.max(from + TICK_S, ceilTo(b, TICK_S));
+    go({ range: { from, to } });
+  }
+
+  // zoomOut doubles the time range around its middle, up to the current tick.
+  function zoomOut() {
+    if (!state.data || state.data.nodata) return;
+    const r = state.data.range;
+    const span = Math.min(MAX_SPAN_S, 2 * (r.to - r.from));
+    const end = floorTo(nowS(), TICK_S) + TICK_S;
+    let to = Math.min(end, ceilTo((r.from + r.to) / 2 + span / 2, TICK_S));
+    const from = Math.max(0, to - span);
+    to = from + span;
+    go({ range: { from, to } });
+  }
+
+  function applyCustom(ev) {
+    ev.preventDefault();
+    const tz = state.view.tz;
+    const from = fromInput($('custom-from').value, tz);
+    const to = fromInput($('custom-to').value, tz);
+    let err = '';
+    if (!Number.isFinite(from) || !Number.isFinite(to)) err = 'Give both times.';
+    else if (from >= to) err = '"From" must be before "To".';
+    else if (to - from > MAX_SPAN_S) err = 'At most 366 days.';
+    $('custom-error').textContent = err;
+    if (err) return;
+    $('custom').hidden = true;
+    $('custom-open').setAttribute('aria-expanded', 'false');
+    go({ range: { from: floorTo(from, TICK_S), to: ceilTo(to, TICK_S) } });
+  }
+
+  // ---- CSV export
+
+  // csvText is the series shown (the node's and each compared child's) as CSV, one row per
+  // node and point; t is the point's start in RFC 3339 UTC, online empty for no data.
+  function csvText() {
+    const d = state.data;
+    const rows = ['t,node,online,reported,expected,complete'];
+    for (const s of [d.series, ...d.compare.map((c) => c.series)]) {
+      for (const p of pointsOf(s)) {
+        rows.push([iso(secs(p.t)), s.node, p.online == null ? '' : String(p.online), p.reported, p.expected, p.complete].join(','));
+      }
+    }
+    return rows.join('\r\n') + '\r\n';
+  }
+
+  function downloadCSV() {
+    const d = state.data;
+    if (!d || d.nodata) return;
+    const stamp = (s) => iso(s).replace(/[-:]/g, '').slice(0, 13) + 'Z'; // 20240501T1005Z
+    const agg = d.range.step === '5m' ? '' : '-' + d.series.agg;
+    const name = 'rollup-' + state.view.project + '-' + d.series.node + '-' + stamp(d.range.from) + '-' + stamp(d.range.to) + '-' + d.range.step + agg + '.csv';
+    const url = URL.createObjectURL(new Blob([csvText()], { type: 'text/csv' }));
+    const a = el('a', { href: url, download: name, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  }
+
+  // ---- share
+
+  function renderShare() {
+    $('share-link').value = shareLink($('share-token').checked);
+    $('share-copied').textContent = '';
+  }
+
+  function toggleShare(open) {
+    $('share').hidden = !open;
+    $('share-open').setAttribute('aria-expanded', String(open));
+    if (!open) return;
+    $('share-token').checked = false;
+    renderShare();
+    $('share-link').focus();
+    $('share-link').select();
+  }
+
+  async function copyShare() {
+    const link = $('share-link').value;
+    try {
+      await navigator.clipboard.writeText(link);
+      $('share-copied').textContent = 'copied';
+    } catch {
+      $('share-link').focus();
+      $('share-link').select();
+      $('share-copied').textContent = 'selected: press Ctrl+C (⌘C) to copy';
+    }
   }
 
   // ---- wiring
 
   function init() {
-    readHash();
-    if (!state.token) state.token = storeGet();
+    const h = viewFromHash();
+    state.view = h.view;
+    if (h.token) {
+      state.token = h.token;
+      storeSet(h.token);
+    } else {
+      state.token = storeGet();
+    }
     writeHash(); // drops the token from the address bar and history entry
-    renderWindows();
-    $('agg').value = state.agg;
 
     $('login').addEventListener('submit', (ev) => {
       ev.preventDefault();
@@ -822,33 +1407,54 @@
     });
     $('signout').addEventListener('click', () => showLogin(''));
     $('error-close').addEventListener('click', clearError);
-    $('project').addEventListener('change', (ev) => {
-      state.project = ev.target.value;
-      state.node = '';
-      state.tick = '';
-      state.anchor = null;
-      state.expanded.clear();
-      state.shown.clear();
-      clearError();
-      loadView();
+    $('retry-now').addEventListener('click', () => reload('retry'));
+    $('project').addEventListener('change', (ev) => go({ project: ev.target.value, node: '', tick: '' }));
+    $('tick').addEventListener('change', (ev) => go({ tick: ev.target.value }));
+    $('tz').addEventListener('change', (ev) => go({ tz: ev.target.value }));
+    $('refresh').addEventListener('change', (ev) => go({ refresh: ev.target.value }));
+    $('step').addEventListener('change', (ev) => go({ step: ev.target.value }));
+    $('agg').addEventListener('change', (ev) => go({ agg: ev.target.value }));
+    $('cmp').addEventListener('change', (ev) => go({ cmp: ev.target.value }));
+    $('cmp-n').addEventListener('change', (ev) => go({ n: Number(ev.target.value) }));
+    $('zoom-out').addEventListener('click', zoomOut);
+    $('custom-open').addEventListener('click', () => {
+      const open = $('custom').hidden;
+      $('custom').hidden = !open;
+      $('custom-open').setAttribute('aria-expanded', String(open));
+      $('custom-error').textContent = '';
     });
-    $('tick').addEventListener('change', (ev) => selectTick(ev.target.value));
-    $('agg').addEventListener('change', (ev) => {
-      state.agg = ev.target.value;
-      loadSeries();
+    $('custom').addEventListener('submit', applyCustom);
+    $('csv').addEventListener('click', downloadCSV);
+    $('share-open').addEventListener('click', () => toggleShare($('share').hidden));
+    $('share-close').addEventListener('click', () => toggleShare(false));
+    $('share-token').addEventListener('change', renderShare);
+    $('share-copy').addEventListener('click', copyShare);
+    document.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape' && !$('share').hidden) toggleShare(false);
     });
     window.addEventListener('hashchange', () => {
-      const before = state.project;
-      readHash();
+      // A link pasted into this tab: show its view.
+      const next = viewFromHash();
+      if (next.token) {
+        state.token = next.token;
+        storeSet(next.token);
+      }
       if (!state.token) state.token = storeGet();
-      if (state.project !== before) start();
-      else loadView();
+      if (state.projects.includes(next.view.project)) {
+        load(next.view, 'user');
+      } else {
+        state.view = next.view;
+        start();
+      }
+    });
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible' && state.overdue) reload(state.failures > 0 ? 'retry' : 'refresh');
     });
     let resizeTimer = 0;
     window.addEventListener('resize', () => {
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(() => {
-        if (state.chart) state.chart.setSize({ width: Math.max(300, $('chart').clientWidth), height: 300 });
+        if (state.chart) state.chart.setSize({ width: chartWidth(), height: chartHeight() });
       }, 100);
     });
     start();
