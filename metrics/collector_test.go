@@ -467,3 +467,38 @@ func TestCollectorTotalsPipeline(t *testing.T) {
 		t.Errorf("exported projects %v, want the first 4 by name", projects)
 	}
 }
+
+// BenchmarkScrapeTotals measures a /metrics scrape with the business series of 100 projects
+// (the default cap), without groups (500 series) and with 50 groups each exported (the
+// default group cap, 20,500 series). A scrape reads the last snapshot only; it never queries
+// the store.
+//
+//	go test -run '^$' -bench ScrapeTotals ./metrics/
+func BenchmarkScrapeTotals(b *testing.B) {
+	for _, groups := range []int{0, totals.DefaultMaxGroups} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			now := time.Now()
+			snap := totals.Snapshot{Tick: now.Add(-10 * time.Minute), LastSuccess: now, Refreshes: 1}
+			for i := range totals.DefaultMaxProjects {
+				p := totals.Project{Name: fmt.Sprintf("project%03d", i), Counts: totals.Counts{Online: 123456, Reported: 9990, Expected: 10000}}
+				for g := range groups {
+					p.Groups = append(p.Groups, totals.Group{ID: fmt.Sprintf("p%03d-g%02d", i, g), Counts: totals.Counts{Online: 2469, Reported: 199, Expected: 200}})
+				}
+				snap.Projects = append(snap.Projects, p)
+			}
+			reg := NewRegistry()
+			if err := Register(reg, Sources{Totals: func() totals.Snapshot { return snap }}); err != nil {
+				b.Fatal(err)
+			}
+			h := Handler(reg)
+			var size int
+			b.ResetTimer()
+			for range b.N {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/scrape")
+		})
+	}
+}
