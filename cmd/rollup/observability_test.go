@@ -424,9 +424,17 @@ func servePorts(t *testing.T, c composeFile) []string {
 		if s.Image != rollupImage || len(s.Command) == 0 || s.Command[0] != "serve" {
 			continue
 		}
-		t.Setenv("ROLLUP_LISTEN", s.Environment["ROLLUP_LISTEN"])
-		if s.Environment["ROLLUP_LISTEN"] == "" {
-			t.Setenv("ROLLUP_LISTEN", dockerfileEnv(t)["ROLLUP_LISTEN"])
+		for _, kv := range os.Environ() { // only the container's environment counts
+			if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+				t.Setenv(k, "")
+				_ = os.Unsetenv(k)
+			}
+		}
+		for k, v := range dockerfileEnv(t) {
+			t.Setenv(k, v)
+		}
+		for k, v := range s.Environment {
+			t.Setenv(k, v)
 		}
 		var sink strings.Builder
 		cfg, err := parseServe(&env{stdout: &sink, stderr: &sink}, s.Command[1:])

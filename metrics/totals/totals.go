@@ -174,8 +174,9 @@ type Reader struct {
 	groups map[string]bool
 	log    *zap.Logger
 
-	refreshMu sync.Mutex           // one refresh at a time; guards roots
+	refreshMu sync.Mutex           // one refresh at a time; guards roots and invalid
 	roots     map[rootKey]rootInfo // (project, version) → its root, for the versions in use
+	invalid   map[string]bool      // projects whose root document was invalid at the last refresh
 
 	mu   sync.Mutex
 	snap Snapshot
@@ -208,13 +209,14 @@ func New(db *mongo.Database, opts Options, log *zap.Logger) *Reader {
 		groups[p] = true
 	}
 	return &Reader{
-		counts: db.Collection(migrations.CountsCollection),
-		trees:  treedb.New(db), // its own cache: loading every project's tree must not evict the API's
-		opts:   opts,
-		groups: groups,
-		log:    log,
-		roots:  map[rootKey]rootInfo{},
-		snap:   Snapshot{Stale: true},
+		counts:  db.Collection(migrations.CountsCollection),
+		trees:   treedb.New(db), // its own cache: loading every project's tree must not evict the API's
+		opts:    opts,
+		groups:  groups,
+		log:     log,
+		roots:   map[rootKey]rootInfo{},
+		invalid: map[string]bool{},
+		snap:    Snapshot{Stale: true},
 	}
 }
 
@@ -345,12 +347,16 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Snapshot, error) {
 	if err != nil {
 		return s, err
 	}
+	invalid := map[string]bool{}
 	for i, p := range projects {
 		info := infos[i]
 		proj, err := r.project(p, info, docs[nodeKey(info.id, info.typ)])
 		if err != nil {
 			s.Invalid++
-			r.log.Warn("root document not exported", zap.String("project", p), zap.Time("tick", tick), zap.Error(err))
+			invalid[p] = true
+			if !r.invalid[p] { // once, not at every refresh
+				r.log.Warn("root document not exported", zap.String("project", p), zap.Time("tick", tick), zap.Error(err))
+			}
 			continue
 		}
 		if (r.groups[p] || r.groups[AllProjects]) && len(proj.Groups) > r.opts.MaxGroups {
@@ -359,6 +365,7 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Snapshot, error) {
 		}
 		s.Projects = append(s.Projects, proj)
 	}
+	r.invalid = invalid
 	return s, nil
 }
 

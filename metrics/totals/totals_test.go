@@ -8,9 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -229,5 +234,36 @@ func TestSnapshotCaps(t *testing.T) {
 	}
 	if !slices.Equal(got, names[:3]) || s.DroppedProjects != 2 || s.DroppedGroups != 4 {
 		t.Fatalf("projects %v dropped %d projects and %d groups, want %v, 2 and 4", got, s.DroppedProjects, s.DroppedGroups, names[:3])
+	}
+}
+
+// TestSnapshotInvalidRoot: a root document the decoder refuses leaves its project out (and
+// counted), never the others, and is logged once, not at every refresh.
+func TestSnapshotInvalidRoot(t *testing.T) {
+	p := newPipeline(t)
+	good := p.importTree(t, "good", prefixed("good", 1, 1, 2), t0.Add(-time.Hour))
+	p.importTree(t, "broken", prefixed("broken", 1, 1, 2), t0.Add(-time.Hour))
+	p.report(t, "good", t0, leafCounts(good, func(i int) (int64, bool) { return 3, true }), good, 1)
+	// A document at the root's key that is no parent document (online is a string).
+	if _, err := p.db.Collection(migrations.CountsCollection).InsertOne(p.ctx, bson.D{
+		{Key: migrations.FieldID, Value: "broken"}, {Key: migrations.FieldType, Value: tree.TypeProject},
+		{Key: migrations.FieldTimestamp, Value: t0}, {Key: migrations.FieldProject, Value: "broken"},
+		{Key: migrations.FieldOnline, Value: "many"}, {Key: rollup.FieldRollup, Value: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	r := totals.New(p.db, totals.Options{Now: func() time.Time { return nowAt(t0) }}, zap.New(core))
+	for range 2 {
+		if err := r.Refresh(p.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.Snapshot()
+	if s.Invalid != 1 || len(s.Projects) != 1 || s.Projects[0].Name != "good" || s.Projects[0].Online != 6 || s.Stale {
+		t.Fatalf("snapshot = %+v", s)
+	}
+	if n := logs.FilterMessage("root document not exported").Len(); n != 1 {
+		t.Errorf("logged the invalid root %d times in two refreshes, want once", n)
 	}
 }
