@@ -13,6 +13,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/metrics/hist"
 	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -31,6 +32,8 @@ type Sources struct {
 	Leadership func() []watcher.PartitionState
 	// Components are the components' readiness states (status.Tracker).
 	Components func() []status.State
+	// Totals is totals.Reader.Snapshot: the business numbers of the last complete tick.
+	Totals func() totals.Snapshot
 	// Now is the clock of the lag and age gauges (default time.Now).
 	Now func() time.Time
 }
@@ -74,6 +77,10 @@ type descs struct {
 	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
 	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
 	componentReady, componentSince                                       *prometheus.Desc
+	projOnline, projReported, projExpected, projComplete, projAge        *prometheus.Desc
+	groupOnline, groupReported, groupExpected, groupComplete             *prometheus.Desc
+	totRefreshes, totStale, totSuccess, totDuration, totTick             *prometheus.Desc
+	totDropped, totInvalid                                               *prometheus.Desc
 }
 
 func newDescs() descs {
@@ -105,6 +112,22 @@ func newDescs() descs {
 		term:             desc("watcher_leader_term", "Lease term this instance leads the partition with (0 without leases or when not leading).", "partition", "id"),
 		componentReady:   desc("component_ready", "1 when the component makes progress, 0 while it cannot (see /readyz for the reason).", "component"),
 		componentSince:   desc("component_state_seconds", "Seconds since the component's readiness last changed.", "component"),
+		projOnline:       desc("project_online", "Root total of the project's last complete tick (see rollup_totals_tick_timestamp_seconds).", "project"),
+		projReported:     desc("project_leaves_reported", "Leaves of the project that reported for the last complete tick.", "project"),
+		projExpected:     desc("project_leaves_expected", "Leaves of the project's tree at the last complete tick.", "project"),
+		projComplete:     desc("project_completeness_ratio", "Leaves reported / leaves expected of the project's last complete tick (0 to 1).", "project"),
+		projAge:          desc("project_tick_age_seconds", "Now minus the start of the last complete tick the project's numbers are from.", "project"),
+		groupOnline:      desc("group_online", "Total of a child of the project's root (a group) at the last complete tick (opt-in per project).", "project", "group"),
+		groupReported:    desc("group_leaves_reported", "Leaves of the group that reported for the last complete tick.", "project", "group"),
+		groupExpected:    desc("group_leaves_expected", "Leaves of the group in the tree at the last complete tick.", "project", "group"),
+		groupComplete:    desc("group_completeness_ratio", "Leaves reported / leaves expected of the group at the last complete tick (0 to 1).", "project", "group"),
+		totRefreshes:     desc("totals_refreshes_total", "Refreshes of the project and group numbers from the store, by result (ok, error).", "result"),
+		totStale:         desc("totals_stale", "1 when the last refresh of the project numbers failed (the values are the last good ones), else 0."),
+		totSuccess:       desc("totals_last_success_timestamp_seconds", "Wall time the last successful refresh of the project numbers started (unix seconds)."),
+		totDuration:      desc("totals_refresh_seconds", "Duration of the last successful refresh of the project numbers."),
+		totTick:          desc("totals_tick_timestamp_seconds", "Start of the last complete tick the project numbers are from (unix seconds)."),
+		totDropped:       desc("totals_dropped", "Projects or groups not exported because of the caps (--totals-max-projects, --totals-max-groups), by kind.", "kind"),
+		totInvalid:       desc("totals_invalid_roots", "Root documents of the last complete tick that could not be decoded (their projects are not exported)."),
 	}
 }
 
@@ -118,6 +141,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
 		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
 		d.componentReady, d.componentSince,
+		d.projOnline, d.projReported, d.projExpected, d.projComplete, d.projAge,
+		d.groupOnline, d.groupReported, d.groupExpected, d.groupComplete,
+		d.totRefreshes, d.totStale, d.totSuccess, d.totDuration, d.totTick, d.totDropped, d.totInvalid,
 	} {
 		ch <- x
 	}
@@ -209,6 +235,44 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(d.componentReady, v, s.Component)
 			gauge(d.componentSince, max(0, now.Sub(s.Since).Seconds()), s.Component)
+		}
+	}
+	if c.src.Totals != nil {
+		collectTotals(d, c.src.Totals(), now, counter, gauge)
+	}
+}
+
+// collectTotals sends the business series of a totals.Snapshot: per project (and opted-in
+// group) the numbers of the last complete tick, and the refreshes' health.
+func collectTotals(d descs, s totals.Snapshot, now time.Time, counter func(*prometheus.Desc, int64, ...string), gauge func(*prometheus.Desc, float64, ...string)) {
+	counter(d.totRefreshes, s.Refreshes, "ok")
+	counter(d.totRefreshes, s.Failures, "error")
+	stale := 0.0
+	if s.Stale {
+		stale = 1
+	}
+	gauge(d.totStale, stale)
+	gauge(d.totDropped, float64(s.DroppedProjects), "project")
+	gauge(d.totDropped, float64(s.DroppedGroups), "group")
+	gauge(d.totInvalid, float64(s.Invalid))
+	if s.LastSuccess.IsZero() {
+		return // nothing read yet: no numbers, rather than zeros that look like an outage
+	}
+	gauge(d.totSuccess, float64(s.LastSuccess.UnixNano())/1e9)
+	gauge(d.totDuration, s.LastDuration.Seconds())
+	gauge(d.totTick, float64(s.Tick.Unix()))
+	age := max(0, now.Sub(s.Tick).Seconds())
+	for _, p := range s.Projects {
+		gauge(d.projOnline, float64(p.Online), p.Name)
+		gauge(d.projReported, float64(p.Reported), p.Name)
+		gauge(d.projExpected, float64(p.Expected), p.Name)
+		gauge(d.projComplete, p.Completeness(), p.Name)
+		gauge(d.projAge, age, p.Name)
+		for _, g := range p.Groups {
+			gauge(d.groupOnline, float64(g.Online), p.Name, g.ID)
+			gauge(d.groupReported, float64(g.Reported), p.Name, g.ID)
+			gauge(d.groupExpected, float64(g.Expected), p.Name, g.ID)
+			gauge(d.groupComplete, g.Completeness(), p.Name, g.ID)
 		}
 	}
 }

@@ -14,14 +14,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/metrics/hist"
 	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -271,5 +274,231 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		tm := time.NewTimer(5 * time.Millisecond) // a bounded poll interval, not a wait for a signal
 		<-tm.C
+	}
+}
+
+// TestCollectorTotalsFakes checks the business series' names, labels and values from a fixed
+// snapshot, and that nothing but the refresh counters is exported before the first refresh.
+func TestCollectorTotalsFakes(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 10, 0, 0, time.UTC)
+	tick := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	snap := totals.Snapshot{
+		Tick: tick,
+		Projects: []totals.Project{
+			{Name: "a", Counts: totals.Counts{Online: 1200, Reported: 9, Expected: 10}, Groups: []totals.Group{
+				{ID: "a-g1", Counts: totals.Counts{Online: 1200, Reported: 9, Expected: 9}},
+				{ID: "a-g2", Counts: totals.Counts{Expected: 1}},
+			}},
+			{Name: "b", Counts: totals.Counts{Expected: 4}},
+		},
+		DroppedProjects: 3, DroppedGroups: 7, Refreshes: 5, Failures: 2,
+		LastSuccess: now.Add(-20 * time.Second), LastDuration: 1500 * time.Microsecond, Stale: true, LastError: "boom",
+	}
+	reg := NewRegistry()
+	if err := Register(reg, Sources{Totals: func() totals.Snapshot { return snap }, Now: func() time.Time { return now }}); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, Handler(reg))
+	wantLines(t, body,
+		`rollup_project_online{project="a"} 1200`,
+		`rollup_project_leaves_reported{project="a"} 9`,
+		`rollup_project_leaves_expected{project="a"} 10`,
+		`rollup_project_completeness_ratio{project="a"} 0.9`,
+		`rollup_project_tick_age_seconds{project="a"} 600`,
+		`rollup_project_online{project="b"} 0`,
+		`rollup_project_completeness_ratio{project="b"} 0`,
+		`rollup_project_leaves_expected{project="b"} 4`,
+		`rollup_group_online{group="a-g1",project="a"} 1200`,
+		`rollup_group_completeness_ratio{group="a-g1",project="a"} 1`,
+		`rollup_group_online{group="a-g2",project="a"} 0`,
+		`rollup_group_leaves_reported{group="a-g2",project="a"} 0`,
+		`rollup_group_leaves_expected{group="a-g2",project="a"} 1`,
+		`rollup_group_completeness_ratio{group="a-g2",project="a"} 0`,
+		`rollup_totals_refreshes_total{result="ok"} 5`,
+		`rollup_totals_refreshes_total{result="error"} 2`,
+		`rollup_totals_stale 1`,
+		`rollup_totals_dropped{kind="project"} 3`,
+		`rollup_totals_dropped{kind="group"} 7`,
+		`rollup_totals_invalid_roots 0`,
+		`rollup_totals_refresh_seconds 0.0015`,
+		fmt.Sprintf(`rollup_totals_last_success_timestamp_seconds %v`, float64(now.Add(-20*time.Second).Unix())),
+		fmt.Sprintf(`rollup_totals_tick_timestamp_seconds %v`, float64(tick.Unix())),
+	)
+	if strings.Contains(body, `rollup_group_online{group="b`) {
+		t.Error("groups of a project that is not opted in")
+	}
+
+	reg = NewRegistry()
+	if err := Register(reg, Sources{Totals: func() totals.Snapshot { return totals.Snapshot{Stale: true} }}); err != nil {
+		t.Fatal(err)
+	}
+	body = scrape(t, Handler(reg))
+	wantLines(t, body, `rollup_totals_stale 1`, `rollup_totals_refreshes_total{result="ok"} 0`)
+	for _, name := range []string{"rollup_project_", "rollup_group_", "rollup_totals_tick_timestamp_seconds", "rollup_totals_last_success"} {
+		if strings.Contains(body, "\n"+name) {
+			t.Errorf("before the first refresh: %s series exported", name)
+		}
+	}
+}
+
+// TestCollectorTotalsPipeline writes counts through the bulk writer and the watcher (one
+// project with a missing leaf, its groups exported), reads them with a totals.Reader and
+// checks the scraped series; then adds projects and groups past the caps and checks the
+// number of business series stays within the bound.
+func TestCollectorTotalsPipeline(t *testing.T) {
+	store := embeddedtest.Start(t)
+	db := store.Database(t, store.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	trees := treedb.New(db)
+	const project = "game"
+	nodes := tree.Generate(project, 2, 1, 3) // game → g1, g2 → one server each → 3 processes
+	tick := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	if _, err := trees.Import(ctx, project, nodes, tick.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tree.Build(project, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zap.NewNop())
+	w := watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{CheckpointInterval: time.Millisecond}, zap.NewNop())
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- writer.Run(runCtx) }()
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		stop()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}()
+	var items []bulk.Item
+	for i, l := range tr.Leaves() {
+		if l.ID == "g02-s0001-p02" {
+			continue // this agent did not report
+		}
+		items = append(items, bulk.Item{Key: bulk.Key{ID: l.ID, Type: l.Type, Timestamp: tick}, Project: project, Online: int64(10 * (i + 1)), Version: 1})
+	}
+	if _, err := writer.Submit(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the watcher to roll up every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
+
+	now := tick.Add(8 * time.Minute) // tick ended 3 minutes ago: complete with the default 2m grace
+	r := totals.New(db, totals.Options{GroupProjects: []string{project}, MaxProjects: 4, MaxGroups: 3, Now: func() time.Time { return now }}, zaptest.NewLogger(t))
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := NewRegistry()
+	if err := Register(reg, Sources{Totals: r.Snapshot, Now: func() time.Time { return now }}); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, Handler(reg))
+	// Leaves 1..6 report 10·i except leaf 5 (g02's second process): 210 − 50 = 160.
+	wantLines(t, body,
+		`rollup_project_online{project="game"} 160`,
+		`rollup_project_leaves_reported{project="game"} 5`,
+		`rollup_project_leaves_expected{project="game"} 6`,
+		fmt.Sprintf(`rollup_project_completeness_ratio{project="game"} %v`, 5.0/6),
+		`rollup_project_tick_age_seconds{project="game"} 480`,
+		`rollup_group_online{group="g01",project="game"} 60`,
+		`rollup_group_completeness_ratio{group="g01",project="game"} 1`,
+		`rollup_group_online{group="g02",project="game"} 100`,
+		`rollup_group_leaves_reported{group="g02",project="game"} 2`,
+		`rollup_group_leaves_expected{group="g02",project="game"} 3`,
+		`rollup_totals_stale 0`,
+		`rollup_totals_dropped{kind="project"} 0`,
+	)
+
+	// Past the caps: 7 projects of 5 groups, every project's groups asked for, at most 4
+	// projects and 3 groups each exported.
+	for i := range 6 {
+		name := fmt.Sprintf("more%d", i)
+		more := tree.Generate(name, 5, 1, 1)
+		for k := range more {
+			if more[k].Parent != "" {
+				more[k].ID = name + "-" + more[k].ID
+				if more[k].Parent != name {
+					more[k].Parent = name + "-" + more[k].Parent
+				}
+			}
+		}
+		if _, err := trees.Import(ctx, name, more, tick.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const maxProjects, maxGroups = 4, 3
+	r = totals.New(db, totals.Options{GroupProjects: []string{totals.AllProjects}, MaxProjects: maxProjects, MaxGroups: maxGroups,
+		Now: func() time.Time { return now }}, zaptest.NewLogger(t))
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg = NewRegistry()
+	if err := Register(reg, Sources{Totals: r.Snapshot, Now: func() time.Time { return now }}); err != nil {
+		t.Fatal(err)
+	}
+	body = scrape(t, Handler(reg))
+	projectSeries, groupSeries := 0, 0
+	projects := map[string]bool{}
+	for _, l := range strings.Split(body, "\n") {
+		switch {
+		case strings.HasPrefix(l, "rollup_project_"):
+			projectSeries++
+			projects[l[strings.Index(l, `project="`)+9:strings.Index(l, `"}`)]] = true
+		case strings.HasPrefix(l, "rollup_group_"):
+			groupSeries++
+		}
+	}
+	// 5 series per project, 4 per group; "game" has 2 groups, the others 5 (3 exported).
+	if projectSeries != 5*maxProjects || groupSeries != 4*(2+3*maxGroups) || len(projects) != maxProjects {
+		t.Errorf("%d project series of %v and %d group series, want %d and %d", projectSeries, projects, groupSeries, 5*maxProjects, 4*(2+3*maxGroups))
+	}
+	if bound := 5*maxProjects + 4*maxProjects*maxGroups; projectSeries+groupSeries > bound {
+		t.Errorf("%d business series, bound %d", projectSeries+groupSeries, bound)
+	}
+	wantLines(t, body, `rollup_totals_dropped{kind="project"} 3`, `rollup_totals_dropped{kind="group"} 6`)
+	if !projects["game"] || !projects["more0"] || !projects["more2"] || projects["more3"] {
+		t.Errorf("exported projects %v, want the first 4 by name", projects)
+	}
+}
+
+// BenchmarkScrapeTotals measures a /metrics scrape with the business series of 100 projects
+// (the default cap), without groups (500 series) and with 50 groups each exported (the
+// default group cap, 20,500 series). A scrape reads the last snapshot only; it never queries
+// the store.
+//
+//	go test -run '^$' -bench ScrapeTotals ./metrics/
+func BenchmarkScrapeTotals(b *testing.B) {
+	for _, groups := range []int{0, totals.DefaultMaxGroups} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			now := time.Now()
+			snap := totals.Snapshot{Tick: now.Add(-10 * time.Minute), LastSuccess: now, Refreshes: 1}
+			for i := range totals.DefaultMaxProjects {
+				p := totals.Project{Name: fmt.Sprintf("project%03d", i), Counts: totals.Counts{Online: 123456, Reported: 9990, Expected: 10000}}
+				for g := range groups {
+					p.Groups = append(p.Groups, totals.Group{ID: fmt.Sprintf("p%03d-g%02d", i, g), Counts: totals.Counts{Online: 2469, Reported: 199, Expected: 200}})
+				}
+				snap.Projects = append(snap.Projects, p)
+			}
+			reg := NewRegistry()
+			if err := Register(reg, Sources{Totals: func() totals.Snapshot { return snap }}); err != nil {
+				b.Fatal(err)
+			}
+			h := Handler(reg)
+			var size int
+			b.ResetTimer()
+			for range b.N {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/scrape")
+		})
 	}
 }

@@ -5,8 +5,7 @@
 //
 // It holds no business logic and no global state: the registry is injected (Register), the
 // components keep their own counters (api.Stats, bulk.Stats, watcher.Stats and Progress) and
-// never import Prometheus, and the readiness checks are functions the caller wires.
-//
-// Files that import client_golang carry the build tag "prometheus" until go.mod lists its
-// transitive modules: build and test them with -tags prometheus.
+// never import Prometheus, and the readiness checks are functions the caller wires. The
+// business series (rollup_project_*, rollup_group_*, rollup_totals_*) come the same way from
+// a totals.Reader's Snapshot (package metrics/totals), so a scrape never queries the store.
 package metrics

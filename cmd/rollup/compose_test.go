@@ -81,7 +81,7 @@ func TestComposeShape(t *testing.T) {
 			t.Errorf("unknown top-level key %q", k)
 		}
 	}
-	for _, name := range []string{"mongo1", "mongo2", "mongo3", "mongo-init", "migrate", "tree-import", "demo-token", "rollup1", "rollup2", "simulator"} {
+	for _, name := range []string{"mongo1", "mongo2", "mongo3", "mongo-init", "migrate", "tree-import", "demo-token", "rollup1", "rollup2", "simulator", "prometheus", "grafana"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Errorf("service %s is missing", name)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/metrics"
+	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -57,6 +58,8 @@ type serveConfig struct {
 	partitions    string
 	leaseTTL      time.Duration
 	maxPartitions int
+	// totals are the business metrics' settings (serve_totals.go).
+	totals totalsConfig
 	// sources says where each setting came from (flag, environment, config file, default).
 	sources *settings
 }
@@ -68,11 +71,11 @@ func (c serveConfig) logFields() []zap.Field {
 	if uri == "" {
 		uri = "(embedded)"
 	}
-	return []zap.Field{
+	return append([]zap.Field{
 		zap.String("mongodb_uri", uri), zap.String("database", c.database), zap.String("data", c.dataDir),
 		zap.Bool("demo", c.demo), zap.Int("demo_agents", c.demoAgents), zap.String("embedded_listen", c.embeddedAddr),
 		zap.String("listen", c.listen), zap.String("log_level", c.logLevel),
-	}
+	}, c.totals.logFields()...)
 }
 
 func parseServe(e *env, args []string) (serveConfig, error) {
@@ -95,6 +98,7 @@ func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool))
 	fs.StringVar(&c.partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")
 	fs.IntVar(&c.maxPartitions, "max-partitions", 0, "most partitions this instance leads (0 = all it can; set ≈ partitions ÷ instances to spread the work)")
+	c.totals.register(fs)
 	src, err := parseConfigFlags(fs, args, lookupEnv)
 	c.sources = src
 	if err != nil {
@@ -140,7 +144,7 @@ func (c serveConfig) validate() error {
 	if c.maxPartitions < 0 {
 		return s.errorf("max-partitions", "must not be negative, got %d", c.maxPartitions)
 	}
-	return nil
+	return c.totals.validate(s)
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -232,8 +236,14 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 
 	// Observability: Prometheus metrics and health endpoints on the same listener.
 	reg := metrics.NewRegistry()
-	if err := metrics.Register(reg, metrics.Sources{API: apiServer.Stats, Bulk: writer.Stats, Watcher: w.Stats,
-		Progress: w.Progress, Leadership: w.Leadership}); err != nil {
+	sources := metrics.Sources{API: apiServer.Stats, Bulk: writer.Stats, Watcher: w.Stats,
+		Progress: w.Progress, Leadership: w.Leadership}
+	var projectTotals *totals.Reader // business metrics, unless --totals-max-projects 0
+	if cfg.totals.enabled() {
+		projectTotals = totals.New(db, cfg.totals.options(), log.Named("totals"))
+		sources.Totals = projectTotals.Snapshot
+	}
+	if err := metrics.Register(reg, sources); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("register metrics: %w", err)
 	}
@@ -250,6 +260,9 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	p.Go(writer.Run)
 	p.Go(watcherRunning.Wrap(w.Run))
+	if projectTotals != nil {
+		p.Go(projectTotals.Run)
+	}
 	p.Go(func(ctx context.Context) error { return runHTTP(ctx, httpServer, ln) })
 	baseURL := "http://" + ln.Addr().String()
 	log.Info("api listening", zap.String("url", baseURL))

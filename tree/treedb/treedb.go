@@ -324,6 +324,40 @@ func (s *Store) VersionAt(ctx context.Context, project string, tick time.Time) (
 	return td.Version, td.EffectiveFrom.UTC(), true, nil
 }
 
+// maxInProjects bounds the projects of one VersionsAt query.
+const maxInProjects = 1000
+
+// VersionsAt returns, for each of projects that has a version effective at the tick starting
+// at tick, that version (the rule of VersionAt); projects without one are absent. It reads
+// the versions effective by tick through the (project, effective_from, version) index, one
+// query per 1,000 projects.
+func (s *Store) VersionsAt(ctx context.Context, projects []string, tick time.Time) (map[string]Version, error) {
+	out := make(map[string]Version, len(projects))
+	for start := 0; start < len(projects); start += maxInProjects {
+		chunk := projects[start:min(start+maxInProjects, len(projects))]
+		filter := bson.D{
+			{Key: FieldProject, Value: bson.D{{Key: "$in", Value: chunk}}},
+			{Key: FieldEffectiveFrom, Value: bson.D{{Key: "$lte", Value: tick}}},
+		}
+		cur, err := s.db.Collection(TreesCollection).Find(ctx, filter)
+		if err != nil {
+			return nil, fmt.Errorf("find tree versions at %s: %w", tick.UTC().Format(time.RFC3339), err)
+		}
+		var docs []treeDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, fmt.Errorf("find tree versions at %s: %w", tick.UTC().Format(time.RFC3339), err)
+		}
+		for _, d := range docs {
+			v := d.version()
+			cur, ok := out[v.Project]
+			if !ok || v.EffectiveFrom.After(cur.EffectiveFrom) || v.EffectiveFrom.Equal(cur.EffectiveFrom) && v.Version > cur.Version {
+				out[v.Project] = v
+			}
+		}
+	}
+	return out, nil
+}
+
 // Versions returns every committed version of project's tree, by version number.
 func (s *Store) Versions(ctx context.Context, project string) ([]Version, error) {
 	cur, err := s.db.Collection(TreesCollection).Find(ctx, bson.D{{Key: FieldProject, Value: project}},

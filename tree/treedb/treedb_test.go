@@ -301,3 +301,46 @@ func TestCacheBounded(t *testing.T) {
 		t.Fatalf("cache has %d entries", len(s.cache))
 	}
 }
+
+// TestVersionsAt checks VersionsAt against VersionAt, the one-project rule, for several
+// projects and ticks (ties included), and that projects without a version are absent.
+func TestVersionsAt(t *testing.T) {
+	ctx, db, _ := setup(t)
+	s := New(db)
+	e1, e2 := t0.Add(time.Hour), t0.Add(3*time.Hour)
+	imports := []struct {
+		project string
+		eff     time.Time
+	}{{"a", e1}, {"a", e2}, {"a", e2}, {"b", e2}, {"c", e1}}
+	for _, im := range imports {
+		if _, err := s.Import(ctx, im.project, []tree.Node{{ID: im.project + "-root", Type: "project"}}, im.eff); err != nil {
+			t.Fatal(err)
+		}
+	}
+	projects := []string{"a", "b", "c", "nobody"}
+	for _, tick := range []time.Time{t0, e1, e1.Add(5 * time.Minute), e2, e2.Add(time.Hour)} {
+		got, err := s.VersionsAt(ctx, projects, tick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range projects {
+			v, eff, ok, err := s.VersionAt(ctx, p, tick)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, gok := got[p]
+			if gok != ok || ok && (g.Version != v || !g.EffectiveFrom.Equal(eff) || g.Project != p || g.Leaves != 1) {
+				t.Errorf("VersionsAt(%s)[%s] = %+v %v, VersionAt = %d %s %v", tick.Format(time.RFC3339), p, g, gok, v, eff, ok)
+			}
+		}
+		if len(got) > 3 {
+			t.Errorf("VersionsAt(%s) = %v: more projects than have trees", tick, got)
+		}
+	}
+	if got, err := s.VersionsAt(ctx, nil, e2); err != nil || len(got) != 0 {
+		t.Fatalf("VersionsAt(no projects) = %v, %v", got, err)
+	}
+	if got, _ := s.VersionsAt(ctx, []string{"a"}, e2); got["a"].Version != 3 {
+		t.Fatalf("VersionsAt at a tie = %+v, want version 3", got["a"])
+	}
+}

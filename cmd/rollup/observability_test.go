@@ -1,0 +1,743 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/metrics"
+	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/watcher"
+)
+
+// The observability checks: the Prometheus rules and their unit tests (promtool), the
+// Prometheus and Grafana services of docker-compose.yml and the files they mount, and the
+// metric names every rule and dashboard query reads, against rollup's real registry.
+
+const (
+	prometheusDir  = "../../deploy/prometheus"
+	grafanaDir     = "../../deploy/grafana"
+	alertsDoc      = "../../docs/alerts.md"
+	makefilePath   = "../../Makefile"
+	rollupJob      = "rollup"
+	prometheusPort = "9090"
+	grafanaDSUID   = "rollup-prometheus"
+)
+
+// prometheusMetrics are the series Prometheus itself adds to every scrape that rules and
+// dashboards may read.
+var prometheusMetrics = []string{"up"}
+
+// captureRegisterer keeps what metrics.Register registers, to describe it.
+type captureRegisterer struct{ cs []prometheus.Collector }
+
+func (c *captureRegisterer) Register(x prometheus.Collector) error {
+	c.cs = append(c.cs, x)
+	return nil
+}
+func (c *captureRegisterer) MustRegister(xs ...prometheus.Collector) {
+	c.cs = append(c.cs, xs...)
+}
+func (c *captureRegisterer) Unregister(prometheus.Collector) bool { return false }
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// exportedMetrics returns every metric name rollup's /metrics can show (histograms as their
+// _bucket, _sum and _count series), and the rollup_* families: the collector's descriptions,
+// gathered through metrics.NewRegistry with a source for every series, so the test fails if
+// a new series has no fake here.
+func exportedMetrics(t *testing.T) (names map[string]bool, families []string) {
+	t.Helper()
+	now := time.Now()
+	h := hist.New(1, 2).Snapshot()
+	src := metrics.Sources{
+		API: func() api.Stats {
+			return api.Stats{Requests: map[int]int64{200: 1}, Rejections: map[string]int64{"invalid_item": 1}, Items: map[string]int64{"applied": 1}}
+		},
+		Bulk: func() bulk.Stats {
+			return bulk.Stats{Batches: 1, BatchOps: h, Items: map[bulk.Outcome]int64{bulk.OutcomeApplied: 1},
+				Retries: map[bulk.Class]int64{}, Failures: map[bulk.Class]int64{bulk.ClassUnknownOutcome: 1}}
+		},
+		Watcher: func() watcher.Stats { return watcher.Stats{Events: 1, LastEventTime: now} },
+		Progress: func() watcher.Progress {
+			return watcher.Progress{Recompute: h, Streams: []watcher.StreamProgress{{Checkpoint: "watcher", Position: now, CheckpointSavedAt: now}}}
+		},
+		Leadership: func() []watcher.PartitionState {
+			return []watcher.PartitionState{{ID: "watcher", Leader: true, Term: 1}}
+		},
+		Components: func() []status.State { return []status.State{{Component: "bulk", Ready: true, Since: now}} },
+		Totals: func() totals.Snapshot {
+			return totals.Snapshot{Tick: now, LastSuccess: now, Projects: []totals.Project{{Name: "p", Groups: []totals.Group{{ID: "g"}}}}}
+		},
+	}
+	capture := &captureRegisterer{}
+	if err := metrics.Register(capture, src); err != nil {
+		t.Fatal(err)
+	}
+	described := map[string]bool{}
+	for _, c := range capture.cs {
+		ch := make(chan *prometheus.Desc, 100)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("cannot read the name of %s", d)
+			}
+			described[m[1]] = true
+		}
+	}
+	reg := metrics.NewRegistry()
+	if err := metrics.Register(reg, src); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = map[string]bool{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		names[name] = true
+		switch mf.GetType().String() {
+		case "HISTOGRAM":
+			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
+		case "SUMMARY":
+			names[name+"_sum"], names[name+"_count"] = true, true
+		}
+		if strings.HasPrefix(name, "rollup_") {
+			families = append(families, name)
+		}
+		delete(described, name)
+	}
+	if len(described) > 0 {
+		t.Fatalf("series described but not gathered (give them a source in exportedMetrics): %v", described)
+	}
+	if len(families) < 40 || !names["go_goroutines"] || !names["rollup_watcher_recompute_seconds_bucket"] {
+		t.Fatalf("exported metrics look incomplete: %d rollup families", len(families))
+	}
+	for _, m := range prometheusMetrics {
+		names[m] = true
+	}
+	slices.Sort(families)
+	return names, families
+}
+
+// checkMetricNames checks that expr parses with promqlMetricNames and reads only exported
+// metrics; it returns the names read.
+func checkMetricNames(t *testing.T, where, expr string, exported map[string]bool) []string {
+	t.Helper()
+	names, err := promqlMetricNames(expr)
+	if err != nil {
+		t.Errorf("%s: %v in %q", where, err, expr)
+		return nil
+	}
+	for _, n := range names {
+		if !exported[n] {
+			t.Errorf("%s: metric %s is not exported by rollup (query %q)", where, n, expr)
+		}
+	}
+	return names
+}
+
+// promtoolPath returns the promtool to run. Without one the test is skipped, unless CI is set:
+// then it fails, as CI installs the pinned promtool (make tools).
+func promtoolPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		home, _ := os.UserHomeDir()
+		gopath = filepath.Join(home, "go")
+	}
+	p := filepath.Join(filepath.SplitList(gopath)[0], "bin", "promtool")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "" {
+		t.Skip("promtool is missing (install it with: make tools); CI is unset, so skipping")
+	}
+	t.Fatal("CI is set but promtool is missing: make tools installs the pinned version")
+	return ""
+}
+
+// promtool runs promtool with args in dir and returns its output; a non-zero exit fails the test.
+func promtool(t *testing.T, bin, dir string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// TestPrometheusRules runs the rules' unit tests and checks the Prometheus config (and the
+// rule files it loads) with promtool.
+func TestPrometheusRules(t *testing.T) {
+	bin := promtoolPath(t)
+	out := promtool(t, bin, prometheusDir, "test", "rules", "rules_test.yml")
+	if !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool test rules:\n%s", out)
+	}
+	out = promtool(t, bin, prometheusDir, "check", "config", "prometheus.yml")
+	if !strings.Contains(out, "rules.yml") {
+		t.Fatalf("promtool check config did not check rules.yml:\n%s", out)
+	}
+}
+
+// rulesFile is the part of a Prometheus rules file the checks read.
+type rulesFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// ruleTestFile is the part of a promtool rule test file the checks read.
+type ruleTestFile struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		Name       string `yaml:"name"`
+		AlertTests []struct {
+			EvalTime  string           `yaml:"eval_time"`
+			Alertname string           `yaml:"alertname"`
+			ExpAlerts []map[string]any `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+func readYAML(t *testing.T, path string, out any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// markdownAnchors returns the GitHub anchors of a Markdown file's headings.
+func markdownAnchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, l := range strings.Split(string(data), "\n") {
+		title, ok := strings.CutPrefix(strings.TrimLeft(l, "#"), " ")
+		if !ok || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				b.WriteRune(r)
+			}
+		}
+		out[b.String()] = true
+	}
+	return out
+}
+
+// TestAlertRules checks the rules without promtool: every rule reads only metrics rollup
+// exports; every alert has a severity, a summary and a runbook that is a heading of
+// docs/alerts.md; and rules_test.yml has, for every alert, a case where it fires and one
+// where it does not.
+func TestAlertRules(t *testing.T) {
+	exported, _ := exportedMetrics(t)
+	var rules rulesFile
+	readYAML(t, filepath.Join(prometheusDir, "rules.yml"), &rules)
+	var tests ruleTestFile
+	readYAML(t, filepath.Join(prometheusDir, "rules_test.yml"), &tests)
+	if !slices.Equal(tests.RuleFiles, []string{"rules.yml"}) {
+		t.Errorf("rules_test.yml tests %v, want rules.yml", tests.RuleFiles)
+	}
+	anchors := markdownAnchors(t, alertsDoc)
+	fires, quiet := map[string]int{}, map[string]int{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertTests {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname]++
+			} else {
+				quiet[a.Alertname]++
+			}
+		}
+	}
+	alerts := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			name := r.Alert + r.Record
+			checkMetricNames(t, "rule "+name, r.Expr, exported)
+			if r.Alert == "" {
+				continue
+			}
+			if alerts[name] {
+				t.Errorf("alert %s is defined twice", name)
+			}
+			alerts[name] = true
+			if !slices.Contains([]string{"page", "warning"}, r.Labels["severity"]) {
+				t.Errorf("%s: severity %q, want page or warning", name, r.Labels["severity"])
+			}
+			runbook, ok := strings.CutPrefix(r.Annotations["runbook"], "docs/alerts.md#")
+			if r.Annotations["summary"] == "" || !ok || !anchors[runbook] {
+				t.Errorf("%s: summary %q, runbook %q: want a summary and docs/alerts.md#<a heading of it>", name, r.Annotations["summary"], r.Annotations["runbook"])
+			}
+			if fires[name] == 0 || quiet[name] == 0 {
+				t.Errorf("%s: rules_test.yml has %d firing and %d not-firing cases, want at least one of each", name, fires[name], quiet[name])
+			}
+		}
+	}
+	for name := range fires {
+		if !alerts[name] {
+			t.Errorf("rules_test.yml tests alert %s, which rules.yml does not define", name)
+		}
+	}
+	if len(alerts) < 10 {
+		t.Errorf("%d alerts, want the dip, agents-missing, stale, store and rejection alerts", len(alerts))
+	}
+}
+
+// prometheusConfig is the part of prometheus.yml the compose check reads; decoding with
+// KnownFields fails on any other key.
+type prometheusConfig struct {
+	Global struct {
+		ScrapeInterval     string `yaml:"scrape_interval"`
+		EvaluationInterval string `yaml:"evaluation_interval"`
+	} `yaml:"global"`
+	RuleFiles     []string `yaml:"rule_files"`
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		MetricsPath   string `yaml:"metrics_path"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+// mountedPath returns the repository path a service sees at path through a bind mount.
+func mountedPath(s composeService, path string) (string, bool) {
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 || !strings.HasPrefix(parts[0], "./") {
+			continue
+		}
+		if rel, ok := strings.CutPrefix(path, parts[1]); ok && (rel == "" || strings.HasPrefix(rel, "/")) {
+			return filepath.Join(repoRoot, parts[0], rel), true
+		}
+	}
+	return "", false
+}
+
+// hasVolumeAt reports whether a named volume is mounted at path.
+func hasVolumeAt(s composeService, path string) bool {
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) >= 2 && !strings.HasPrefix(parts[0], "./") && parts[1] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// flagArg returns the value of --name=value in args.
+func flagArg(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// promDays parses a Prometheus duration of whole days or weeks ("15d", "2w") into days.
+func promDays(s string) (int, error) {
+	var n int
+	var unit string
+	if _, err := fmt.Sscanf(s, "%d%s", &n, &unit); err != nil {
+		return 0, fmt.Errorf("duration %q: %w", s, err)
+	}
+	switch unit {
+	case "d":
+		return n, nil
+	case "w":
+		return 7 * n, nil
+	}
+	return 0, fmt.Errorf("duration %q: want days (d) or weeks (w)", s)
+}
+
+// promtoolVersion returns the pinned promtool module version of the Makefile (v0.316.0) and
+// the Prometheus release it is (v3.16.0).
+func promtoolVersion(t *testing.T) (module, release string) {
+	t.Helper()
+	data, err := os.ReadFile(makefilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^PROMTOOL_VERSION := v0\.(\d+)\.(\d+)$`).FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatal("Makefile: no PROMTOOL_VERSION := v0.3XX.Y")
+	}
+	var minor int
+	_, _ = fmt.Sscan(m[1], &minor)
+	return "v0." + m[1] + "." + m[2], fmt.Sprintf("v%d.%d.%s", minor/100, minor%100, m[2])
+}
+
+// servePorts returns "service:port" of every compose service that runs rollup serve.
+func servePorts(t *testing.T, c composeFile) []string {
+	t.Helper()
+	var out []string
+	for name, s := range c.Services {
+		if s.Image != rollupImage || len(s.Command) == 0 || s.Command[0] != "serve" {
+			continue
+		}
+		for _, kv := range os.Environ() { // only the container's environment counts
+			if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+				t.Setenv(k, "")
+				_ = os.Unsetenv(k)
+			}
+		}
+		for k, v := range dockerfileEnv(t) {
+			t.Setenv(k, v)
+		}
+		for k, v := range s.Environment {
+			t.Setenv(k, v)
+		}
+		var sink strings.Builder
+		cfg, err := parseServe(&env{stdout: &sink, stderr: &sink}, s.Command[1:])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, port, _ := strings.Cut(cfg.listen, ":")
+		out = append(out, name+":"+port)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestComposePrometheus: the prometheus service runs the release of the pinned promtool,
+// keeps more than a week (the weekly drop alert), and its config — read through its bind
+// mount — loads the tested rules file and scrapes every rollup serve instance under job
+// "rollup" (the rules' job).
+func TestComposePrometheus(t *testing.T) {
+	c := loadCompose(t)
+	prom, ok := c.Services["prometheus"]
+	if !ok {
+		t.Fatal("no prometheus service")
+	}
+	_, release := promtoolVersion(t)
+	if prom.Image != "prom/prometheus:"+release {
+		t.Errorf("prometheus image %s, want prom/prometheus:%s (the release of the promtool the rules are tested with)", prom.Image, release)
+	}
+	days := 15 // Prometheus's default retention
+	if v, ok := flagArg(prom.Command, "--storage.tsdb.retention.time"); ok {
+		d, err := promDays(v)
+		if err != nil {
+			t.Error(err)
+		}
+		days = d
+	}
+	if days < 8 {
+		t.Errorf("prometheus keeps %d days, want at least 8 (RollupPlayersDropWeekly reads a week back)", days)
+	}
+	if p, _ := flagArg(prom.Command, "--storage.tsdb.path"); p == "" || !hasVolumeAt(prom, p) {
+		t.Errorf("prometheus stores in %q, which is not a named volume", p)
+	}
+	confPath, ok := flagArg(prom.Command, "--config.file")
+	if !ok {
+		t.Fatal("prometheus: no --config.file")
+	}
+	repoConf, ok := mountedPath(prom, confPath)
+	if !ok {
+		t.Fatalf("prometheus: %s is not under a bind mount", confPath)
+	}
+	data, err := os.ReadFile(repoConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf prometheusConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&conf); err != nil {
+		t.Fatalf("%s: %v", repoConf, err)
+	}
+	tested := false
+	for _, rf := range conf.RuleFiles {
+		p := rf
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(confPath), rf) // Prometheus resolves them from the config's directory
+		}
+		repo, ok := mountedPath(prom, p)
+		if !ok {
+			t.Errorf("rule file %s (%s) is not under a bind mount", rf, p)
+			continue
+		}
+		if _, err := os.Stat(repo); err != nil {
+			t.Errorf("rule file %s: %v", rf, err)
+		}
+		tested = tested || filepath.Clean(repo) == filepath.Clean(filepath.Join(prometheusDir, "rules.yml"))
+	}
+	if !tested {
+		t.Errorf("prometheus.yml rule_files %v do not load deploy/prometheus/rules.yml", conf.RuleFiles)
+	}
+	want := servePorts(t, c)
+	var jobs []string
+	for _, sc := range conf.ScrapeConfigs {
+		jobs = append(jobs, sc.JobName)
+		if sc.JobName != rollupJob {
+			continue
+		}
+		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
+			t.Errorf("job %s scrapes %s, rollup serves /metrics", sc.JobName, sc.MetricsPath)
+		}
+		var targets []string
+		for _, st := range sc.StaticConfigs {
+			targets = append(targets, st.Targets...)
+		}
+		slices.Sort(targets)
+		if !slices.Equal(targets, want) {
+			t.Errorf("job %s scrapes %v, want every rollup serve service %v", rollupJob, targets, want)
+		}
+	}
+	if !slices.Contains(jobs, rollupJob) {
+		t.Errorf("scrape jobs %v: want %q, the job the rules select", jobs, rollupJob)
+	}
+	if len(want) < 2 {
+		t.Errorf("rollup serve services %v, want two", want)
+	}
+}
+
+// dashboardQuery is one PromQL query of a dashboard: a panel's target or a variable's.
+type dashboardQuery struct {
+	where string // file and panel
+	expr  string
+}
+
+// grafanaDashboards returns the dashboards the grafana service provisions, checking the
+// provisioning on the way: a Prometheus data source with the dashboards' uid at the
+// prometheus service, and a file provider whose path is the bind-mounted dashboards folder.
+func grafanaDashboards(t *testing.T) (files []string, queries []dashboardQuery) {
+	t.Helper()
+	c := loadCompose(t)
+	g, ok := c.Services["grafana"]
+	if !ok {
+		t.Fatal("no grafana service")
+	}
+	if g.DependsOn["prometheus"].Condition == "" {
+		t.Error("grafana does not depend on prometheus")
+	}
+	prov, ok := mountedPath(g, "/etc/grafana/provisioning")
+	if !ok {
+		t.Fatal("grafana: /etc/grafana/provisioning is not bind-mounted")
+	}
+	if _, err := os.Stat(prov); err != nil {
+		t.Fatal(err)
+	}
+	// Data sources.
+	dsFiles, _ := filepath.Glob(filepath.Join(prov, "datasources", "*.yml"))
+	found := false
+	for _, f := range dsFiles {
+		var ds struct {
+			APIVersion  int `yaml:"apiVersion"`
+			Datasources []struct {
+				Name, UID, Type, Access, URL string
+				IsDefault                    bool `yaml:"isDefault"`
+				Editable                     bool `yaml:"editable"`
+			} `yaml:"datasources"`
+		}
+		readYAML(t, f, &ds)
+		for _, d := range ds.Datasources {
+			if d.UID != grafanaDSUID {
+				continue
+			}
+			found = true
+			host, port, _ := strings.Cut(strings.TrimPrefix(d.URL, "http://"), ":")
+			p, ok := c.Services[host]
+			if d.Type != "prometheus" || !ok || port != prometheusPort || !strings.HasPrefix(p.Image, "prom/prometheus:") {
+				t.Errorf("data source %s: type %s url %s, want prometheus at http://<the prometheus service>:%s", d.UID, d.Type, d.URL, prometheusPort)
+			}
+			if v, ok := flagArg(p.Command, "--web.listen-address"); ok && !strings.HasSuffix(v, ":"+prometheusPort) {
+				t.Errorf("prometheus listens on %s, the data source says %s", v, prometheusPort)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no provisioned data source with uid %s in %v", grafanaDSUID, dsFiles)
+	}
+	// Dashboard providers.
+	provFiles, _ := filepath.Glob(filepath.Join(prov, "dashboards", "*.yml"))
+	for _, f := range provFiles {
+		var dp struct {
+			Providers []struct {
+				Name    string `yaml:"name"`
+				Type    string `yaml:"type"`
+				Options struct {
+					Path string `yaml:"path"`
+				} `yaml:"options"`
+			} `yaml:"providers"`
+		}
+		readYAML(t, f, &dp)
+		for _, p := range dp.Providers {
+			dir, ok := mountedPath(g, p.Options.Path)
+			if p.Type != "file" || !ok {
+				t.Errorf("%s: provider %s reads %s, which is not bind-mounted", f, p.Name, p.Options.Path)
+				continue
+			}
+			js, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+			files = append(files, js...)
+		}
+	}
+	if len(files) < 2 {
+		t.Fatalf("provisioned dashboards %v, want the service and the players dashboards", files)
+	}
+	if home := g.Environment["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]; home != "" {
+		if p, ok := mountedPath(g, home); !ok || !slices.Contains(files, p) {
+			t.Errorf("home dashboard %s is not a provisioned dashboard", home)
+		}
+	}
+	uids := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			UID        string            `json:"uid"`
+			Title      string            `json:"title"`
+			Panels     []json.RawMessage `json:"panels"`
+			Templating struct {
+				List []struct {
+					Name       string         `json:"name"`
+					Type       string         `json:"type"`
+					Datasource map[string]any `json:"datasource"`
+					Definition string         `json:"definition"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		base := filepath.Base(f)
+		if d.UID == "" || d.Title == "" || uids[d.UID] != "" {
+			t.Errorf("%s: uid %q (also in %q) title %q: want a unique uid and a title", base, d.UID, uids[d.UID], d.Title)
+		}
+		uids[d.UID] = base
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			if v.Datasource["uid"] != grafanaDSUID {
+				t.Errorf("%s: variable %s uses data source %v", base, v.Name, v.Datasource)
+			}
+			inner, ok := strings.CutPrefix(v.Definition, "label_values(")
+			i := strings.LastIndexByte(inner, ',')
+			if !ok || i < 0 {
+				t.Errorf("%s: variable %s: %q, want label_values(metric, label)", base, v.Name, v.Definition)
+				continue
+			}
+			queries = append(queries, dashboardQuery{base + " variable " + v.Name, inner[:i]})
+		}
+		var walk func([]json.RawMessage)
+		walk = func(panels []json.RawMessage) {
+			for _, raw := range panels {
+				var p struct {
+					Title      string            `json:"title"`
+					Type       string            `json:"type"`
+					Datasource map[string]any    `json:"datasource"`
+					Panels     []json.RawMessage `json:"panels"`
+					Targets    []struct {
+						Expr       string         `json:"expr"`
+						RefID      string         `json:"refId"`
+						Datasource map[string]any `json:"datasource"`
+					} `json:"targets"`
+				}
+				if err := json.Unmarshal(raw, &p); err != nil {
+					t.Fatalf("%s: panel: %v", base, err)
+				}
+				walk(p.Panels)
+				if p.Type == "row" {
+					continue
+				}
+				where := base + " panel " + p.Title
+				if len(p.Targets) == 0 {
+					t.Errorf("%s: no query", where)
+				}
+				if p.Datasource["uid"] != grafanaDSUID {
+					t.Errorf("%s: data source %v, want uid %s", where, p.Datasource, grafanaDSUID)
+				}
+				for _, tg := range p.Targets {
+					if tg.Datasource != nil && tg.Datasource["uid"] != grafanaDSUID {
+						t.Errorf("%s %s: data source %v, want uid %s", where, tg.RefID, tg.Datasource, grafanaDSUID)
+					}
+					queries = append(queries, dashboardQuery{where + " " + tg.RefID, tg.Expr})
+				}
+			}
+		}
+		walk(d.Panels)
+	}
+	return files, queries
+}
+
+// TestComposeGrafana: the dashboards are valid JSON provisioned with the Prometheus data
+// source's uid, their queries read only metrics rollup exports, and together they show
+// every rollup series.
+func TestComposeGrafana(t *testing.T) {
+	exported, families := exportedMetrics(t)
+	_, queries := grafanaDashboards(t)
+	used := map[string]bool{}
+	for _, q := range queries {
+		for _, n := range checkMetricNames(t, q.where, q.expr, exported) {
+			used[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")] = true
+			used[n] = true
+		}
+	}
+	for _, f := range families {
+		if !used[f] {
+			t.Errorf("no dashboard shows %s", f)
+		}
+	}
+}
+
+// TestDashboardQueriesParse parses every dashboard query with promtool (Grafana's
+// $__rate_interval replaced by a duration).
+func TestDashboardQueriesParse(t *testing.T) {
+	bin := promtoolPath(t)
+	_, queries := grafanaDashboards(t)
+	r := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")
+	for _, q := range queries {
+		promtool(t, bin, ".", "--experimental", "promql", "format", r.Replace(q.expr))
+	}
+}
