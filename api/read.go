@@ -242,15 +242,19 @@ func (rd *reader) window(q url.Values, align, def time.Duration) (from, to time.
 	return from, to, nil
 }
 
-// intParam parses the parameter name as an integer in [lo, hi], def when absent.
+// intParam parses the parameter name as an integer in [lo, hi] (lo >= 0) written with decimal
+// digits only, as counts are (no sign, fraction, exponent or spaces), def when absent.
 func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 	v := q.Get(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, badParam(name, "%q is not a whole number in [%d, %d]", v, lo, hi)
+	if err != nil || strings.Trim(v, "0123456789") != "" || n < lo || n > hi {
+		if len(v) > 32 {
+			v = v[:32] + "…"
+		}
+		return 0, badParam(name, "%q is not a whole number in [%d, %d] written with digits only", v, lo, hi)
 	}
 	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +158,57 @@ func TestDownsample(t *testing.T) {
 				(g.Online == nil) != (w.Online == nil) || (g.Online != nil && *g.Online != *w.Online) {
 				t.Errorf("%s/%d point %d: %+v, want %+v", tc.agg, tc.per, i, g, w)
 			}
+		}
+	}
+}
+
+// TestIntParam: integer parameters follow the rule of counts: decimal digits only, in range.
+func TestIntParam(t *testing.T) {
+	tests := []struct {
+		v    string
+		want int // -1: a 400 naming the parameter
+	}{
+		{"", 10}, {"1", 1}, {"1000", 1000}, {"007", 7},
+		{"0", -1}, {"1001", -1}, {"-0", -1}, {"-1", -1}, {"+5", -1}, {"1e2", -1}, {"1.0", -1}, {"5.", -1},
+		{" 5", -1}, {"5 ", -1}, {"0x10", -1}, {"٣", -1}, {"99999999999999999999999", -1}, {"x", -1},
+	}
+	for _, tc := range tests {
+		q := url.Values{}
+		if tc.v != "" {
+			q.Set("n", tc.v)
+		}
+		n, err := intParam(q, "n", 10, 1, 1000)
+		if tc.want >= 0 {
+			if err != nil || n != tc.want {
+				t.Errorf("n=%q: %d, %v; want %d", tc.v, n, err, tc.want)
+			}
+			continue
+		}
+		var he *httpError
+		if !errors.As(err, &he) || he.status != http.StatusBadRequest || he.body.Error != apiv1.ErrInvalidParameter ||
+			len(he.body.Errors) != 1 || he.body.Errors[0].Field != "n" || !strings.Contains(he.body.Errors[0].Message, "digits only") {
+			t.Errorf("n=%q: %d, %v; want a 400 naming n", tc.v, n, err)
+		}
+	}
+}
+
+// TestNodeParamNotASCII: a node id that is not ASCII is named by its character and its
+// position in characters, as in the ingest API.
+func TestNodeParamNotASCII(t *testing.T) {
+	for q, want := range map[string]string{
+		"node=srv-%C3%A91":  `character 4 is "é" (U+00E9, not ASCII)`,
+		"node=%D0%B0bc":     `character 0 is "а" (U+0430, not ASCII)`,
+		"node=ab%FFc":       `character 2 is the byte 0xFF, which is not UTF-8`,
+		"node=a%E2%80%8Bb$": `character 1 is "\u200b" (U+200B, not ASCII)`,
+	} {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = nodeParam(v)
+		var he *httpError
+		if !errors.As(err, &he) || len(he.body.Errors) != 1 || he.body.Errors[0].Field != "node" || !strings.Contains(he.body.Errors[0].Message, want) {
+			t.Errorf("%s: %v, want a 400 naming node that says %q", q, err, want)
 		}
 	}
 }
