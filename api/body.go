@@ -118,8 +118,17 @@ func contentEncoding(values []string) (bodyEncoding, *httpError) {
 	}
 }
 
-// setBodyDeadline sets the read deadline of the request's connection BodyReadTimeout from
-// now (a zero d clears it). It reports false when the ResponseWriter cannot (a test recorder).
+// boundBody sets the read deadline of r's connection d from now when r has a body (also one
+// the handler does not read: net/http drains it after the answer). A request without a body
+// gets none: net/http's background read on its connection has already started, and a read
+// failing at a deadline there would cancel the request's context. It reports whether the
+// deadline is set (false too when the ResponseWriter cannot: a test recorder).
+func boundBody(r *http.Request, rc *http.ResponseController, d time.Duration) bool {
+	return r.ContentLength != 0 && setBodyDeadline(rc, d)
+}
+
+// setBodyDeadline sets the read deadline of the request's connection d from now (a zero d
+// clears it). It reports false when the ResponseWriter cannot (a test recorder).
 func setBodyDeadline(rc *http.ResponseController, d time.Duration) bool {
 	var t time.Time
 	if d > 0 {
@@ -137,7 +146,7 @@ func setBodyDeadline(rc *http.ResponseController, d time.Duration) bool {
 // On failure it is left in place so that what net/http drains after the answer stays bounded.
 // The returned body is the JSON to parse (a UTF-8 byte order mark removed).
 func (s *Server) readIngestBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, enc bodyEncoding, b []byte) (buf, body []byte, herr *httpError) {
-	deadline := setBodyDeadline(rc, s.cfg.BodyReadTimeout)
+	deadline := boundBody(r, rc, s.cfg.BodyReadTimeout)
 	limit := s.cfg.MaxBodyBytes
 	src := http.MaxBytesReader(w, r.Body, limit)
 	var err error

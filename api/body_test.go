@@ -20,6 +20,7 @@ import (
 
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // gz compresses b with gzip.
@@ -185,6 +186,9 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	if err := c.SetDeadline(testctx.Deadline(t)); err != nil { // a hang fails with a message
+		t.Fatal(err)
+	}
 	return &rawConn{c: c, r: bufio.NewReader(c)}
 }
 
@@ -222,7 +226,6 @@ func (rc *rawConn) answer(t *testing.T) (*http.Response, apiv1.ErrorResponse) {
 // most until the test's deadline.
 func (rc *rawConn) closed(t *testing.T) bool {
 	t.Helper()
-	_ = rc.c.SetReadDeadline(testDeadline(t))
 	_, err := rc.r.ReadByte()
 	return errors.Is(err, io.EOF)
 }
@@ -239,7 +242,8 @@ func TestStalledBodyIs408(t *testing.T) {
 	sink := &fakeSink{}
 	cfg := testConfig(t, sink)
 	cfg.BodyReadTimeout = timeout
-	hs := httptest.NewServer(newServer(cfg, newFakeTokens()))
+	tokens := newFakeTokens()
+	hs := httptest.NewServer(newServer(cfg, tokens))
 	t.Cleanup(hs.Close)
 	body := []byte(reqBody(twoItems))
 
@@ -318,6 +322,40 @@ func TestStalledBodyIs408(t *testing.T) {
 		}
 	})
 
+	t.Run("read API with a stalled body", func(t *testing.T) {
+		// A read takes no body; net/http drains one after the answer, within the deadline.
+		rc := dialRaw(t, hs.Listener.Addr().String())
+		head := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: rollup\r\nAuthorization: Bearer unknown\r\nContent-Length: 100\r\n\r\n0123456789", apiv1.ProjectsPath)
+		if _, err := rc.c.Write([]byte(head)); err != nil {
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		res, _ := rc.answer(t)
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("status %d, want 401", res.StatusCode)
+		}
+		if d := time.Since(sent); d > timeout+slack {
+			t.Errorf("401 after %v", d)
+		}
+	})
+
+	t.Run("no body, slow answer", func(t *testing.T) {
+		// Without a body there is no deadline: a read request's context is not cancelled
+		// when the answer takes longer than the body timeout (here: a token lookup).
+		rc := dialRaw(t, hs.Listener.Addr().String())
+		tokens.mu.Lock()
+		tokens.block = make(chan struct{})
+		block := tokens.block
+		tokens.mu.Unlock()
+		fmt.Fprintf(rc.c, "POST %s HTTP/1.1\r\nHost: rollup\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", apiv1.CountsPath, tokenB)
+		timer := time.AfterFunc(3*timeout, func() { close(block) }) // the store answers after 3 timeouts
+		defer timer.Stop()
+		res, e := rc.answer(t)
+		if res.StatusCode != http.StatusBadRequest || e.Error != apiv1.ErrMalformedJSON {
+			t.Fatalf("answer %d %+v, want 400 malformed_json (the empty body), not a cancelled lookup", res.StatusCode, e)
+		}
+	})
+
 	if sink.numCalls() != 0 {
 		t.Errorf("the sink was called %d times", sink.numCalls())
 	}
@@ -359,14 +397,6 @@ func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
 			t.Fatalf("request %d: the connection is closed", i)
 		}
 	}
-}
-
-// testDeadline is the test binary's deadline less a margin, or an hour from now.
-func testDeadline(t *testing.T) time.Time {
-	if d, ok := t.Deadline(); ok {
-		return d.Add(-5 * time.Second)
-	}
-	return time.Now().Add(time.Hour)
 }
 
 // FuzzIngestBody: whatever the Content-Type, Content-Encoding and bytes, the answer is a 200

@@ -65,6 +65,9 @@ type readFunc func(ctx context.Context, info tokenInfo, project string, q url.Va
 // deleted), bounds its time and answers fn's result as JSON.
 func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// A read takes no body; one sent anyway is drained by net/http after the answer,
+		// within the ingest body's read deadline.
+		boundBody(r, http.NewResponseController(w), s.cfg.BodyReadTimeout)
 		token, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok {
 			s.unauthorized(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\"")

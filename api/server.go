@@ -110,7 +110,7 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	// Bound what this request may read, also a body net/http drains after an early answer;
 	// readIngestBody gives the body a fresh deadline.
 	rc := http.NewResponseController(w)
-	setBodyDeadline(rc, s.cfg.BodyReadTimeout)
+	boundBody(r, rc, s.cfg.BodyReadTimeout)
 
 	// 1. Who: before reading the body, so an unauthenticated caller learns nothing.
 	token, ok := bearerToken(r.Header.Get("Authorization"))
