@@ -467,7 +467,8 @@ func FuzzIngestBody(f *testing.F) {
 			t.Fatalf("the sink was called for a %d", rec.Code)
 		}
 		switch rec.Code {
-		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity,
+			http.StatusForbidden: // a project other than the token's
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
@@ -479,6 +480,9 @@ func FuzzIngestBody(f *testing.F) {
 		}
 		for _, fe := range e.Errors {
 			checkIndex(t, fe)
+		}
+		if rec.Code == http.StatusForbidden && (len(e.Errors) != 1 || e.Errors[0].Field != "project") {
+			t.Fatalf("403 %+v", e)
 		}
 		if rec.Code == http.StatusUnsupportedMediaType {
 			if len(e.Errors) != 1 || (e.Errors[0].Field != "Content-Type" || ct == "") && (e.Errors[0].Field != "Content-Encoding" || ce == "") {
