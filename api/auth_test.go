@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 func TestBearerToken(t *testing.T) {
@@ -186,7 +188,7 @@ func TestAuthCacheSharesInflight(t *testing.T) {
 		}()
 	}
 	// Release the store only once every caller waits on the single in-flight query.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		a.mu.Lock()
 		call := a.inflight[HashToken(tokenA)]

@@ -38,12 +38,19 @@ const (
 	DefaultRetryAfter    = 5 * time.Second
 	DefaultSubmitTimeout = 30 * time.Second
 	DefaultTokenCacheTTL = 30 * time.Second
+	// DefaultBodyReadTimeout lets the largest default body (1 MiB) arrive at ~35 KB/s.
+	DefaultBodyReadTimeout = 30 * time.Second
 )
 
 // Config configures a Server. Zero fields take their defaults.
 type Config struct {
 	// MaxBodyBytes bounds the request body (413 above it; default 1 MiB).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long an ingest request's body may take to arrive, from when
+	// the server starts reading it: a stalled or trickling upload is answered 408 and its
+	// connection closed (default 30s). It needs a ResponseWriter that supports read deadlines
+	// (net/http's server does; see http.ResponseController).
+	BodyReadTimeout time.Duration
 	// MaxItems bounds the items of one request (413 above it; default 10,000).
 	MaxItems int
 	// LateWindow is how old a tick may be and still be accepted (422 otherwise; default 24h).
@@ -83,6 +90,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if c.MaxItems <= 0 {
 		c.MaxItems = DefaultMaxItems

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gameops/rollup/api/apiv1"
 )
@@ -168,7 +169,7 @@ func parseCounts(dec *json.Decoder, req *rawRequest, maxItems int) *httpError {
 		}
 		c, err := parseCount(dec, len(req.counts))
 		if err != nil {
-			return syntaxError(err)
+			return itemSyntaxError(err, len(req.counts))
 		}
 		req.counts = append(req.counts, c)
 	}
@@ -308,7 +309,7 @@ func syntaxError(err error) *httpError {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return malformed("", "invalid JSON at byte %d: %s", se.Offset, se.Error())
+		return malformed("", "invalid JSON at byte %d: %s%s", se.Offset, se.Error(), syntaxHint(se.Error()))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return malformed("", "the JSON body is empty or truncated")
 	default:
@@ -316,25 +317,67 @@ func syntaxError(err error) *httpError {
 	}
 }
 
-// parseOnline reads a count: a whole number written with digits only.
+// itemSyntaxError is syntaxError for JSON broken inside counts[index], naming the item.
+func itemSyntaxError(err error, index int) *httpError {
+	e := syntaxError(err)
+	name := fmt.Sprintf("counts[%d]", index)
+	e.body.Message += " (in " + name + ")"
+	e.body.Errors = []apiv1.FieldError{{Index: &index, Field: name, Message: e.body.Message}}
+	return e
+}
+
+// syntaxHint explains the JSON syntax errors that come from numbers written as another
+// language writes them (encoding/json's messages are stable: they are part of its tests).
+func syntaxHint(msg string) string {
+	const begin, after = "' looking for beginning of value", "' after object key:value pair"
+	rest, ok := strings.CutPrefix(msg, "invalid character '")
+	if !ok || len(rest) < 2 {
+		return ""
+	}
+	c, rest := rest[0], rest[1:]
+	switch {
+	case rest == begin && c == '+':
+		return "; a number must not start with +"
+	case rest == begin && c == '.':
+		return "; a number must start with a digit (0.5, not .5)"
+	case rest == begin && (c == 'N' || c == 'I'):
+		return "; NaN and Infinity are not JSON numbers"
+	case rest == after && (c == 'x' || c == 'X'):
+		return "; hexadecimal is not JSON: write the number in decimal digits"
+	case rest == after && c >= '0' && c <= '9':
+		return "; a number must not have a leading zero (1, not 01)"
+	}
+	return ""
+}
+
+// parseOnline reads a count: a whole number written in decimal digits only. n is a JSON
+// number (both parsers check its syntax: no sign but '-', no leading zero). "-0" is refused
+// like any other sign (a count is never negative, and -0 is not how an agent writes 0);
+// fractions and exponents are refused even when their value is whole (1.0, 1e2): they come
+// from a float somewhere in the agent, which loses counts above 2^53.
 func parseOnline(n json.Number, maxOnline int64) (int64, string) {
 	s := string(n)
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		var ne *strconv.NumError
-		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
-			if s[0] == '-' {
-				return 0, "must be >= 0"
-			}
-			return 0, fmt.Sprintf("%s is above the maximum %d", s, maxOnline)
-		}
-		return 0, fmt.Sprintf("must be a whole number written with digits only, not %s", s)
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, fmt.Sprintf("must be a whole number written with digits only, not %s (no fraction or exponent)", quoteNumber(s))
 	}
-	switch {
-	case v < 0:
-		return 0, fmt.Sprintf("must be >= 0, not %d", v)
-	case v > maxOnline:
-		return 0, fmt.Sprintf("%d is above the maximum %d", v, maxOnline)
+	if len(digits) < len(s) {
+		if strings.Trim(digits, "0") == "" {
+			return 0, "-0 is not a count; send 0"
+		}
+		return 0, fmt.Sprintf("must be >= 0, not %s", quoteNumber(s))
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v > maxOnline { // the only error left is a value beyond int64
+		return 0, fmt.Sprintf("%s is above the maximum %d", quoteNumber(s), maxOnline)
 	}
 	return v, ""
+}
+
+// quoteNumber is a number as sent, shortened to 32 bytes for a message.
+func quoteNumber(s string) string {
+	if len(s) > 32 {
+		return s[:32] + fmt.Sprintf("… (%d characters)", len(s))
+	}
+	return s
 }

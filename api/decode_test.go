@@ -38,6 +38,14 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"project":null,"counts":null,"observed_at":null}`,
 		`{"a":{"b":[1,2,{"c":null}]}}`,
 		`[`, `{`, `"x"`, `{"project":"p"}}`, `{} {}`, ``, `nul`,
+		// Number edge cases and names that are not ASCII.
+		reqBody(`[{"id":"a","type":"t","online":-0},{"id":"b","type":"t","online":1.0},{"id":"c","type":"t","online":1e2}]`),
+		reqBody(`[{"id":"a","type":"t","online":01}]`),
+		reqBody(`[{"id":"a","type":"t","online":+1}]`),
+		reqBody(`[{"id":"a","type":"t","online":9223372036854775808}]`),
+		reqBody(`[{"id":"a","type":"t","online":NaN}]`),
+		reqBody(`[{"id":"srv-é","type":"t","online":1},{"id":"\u0430","type":"t","online":1}]`),
+		reqBody("[{\"id\":\"a\xff\",\"type\":\"t\",\"online\":1}]"),
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -112,6 +120,22 @@ func checkAccepted(t *testing.T, body []byte, sub *submission, lim limits) {
 		it := sub.items[i]
 		if c.ID != it.ID || c.Type != it.Type || c.Online != it.Online {
 			t.Fatalf("item %d: encoding/json %+v, strict %+v", i, c, it)
+		}
+	}
+	// Every accepted count was written with digits only (not -0, 1.0, 1e2).
+	var nums struct {
+		Counts []struct {
+			Online json.Number `json:"online"`
+		} `json:"counts"`
+	}
+	dec = json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&nums); err != nil {
+		t.Fatalf("accepted a body encoding/json rejects: %v", err)
+	}
+	for i, c := range nums.Counts {
+		if s := string(c.Online); s == "" || strings.Trim(s, "0123456789") != "" {
+			t.Fatalf("item %d: accepted the count %q", i, s)
 		}
 	}
 }

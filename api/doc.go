@@ -10,8 +10,13 @@
 //   - Check order: a missing, malformed or unknown token is 401 before the body is read, so an
 //     unauthenticated caller learns nothing about projects. With a valid token, a request
 //     naming any other project is 403 whether that project exists or not; 404 is only for a
-//     valid token whose own project has been deleted. Then the body: 413 over MaxBodyBytes or
+//     valid token whose own project has been deleted. Then the body: 415 for a Content-Type
+//     that is not JSON or a Content-Encoding that is not gzip (body.go), 408 when it has not
+//     arrived within BodyReadTimeout, 413 over MaxBodyBytes (received or decompressed) or
 //     MaxItems, 400 malformed JSON or invalid fields/items, 422 timestamps outside the window.
+//   - Counts are written in decimal digits only (-0, 1.0 and 1e2 are refused); a name that
+//     breaks the id rule is reported by its first offending character, at its position
+//     counted in characters.
 //   - All or nothing: a request with any invalid item is rejected as a whole (every invalid
 //     field is listed with its item index) and nothing reaches the Sink.
 //   - Timestamps must already be aligned to the tick (tree.AlignTick); an unaligned timestamp

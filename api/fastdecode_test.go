@@ -94,6 +94,7 @@ func fastBodies() []string {
 		reqBody(`[{"id":"a","type":"t","online":1},{"id":"a","type":"t","online":2}]`),
 		reqBody(`[{"id":"a","type":"t"},{"type":"t","online":1}]`),
 		`{"project":"","timestamp":"yesterday","submission_id":" ~` + "\x7f" + `"}`,
+		reqBody(`[{"id":"a","type":"t","online":-0},{"id":"b","type":"t","online":9223372036854775808}]`),
 	}
 }
 
@@ -116,6 +117,11 @@ func slowBodies() []string {
 		reqBody(`[{"id":"a","type":"t","online":1.5}]`),
 		reqBody(`[{"id":"a","type":"t","online":1e2}]`),
 		reqBody(`[{"id":"a","type":"t","online":01}]`),
+		reqBody(`[{"id":"a","type":"t","online":+1}]`),
+		reqBody(`[{"id":"a","type":"t","online":1.0}]`),
+		reqBody(`[{"id":"a","type":"t","online":-0.0}]`),
+		reqBody(`[{"id":"srv-é","type":"t","online":1}]`),
+		reqBody(`[{"id":"\u0430","type":"t","online":1}]`),
 		reqBody(`[{"id":"a","type":"t","online":-}]`),
 		reqBody(`[{"id":"a","type":"t","online":"3"}]`),
 		reqBody(`[{"id":"a","type":"t","online":1,"online":2}]`),

@@ -123,6 +123,12 @@ func post(t *testing.T, srv http.Handler, token string, body io.Reader) result {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	return do(t, srv, req)
+}
+
+// do serves req and decodes the answer.
+func do(t *testing.T, srv http.Handler, req *http.Request) result {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	r := result{status: rec.Code, header: rec.Header(), raw: rec.Body.String()}

@@ -18,6 +18,7 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree"
 )
@@ -36,9 +37,7 @@ func newStack(t *testing.T) *stack {
 	client := store.Client(t)
 	db := store.Database(t, client)
 	log := zaptest.NewLogger(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
+	if _, err := migrations.New(db, log).Up(testctx.Context(t), migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	w := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: 2 * time.Millisecond}, log)
@@ -74,8 +73,7 @@ type leafDoc struct {
 
 func (s *stack) leaves(t *testing.T) map[[2]string]leafDoc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	cur, err := s.db.Collection(migrations.CountsCollection).Find(ctx, bson.D{}, options.Find())
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +105,7 @@ func statuses(r *agentclient.Response) []apiv1.Status {
 // present with the right values; a resend is stale; the newest observation wins in any order.
 func TestIngestEndToEnd(t *testing.T) {
 	s := newStack(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	token, err := api.CreateToken(ctx, s.db, "proj-a", "agent-1")
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +188,7 @@ func TestIngestEndToEnd(t *testing.T) {
 // is 403; a deleted project is 404; an unknown token 401; listing shows no secrets.
 func TestTokensAgainstStore(t *testing.T) {
 	s := newStack(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	tokA, err := api.CreateToken(ctx, s.db, "proj-a", "")
 	if err != nil {
 		t.Fatal(err)

@@ -70,6 +70,9 @@ type readFunc func(ctx context.Context, info tokenInfo, project string, q url.Va
 // deleted), bounds its time and answers fn's result as JSON.
 func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// A read takes no body; one sent anyway is drained by net/http after the answer,
+		// within the ingest body's read deadline.
+		boundBody(r, http.NewResponseController(w), s.cfg.BodyReadTimeout)
 		token, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok {
 			s.unauthorized(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\"")
@@ -273,7 +276,10 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || strconv.Itoa(n) != v || n < lo || n > hi {
-		return 0, badParam(name, "%q is not a whole number in [%d, %d]", v, lo, hi)
+		if len(v) > 32 {
+			v = v[:32] + "…"
+		}
+		return 0, badParam(name, "%q is not a whole number in [%d, %d] written with digits only (no sign, no leading zero)", v, lo, hi)
 	}
 	return n, nil
 }

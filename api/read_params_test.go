@@ -262,6 +262,7 @@ func TestIntParam(t *testing.T) {
 	}{
 		{"", 10}, {"1", 1}, {"3", 3}, {"1000", 1000}, {"+3", 0}, {"03", 0}, {"-0", 0}, {"0", 0}, {"1001", 0},
 		{" 3", 0}, {"3 ", 0}, {"3.0", 0}, {"0x3", 0}, {"1_0", 0}, {"٣", 0}, {"99999999999999999999", 0},
+		{"-1", 0}, {"1e2", 0}, {"5.", 0}, {"x", 0}, {"007", 0},
 	} {
 		q := url.Values{}
 		if tc.v != "" {
@@ -308,6 +309,27 @@ func TestTickParamFuture(t *testing.T) {
 		}
 		if err != nil || !ok || !got.Equal(mustTime(tc.want)) {
 			t.Errorf("tick %s: %v %v %v, want %s", tc.tick, got, ok, err, tc.want)
+		}
+	}
+}
+
+// TestNodeParamNotASCII: a node id that is not ASCII is named by its character and its
+// position in characters, as in the ingest API.
+func TestNodeParamNotASCII(t *testing.T) {
+	for q, want := range map[string]string{
+		"node=srv-%C3%A91":  `character 4 is "é" (U+00E9, not ASCII)`,
+		"node=%D0%B0bc":     `character 0 is "а" (U+0430, not ASCII)`,
+		"node=ab%FFc":       `character 2 is the byte 0xFF, which is not UTF-8`,
+		"node=a%E2%80%8Bb$": `character 1 is "\u200b" (U+200B, not ASCII)`,
+	} {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = nodeParam(v)
+		var he *httpError
+		if !errors.As(err, &he) || len(he.body.Errors) != 1 || he.body.Errors[0].Field != "node" || !strings.Contains(he.body.Errors[0].Message, want) {
+			t.Errorf("%s: %v, want a 400 naming node that says %q", q, err, want)
 		}
 	}
 }

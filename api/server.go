@@ -107,6 +107,10 @@ func (s *Server) failCounts(w http.ResponseWriter, e *httpError) ingestOutcome {
 func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutcome {
 	now := s.cfg.Now()
 	ctx := r.Context()
+	// Bound what this request may read, also a body net/http drains after an early answer;
+	// readIngestBody gives the body a fresh deadline.
+	rc := http.NewResponseController(w)
+	boundBody(r, rc, s.cfg.BodyReadTimeout)
 
 	// 1. Who: before reading the body, so an unauthenticated caller learns nothing.
 	token, ok := bearerToken(r.Header.Get("Authorization"))
@@ -126,19 +130,17 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 		}})
 	}
 
-	// 2. The body.
+	// 2. The body: what it is (415), its bytes (408, 413, 400 malformed_body), then its JSON.
+	enc, herr := checkBodyHeaders(w, r.Header)
+	if herr != nil {
+		return s.failCounts(w, herr)
+	}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
-	body, err := readBody(sc.buf[:0], http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
-	sc.buf = body
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return s.failCounts(w, &httpError{status: http.StatusRequestEntityTooLarge, body: apiv1.ErrorResponse{
-				Error: apiv1.ErrBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the submission", s.cfg.MaxBodyBytes),
-			}})
-		}
-		return s.failCounts(w, malformed("", "reading the body: %s", err.Error()))
+	buf, body, herr := s.readIngestBody(w, r, rc, enc, sc.buf[:0])
+	sc.buf = buf
+	if herr != nil {
+		return s.failCounts(w, herr)
 	}
 	raw, herr := decodeBody(body, s.lim.maxItems, &sc.raw)
 	if herr != nil {

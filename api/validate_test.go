@@ -38,15 +38,15 @@ func TestValidation(t *testing.T) {
 		{"missing everything", top(`"project":"proj-a"`), 400, apiv1.ErrInvalidRequest, []string{"timestamp", "submission_id", "counts"}, "required"},
 		{"missing project", top(`"timestamp":"2024-05-01T10:05:00Z","submission_id":"s",` + okCounts), 400, apiv1.ErrInvalidRequest, []string{"project"}, "required"},
 		{"null project", top(`"project":null,"timestamp":"2024-05-01T10:05:00Z","submission_id":"s",` + okCounts), 400, apiv1.ErrInvalidRequest, []string{"project"}, "required"},
-		{"bad submission id", strings.Replace(reqBody(`[]`), `"sub-1"`, `"sub 1"`, 1), 400, apiv1.ErrInvalidRequest, []string{"submission_id"}, `byte 3 is " "`},
-		{"long submission id", strings.Replace(reqBody(`[]`), `"sub-1"`, `"`+strings.Repeat("s", 129)+`"`, 1), 400, apiv1.ErrInvalidRequest, []string{"submission_id"}, "129 bytes"},
+		{"bad submission id", strings.Replace(reqBody(`[]`), `"sub-1"`, `"sub 1"`, 1), 400, apiv1.ErrInvalidRequest, []string{"submission_id"}, `character 3 is " "`},
+		{"long submission id", strings.Replace(reqBody(`[]`), `"sub-1"`, `"`+strings.Repeat("s", 129)+`"`, 1), 400, apiv1.ErrInvalidRequest, []string{"submission_id"}, "129 characters"},
 		{"timestamp not RFC 3339", strings.Replace(reqBody(`[]`), `2024-05-01T10:05:00Z`, `2024-05-01 10:05`, 1), 400, apiv1.ErrInvalidRequest, []string{"timestamp"}, "RFC 3339"},
 		{"timestamp unaligned", strings.Replace(reqBody(`[]`), `2024-05-01T10:05:00Z`, `2024-05-01T10:06:00Z`, 1), 400, apiv1.ErrInvalidRequest, []string{"timestamp"}, "starts at 2024-05-01T10:05:00Z"},
 		{"timestamp unaligned by 1ns", strings.Replace(reqBody(`[]`), `2024-05-01T10:05:00Z`, `2024-05-01T10:05:00.000000001Z`, 1), 400, apiv1.ErrInvalidRequest, []string{"timestamp"}, "not the start of a 5m0s tick"},
 		{"observed_at malformed", strings.Replace(reqBody(`[]`), `2024-05-01T10:05:01.5Z`, `yesterday`, 1), 400, apiv1.ErrInvalidRequest, []string{"observed_at"}, "RFC 3339"},
 		{"observed_at before 1970", strings.Replace(reqBody(`[]`), `2024-05-01T10:05:01.5Z`, `1969-12-31T23:59:59Z`, 1), 400, apiv1.ErrInvalidRequest, []string{"observed_at"}, "1970"},
-		{"item id with dollar", reqBody(`[{"id":"$where","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, `byte 0 is "$"`},
-		{"item id with dot", reqBody(`[{"id":"a","type":"t","online":1},{"id":"a.b","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[1].id"}, `byte 1 is "."`},
+		{"item id with dollar", reqBody(`[{"id":"$where","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, `character 0 is "$"`},
+		{"item id with dot", reqBody(`[{"id":"a","type":"t","online":1},{"id":"a.b","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[1].id"}, `character 1 is "."`},
 		{"item id empty", reqBody(`[{"id":"","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, "empty"},
 		{"item type too long", reqBody(`[{"id":"a","type":"t","online":1},{"id":"b","type":"t","online":1},{"id":"c","type":"` + strings.Repeat("t", 129) + `","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[2].type"}, "at most 128"},
 		{"item id missing", reqBody(`[{"type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, "required"},
@@ -57,6 +57,34 @@ func TestValidation(t *testing.T) {
 		{"item online overflows int64", reqBody(`[{"id":"a","type":"t","online":99999999999999999999999}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "above the maximum"},
 		{"item online fractional", reqBody(`[{"id":"a","type":"t","online":1.5}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "whole number"},
 		{"item online exponent", reqBody(`[{"id":"a","type":"t","online":1e2}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "digits only"},
+		// Number edge cases: a count is written in decimal digits only.
+		{"item online -0", reqBody(`[{"id":"a","type":"t","online":1},{"id":"b","type":"t","online":-0}]`), 400, apiv1.ErrInvalidItem, []string{"counts[1].online"}, "-0 is not a count; send 0"},
+		{"item online -0 with spaces", reqBody(`[{"id":"a","type":"t","online": -0 }]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "-0 is not a count"},
+		{"item online 1.0", reqBody(`[{"id":"a","type":"t","online":1.0}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "not 1.0 (no fraction or exponent)"},
+		{"item online -0.0", reqBody(`[{"id":"a","type":"t","online":-0.0}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "digits only, not -0.0"},
+		{"item online 0e0", reqBody(`[{"id":"a","type":"t","online":0e0}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "digits only"},
+		{"item online 1E2", reqBody(`[{"id":"a","type":"t","online":1E2}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "not 1E2"},
+		{"item online 1e400", reqBody(`[{"id":"a","type":"t","online":1e400}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "digits only"},
+		{"item online int64 max", reqBody(`[{"id":"a","type":"t","online":9223372036854775807}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "9223372036854775807 is above the maximum 1000"},
+		{"item online beyond int64", reqBody(`[{"id":"a","type":"t","online":9223372036854775808}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "9223372036854775808 is above the maximum 1000"},
+		{"item online below int64", reqBody(`[{"id":"a","type":"t","online":-9223372036854775809}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "must be >= 0, not -9223372036854775809"},
+		{"item online 600 digits", reqBody(`[{"id":"a","type":"t","online":` + strings.Repeat("9", 600) + `}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "… (600 characters) is above the maximum"},
+		{"item online leading zero", reqBody(`[{"id":"a","type":"t","online":1},{"id":"b","type":"t","online":01}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[1]"}, "must not have a leading zero (1, not 01) (in counts[1])"},
+		{"item online 00", reqBody(`[{"id":"a","type":"t","online":00}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "leading zero"},
+		{"item online -01", reqBody(`[{"id":"a","type":"t","online":-01}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "leading zero"},
+		{"item online +1", reqBody(`[{"id":"a","type":"t","online":+1}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "must not start with +"},
+		{"item online .5", reqBody(`[{"id":"a","type":"t","online":.5}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "0.5, not .5"},
+		{"item online NaN", reqBody(`[{"id":"a","type":"t","online":NaN}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "NaN and Infinity are not JSON"},
+		{"item online Infinity", reqBody(`[{"id":"a","type":"t","online":Infinity}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "NaN and Infinity"},
+		{"item online hex", reqBody(`[{"id":"a","type":"t","online":0x10}]`), 400, apiv1.ErrMalformedJSON, []string{"counts[0]"}, "hexadecimal"},
+		{"item truncated", `{"project":"proj-a","counts":[{"id":"a","type":"t","online":1},{"id":"b","ty`, 400, apiv1.ErrMalformedJSON, []string{"counts[1]"}, "truncated (in counts[1])"},
+		// Names that are not ASCII: the character and its position in characters.
+		{"item id not ASCII", reqBody(`[{"id":"srv-é1","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, `character 4 is "é" (U+00E9, not ASCII)`},
+		{"item id Cyrillic escaped", reqBody(`[{"id":"a","type":"t","online":1},{"id":"sr\u0430v","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[1].id"}, `character 2 is "а" (U+0430, not ASCII)`},
+		{"item id after an emoji", reqBody(`[{"id":"😀$","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, `character 0 is "😀" (U+1F600`},
+		{"item type not UTF-8", reqBody("[{\"id\":\"a\",\"type\":\"pr\xffoc\",\"online\":1}]"), 400, apiv1.ErrInvalidItem, []string{"counts[0].type"}, "character 2 is \"\ufffd\" (U+FFFD, the replacement character: the text sent was not valid UTF-8)"},
+		{"item id invisible", reqBody(`[{"id":"a\u200bb","type":"t","online":1}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, `character 1 is "\u200b" (U+200B`},
+		{"submission id not ASCII", strings.Replace(reqBody(`[]`), `"sub-1"`, `"sub-ü"`, 1), 400, apiv1.ErrInvalidRequest, []string{"submission_id"}, `character 4 is "ü"`},
 		{"item online string", reqBody(`[{"id":"a","type":"t","online":"3"}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].online"}, "must be a number, not a string"},
 		{"item id number", reqBody(`[{"id":7,"type":"t","online":3}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].id"}, "must be a string, not a number"},
 		{"item type object", reqBody(`[{"id":"a","type":{"x":[1]},"online":3}]`), 400, apiv1.ErrInvalidItem, []string{"counts[0].type"}, "must be a string, not an object"},
@@ -87,8 +115,10 @@ func TestValidation(t *testing.T) {
 				t.Errorf("error code %q, want %q", r.err.Error, tc.wantCode)
 			}
 			listed := map[string]bool{}
+			said := r.err.Message // the decoded messages, searched for wantMsg
 			for _, fe := range r.err.Errors {
 				listed[fe.Field] = true
+				said += "\n" + fe.Message
 				checkIndex(t, fe)
 			}
 			for _, f := range tc.wantFields {
@@ -96,7 +126,7 @@ func TestValidation(t *testing.T) {
 					t.Errorf("field %q not listed in %s", f, r.raw)
 				}
 			}
-			if tc.wantMsg != "" && !strings.Contains(r.raw, strings.ReplaceAll(tc.wantMsg, `"`, `\"`)) {
+			if tc.wantMsg != "" && !strings.Contains(said, tc.wantMsg) {
 				t.Errorf("answer does not say %q: %s", tc.wantMsg, r.raw)
 			}
 			if n := sink.numCalls(); n != 0 {

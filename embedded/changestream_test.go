@@ -14,6 +14,7 @@ import (
 
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // csDoc builds a bson.D from alternating keys and values.
@@ -27,9 +28,7 @@ func csDoc(kv ...any) bson.D {
 
 func csCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return testctx.Context(t)
 }
 
 // changeEvent is the subset of a change event the tests check.
@@ -441,7 +440,7 @@ func TestChangeStreamAwaitAndIdleToken(t *testing.T) {
 	if _, err := other.InsertOne(ctx, csDoc("_id", 1)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for bson.Raw(cs.ResumeToken()).String() == bson.Raw(before).String() {
 		if time.Now().After(deadline) {
 			t.Fatal("postBatchResumeToken did not advance on an idle stream")

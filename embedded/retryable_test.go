@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // commandLog records the command events of one client.
@@ -258,7 +259,7 @@ func TestUnacknowledgedWrites(t *testing.T) {
 	}
 	// Writes on one connection are applied in order, so once the last one is visible all are.
 	acked := db.Collection("c")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		got, err := acked.CountDocuments(ctx, bson.D{{Key: "seen", Value: true}})
 		if err != nil {

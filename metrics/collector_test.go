@@ -19,6 +19,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/hist"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
@@ -173,8 +174,7 @@ func TestCollectorPipeline(t *testing.T) {
 	store := embeddedtest.Start(t)
 	client := store.Client(t)
 	db := store.Database(t, client)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	counts := db.Collection(migrations.CountsCollection)
 	if _, err := counts.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys:    bson.D{{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldTimestamp, Value: 1}},
@@ -267,7 +267,7 @@ func value(body, prefix string) (float64, bool) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := testctx.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/migrations"
 )
@@ -112,8 +113,7 @@ func TestReadyzStore(t *testing.T) {
 	if _, rd := get(t, h.Ready(), "/readyz"); rd.Ready || !slices.Equal(rd.NotReady, []string{"migrations", "watcher"}) {
 		t.Fatalf("fresh store: %+v, want migrations and watcher not ready", rd)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	if _, err := m.Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatal(err)
 	}

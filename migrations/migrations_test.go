@@ -23,18 +23,17 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// testCtx is a bounded context for one test.
+// testCtx is a context for one test, ending before the test binary's deadline.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return testctx.Context(t)
 }
 
 // newDB starts a store (once per test) and returns a fresh database on it.
@@ -606,7 +605,7 @@ func TestConcurrentUp(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no instance started step 1")
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		waiting := 0
 		for _, l := range logs {
@@ -752,7 +751,7 @@ func TestLockRenewedDuringLongStep(t *testing.T) {
 	m.steps = m.steps[:1]
 	m.steps[0].Up = func(ctx context.Context, _ *mongo.Database, _ *Report) error {
 		var seen []time.Time
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := testctx.Deadline(t)
 		for len(seen) < 4 {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("lock expiry moved %d times", len(seen)-1)

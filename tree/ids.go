@@ -3,9 +3,11 @@ package tree
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
-// MaxIDLen is the longest node id, type or other name accepted, in bytes.
+// MaxIDLen is the longest node id, type or other name accepted, in bytes (which are
+// characters: every accepted character is ASCII).
 const MaxIDLen = 128
 
 // ErrInvalid matches (errors.Is) every error ValidateID, ValidateType and ValidateName return.
@@ -15,7 +17,7 @@ var ErrInvalid = errors.New("invalid name")
 type NameError struct {
 	// What names the kind of value: "id", "type", "project"...
 	What string
-	// Reason says what is wrong, without the kind: "empty", "byte 3 is \"$\"; ...".
+	// Reason says what is wrong, without the kind: "empty", "character 3 is \"$\"; ...".
 	Reason string
 }
 
@@ -42,20 +44,43 @@ func ValidateType(s string) error {
 // ValidateName checks s against the rule of ValidateID (1–128 bytes of [A-Za-z0-9_:-]); what
 // names the kind of value in the error (for projects, submission ids and other names that
 // follow the same rule).
+//
+// The first character that is not allowed is reported as a character, never as a byte of
+// it: its position counts characters (Unicode code points) from 0, and it is quoted, with its
+// code point when it is not ASCII (a Cyrillic "а" looks like a Latin "a"), or as the byte
+// that is not UTF-8. The length is checked after the characters, so it is a number of ASCII
+// characters.
 func ValidateName(what, s string) error {
 	if s == "" {
 		return &NameError{What: what, Reason: "empty"}
 	}
-	if len(s) > MaxIDLen {
-		return &NameError{What: what, Reason: fmt.Sprintf("%d bytes, at most %d allowed", len(s), MaxIDLen)}
-	}
-	for i := 0; i < len(s); i++ {
-		if !safeByte(s[i]) {
-			return &NameError{What: what, Reason: fmt.Sprintf("byte %d is %q; only A-Z a-z 0-9 _ : - are allowed", i, s[i:i+1])}
+	pos := 0
+	for i := 0; i < len(s); pos++ {
+		if c := s[i]; c < utf8.RuneSelf {
+			if !safeByte(c) {
+				return &NameError{What: what, Reason: fmt.Sprintf("character %d is %q; %s", pos, s[i:i+1], allowedChars)}
+			}
+			i++
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return &NameError{What: what, Reason: fmt.Sprintf("character %d is the byte 0x%02X, which is not UTF-8; %s", pos, s[i], allowedChars)}
+		}
+		note := "not ASCII"
+		if r == utf8.RuneError {
+			note = "the replacement character: the text sent was not valid UTF-8"
+		}
+		return &NameError{What: what, Reason: fmt.Sprintf("character %d is %q (U+%04X, %s); %s", pos, string(r), r, note, allowedChars)}
+	}
+	if len(s) > MaxIDLen {
+		return &NameError{What: what, Reason: fmt.Sprintf("%d characters, at most %d allowed", len(s), MaxIDLen)}
 	}
 	return nil
 }
+
+// allowedChars ends the message of a character that is not allowed.
+const allowedChars = "only A-Z a-z 0-9 _ : - are allowed"
 
 func safeByte(c byte) bool {
 	switch {

@@ -25,10 +25,10 @@ func TestBuildValidation(t *testing.T) {
 		want    []want
 	}{
 		{"empty", "p", nil, []want{{NoRoot, nil, "no nodes"}}},
-		{"bad project", "a b", []Node{n("r", "t", "")}, []want{{InvalidProject, nil, `byte 1 is " "`}}},
-		{"bad id", "p", []Node{n("r", "t", ""), n("a.b", "t", "r")}, []want{{InvalidID, []string{"a.b"}, `byte 1 is "."`}}},
+		{"bad project", "a b", []Node{n("r", "t", "")}, []want{{InvalidProject, nil, `character 1 is " "`}}},
+		{"bad id", "p", []Node{n("r", "t", ""), n("a.b", "t", "r")}, []want{{InvalidID, []string{"a.b"}, `character 1 is "."`}}},
 		{"empty id", "p", []Node{n("r", "t", ""), n("", "t", "r")}, []want{{InvalidID, []string{""}, "empty"}}},
-		{"bad type", "p", []Node{n("r", "t", ""), n("a", "$t", "r")}, []want{{InvalidType, []string{"a"}, `type "$t" of node "a": byte 0 is "$"`}}},
+		{"bad type", "p", []Node{n("r", "t", ""), n("a", "$t", "r")}, []want{{InvalidType, []string{"a"}, `type "$t" of node "a": character 0 is "$"`}}},
 		{"bad parent id", "p", []Node{n("r", "t", ""), n("a", "t", "r/x")}, []want{{InvalidID, []string{"a"}, `parent "r/x" of node "a"`}}},
 		{"duplicate", "p", []Node{n("r", "t", ""), n("a", "t", "r"), n("b", "t", "r"), n("a", "u", "b"), n("a", "t", "r")},
 			[]want{{DuplicateID, []string{"a"}, "appears 3 times (positions 1, 3, 4)"}}},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/tree"
@@ -270,7 +271,7 @@ func (e *env) mismatch(project string) string {
 // waitCorrect polls until every parent of project matches the full recompute.
 func (e *env) waitCorrect(project string) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testctx.Deadline(e.t)
 	var last string
 	for time.Now().Before(deadline) {
 		if last = e.mismatch(project); last == "" {
@@ -291,7 +292,7 @@ func pollPause() {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testctx.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -100,14 +100,17 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Retryable reports whether resending the same submission may succeed: 5xx answers. A 4xx
-// will fail the same way again.
-func (e *APIError) Retryable() bool { return e.StatusCode >= 500 }
+// Retryable reports whether resending the same submission may succeed: 5xx answers, and 408
+// (the body did not reach the server in time; nothing was written). Any other 4xx will fail
+// the same way again.
+func (e *APIError) Retryable() bool {
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusRequestTimeout
+}
 
-// Submit sends s and returns the server's per-item answer. It retries network errors and 5xx
+// Submit sends s and returns the server's per-item answer. It retries network errors, 408 and 5xx
 // answers with the same body (same submission id and observed_at), at most MaxAttempts
 // attempts in all, waiting a full-jitter exponential backoff or the server's Retry-After in
-// between; a 4xx is returned at once as an *APIError. After the last attempt the error wraps
+// between; any other 4xx is returned at once as an *APIError. After the last attempt the error wraps
 // the last failure (an *APIError or a network error).
 func (c *Client) Submit(ctx context.Context, s Submission) (*Response, error) {
 	if s.SubmissionID == "" {

@@ -140,6 +140,8 @@ func TestRetries(t *testing.T) {
 					}
 				}
 			}},
+		{"408 then ok (the body was cut, nothing written)", []func(http.ResponseWriter, apiv1.CountsRequest){status(408, ""), ok}, 2, 0, false, nil},
+		{"415 not retried", []func(http.ResponseWriter, apiv1.CountsRequest){status(415, ""), ok}, 1, 415, true, nil},
 		{"network errors then ok", []func(http.ResponseWriter, apiv1.CountsRequest){hangUp, hangUp, ok}, 3, 0, false, nil},
 		{"always 503: bounded attempts", []func(http.ResponseWriter, apiv1.CountsRequest){status(503, "1")}, 5, 503, true, nil},
 		{"always network error", []func(http.ResponseWriter, apiv1.CountsRequest){hangUp}, 5, 0, true, nil},

@@ -92,11 +92,12 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 	// Message is a human-readable explanation.
 	Message string `json:"message"`
-	// Errors lists every invalid field, with the item index for item fields.
+	// Errors lists every invalid field, with the item index for item fields (a request
+	// header, such as Content-Type, is named as the field when it is the problem).
 	Errors []FieldError `json:"errors,omitempty"`
 	// RetryAfterSeconds repeats the Retry-After header of a 503.
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
-	// ResendSafe is true when resending the same request unchanged is safe (503).
+	// ResendSafe is true when resending the same request unchanged is safe (408, 500, 503).
 	ResendSafe bool `json:"resend_safe,omitempty"`
 }
 
@@ -115,6 +116,9 @@ const (
 	// ErrMalformedJSON (400): the body is not a JSON object of the expected shape (syntax
 	// error, wrong JSON type, unknown field, trailing data).
 	ErrMalformedJSON = "malformed_json"
+	// ErrMalformedBody (400): the body's bytes are not what its headers say: not valid gzip
+	// under Content-Encoding: gzip, compressed without a Content-Encoding, UTF-16 text.
+	ErrMalformedBody = "malformed_body"
 	// ErrInvalidRequest (400): a top-level field is missing or invalid.
 	ErrInvalidRequest = "invalid_request"
 	// ErrInvalidItem (400): one or more items are invalid (Errors names each); nothing written.
@@ -125,10 +129,16 @@ const (
 	ErrForbidden = "forbidden"
 	// ErrUnknownProject (404): the token's own project no longer exists.
 	ErrUnknownProject = "unknown_project"
+	// ErrRequestTimeout (408): the body did not arrive within the server's body read
+	// timeout; nothing was written and resending the same request is safe.
+	ErrRequestTimeout = "request_timeout"
 	// ErrBodyTooLarge (413): the body exceeds the size limit.
 	ErrBodyTooLarge = "body_too_large"
 	// ErrTooManyItems (413): counts has more items than allowed.
 	ErrTooManyItems = "too_many_items"
+	// ErrUnsupportedMediaType (415): the Content-Type is not JSON (or has a charset other than
+	// UTF-8), or the Content-Encoding is not gzip; Errors names the header.
+	ErrUnsupportedMediaType = "unsupported_media_type"
 	// ErrOutOfWindow (422): timestamp or observed_at is outside the accepted time window.
 	ErrOutOfWindow = "timestamp_out_of_window"
 	// ErrUnavailable (503): the store is unreachable; resend the same request after Retry-After.

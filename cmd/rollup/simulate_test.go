@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 func TestParseGenerate(t *testing.T) {
@@ -154,7 +155,7 @@ func TestRunSimulate(t *testing.T) {
 			go func() { done <- runSimulate(ctx, &env{stdout: &out, stderr: &out}, args) }()
 
 			wantRequests := (backfill + 1) * min(agents, tc.want)
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := testctx.Deadline(t)
 			for len(api.requests()) < wantRequests {
 				select {
 				case err := <-done:
@@ -162,7 +163,7 @@ func TestRunSimulate(t *testing.T) {
 				case <-time.After(5 * time.Millisecond):
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%d requests after 10s, want %d", len(api.requests()), wantRequests)
+					t.Fatalf("%d requests before the test's deadline, want %d", len(api.requests()), wantRequests)
 				}
 			}
 			cancel()

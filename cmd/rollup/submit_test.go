@@ -112,7 +112,7 @@ func (s *stubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.status != http.StatusOK {
 		w.WriteHeader(s.status)
 		_ = json.NewEncoder(w).Encode(apiv1.ErrorResponse{Error: apiv1.ErrInvalidItem, Message: "bad",
-			Errors: []apiv1.FieldError{{Field: "counts[0].id", Message: `byte 0 is "$"`}}})
+			Errors: []apiv1.FieldError{{Field: "counts[0].id", Message: `character 0 is "$"`}}})
 		return
 	}
 	resp := apiv1.CountsResponse{SubmissionID: req.SubmissionID, Project: req.Project, Timestamp: req.Timestamp}
@@ -144,7 +144,7 @@ func TestRunSubmit(t *testing.T) {
 			[]string{"0\tsrv-1\tproc\tapplied\n", "1\tsrv-2\tproc\tapplied\n", ": 2 applied, 0 stale, 0 rejected"}, "", 1},
 		{"one rejected: exit 1", &stubAPI{status: 200, rejected: map[string]bool{"srv-2": true}}, nil, 1,
 			[]string{"1\tsrv-2\tproc\trejected\tdocument failed validation\n", "1 rejected"}, "1 of 2 items rejected", 1},
-		{"400: not retried, fields named", &stubAPI{status: 400}, nil, 1, nil, `counts[0].id: byte 0 is "$"`, 1},
+		{"400: not retried, fields named", &stubAPI{status: 400}, nil, 1, nil, `counts[0].id: character 0 is "$"`, 1},
 		{"503: retried up to --attempts", &stubAPI{status: 503}, []string{"--attempts", "2"}, 1, nil, "gave up after 2 attempts", 2},
 		{"json output", &stubAPI{status: 200}, []string{"--json"}, 0, []string{`"status": "applied"`, `"applied": 2`}, "", 1},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
 )
 
@@ -45,8 +46,7 @@ func TestTokenAndSubmitEndToEnd(t *testing.T) {
 	client := store.Client(t)
 	db := store.Database(t, client)
 	log := zaptest.NewLogger(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,7 @@ func TestReadOnlyToken(t *testing.T) {
 	t.Setenv("ROLLUP_TOKEN", "")
 	store := embeddedtest.Start(t)
 	db := store.Database(t, store.Client(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	ts := httptest.NewServer(api.NewServer(api.Config{DB: db, Logger: zaptest.NewLogger(t)}))
 	defer ts.Close()
 

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gameops/rollup/embedded/wire"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -190,7 +191,7 @@ func dial(t *testing.T, addr string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_ = c.SetDeadline(testctx.Deadline(t))
 	t.Cleanup(func() { _ = c.Close() })
 	return &client{t: t, conn: c}
 }
@@ -240,7 +241,7 @@ func (c *client) mustCall(cmd string) []byte {
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -626,8 +627,7 @@ func TestDriverThroughProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	defer func() {
 		if err := cl.Disconnect(ctx); err != nil {
 			t.Error(err)

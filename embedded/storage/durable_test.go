@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/internal/testctx"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -356,7 +357,7 @@ func TestAutomaticCompaction(t *testing.T) {
 		})
 	}
 	// Compaction runs in the background: poll for its snapshot.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		if _, snaps := files(t, dir); len(snaps) > 0 && !e.compacting.Load() {
 			break

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"sync"
 	"testing"
 	"testing/iotest"
 )
@@ -55,5 +56,69 @@ func TestReadMessageAllocatesWhatArrives(t *testing.T) {
 		if got := after.TotalAlloc - before.TotalAlloc; got > bound {
 			t.Errorf("claimed %d bytes, sent %d: allocated %d, want <= %d", DefaultMaxMessageSize, sent, got, bound)
 		}
+	}
+}
+
+// stallingReader returns data, then tells stalled it has nothing more and blocks until
+// release is closed (a peer that sent part of a message and went quiet).
+type stallingReader struct {
+	data    []byte
+	stalled func()
+	release <-chan struct{}
+}
+
+func (r *stallingReader) Read(p []byte) (int, error) {
+	if len(r.data) > 0 {
+		n := copy(p, r.data)
+		r.data = r.data[n:]
+		return n, nil
+	}
+	if r.stalled != nil {
+		r.stalled()
+		r.stalled = nil
+	}
+	<-r.release
+	return 0, io.EOF
+}
+
+// TestStalledClaimsHeapInUse: 100 readers each receive a header claiming a 48 MB message
+// (and 1 KiB of it) and stall. While all 100 wait for the rest, the heap in use has grown by
+// about one first allocation each (initialAlloc), not by the claimed lengths (100 × 48 MB),
+// and nothing along the way allocated them either.
+func TestStalledClaimsHeapInUse(t *testing.T) {
+	const readers = 100
+	in := claim(DefaultMaxMessageSize, make([]byte, 1<<10))
+	release := make(chan struct{})
+	var stalled, done sync.WaitGroup
+	stalled.Add(readers)
+	runtime.GC()
+	var before, during runtime.MemStats
+	runtime.ReadMemStats(&before)
+	errs := make(chan error, readers)
+	for range readers {
+		done.Go(func() {
+			_, _, err := ReadMessage(&stallingReader{data: in, stalled: stalled.Done, release: release}, DefaultMaxMessageSize)
+			errs <- err
+		})
+	}
+	stalled.Wait() // every reader holds its buffer and waits for bytes that do not come
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	close(release)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("err = %v, want unexpected EOF", err)
+		}
+	}
+	inUse := int64(during.HeapInuse) - int64(before.HeapInuse)
+	allocated := during.TotalAlloc - before.TotalAlloc
+	t.Logf("%d stalled readers claiming %d bytes each: heap in use +%d KiB, allocated %d KiB", readers, DefaultMaxMessageSize, inUse>>10, allocated>>10)
+	// Per reader: its first allocation, its goroutine's and the test's small objects.
+	const bound = readers * (initialAlloc + 16<<10)
+	if inUse > bound || allocated > bound {
+		t.Errorf("heap in use +%d KiB, allocated %d KiB; want <= %d KiB (the claims are %d MiB)",
+			inUse>>10, allocated>>10, bound>>10, readers*int64(DefaultMaxMessageSize)>>20)
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -73,5 +74,48 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("command of an accepted query is invalid")
 		}
 		_, _ = ParseReply(data)
+	})
+}
+
+// chunkReader returns data chunk bytes at a time and records, for every Read, the capacity
+// of the buffer it was given and how many bytes it had delivered before.
+type chunkReader struct {
+	data      []byte
+	chunk     int
+	delivered int
+	reads     [][2]int // {cap(p), delivered}
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	r.reads = append(r.reads, [2]int{cap(p), r.delivered})
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.chunk)], r.data)
+	r.data = r.data[n:]
+	r.delivered += n
+	return n, nil
+}
+
+// FuzzReadMessageGrowth: whatever length a message claims (up to mongod's 48 MB) and however
+// its bytes arrive, ReadMessage's buffer is never larger than its first allocation or twice
+// the bytes that had arrived, so a claim costs what is sent; a complete message reads back
+// byte for byte.
+func FuzzReadMessageGrowth(f *testing.F) {
+	f.Add(claim(DefaultMaxMessageSize, make([]byte, 1<<10)), uint16(100))
+	f.Add(claim(DefaultMaxMessageSize, make([]byte, 3*initialAlloc)), uint16(0xffff))
+	f.Add(claim(3*initialAlloc+HeaderSize, make([]byte, 3*initialAlloc)), uint16(7))
+	f.Add(claim(HeaderSize+5, []byte("hello")), uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint16) {
+		r := &chunkReader{data: data, chunk: int(chunk) + 1}
+		h, msg, err := ReadMessage(r, DefaultMaxMessageSize)
+		for _, rd := range r.reads {
+			if rd[0] > max(initialAlloc, 2*rd[1]) {
+				t.Fatalf("a %d-byte buffer after %d bytes arrived (claim %d)", rd[0], rd[1], h.Length)
+			}
+		}
+		if err == nil && (int(h.Length) != len(msg) || !bytes.Equal(msg, data[:len(msg)])) {
+			t.Fatalf("header %+v, %d bytes read from %d", h, len(msg), len(data))
+		}
 	})
 }

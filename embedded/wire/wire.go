@@ -91,7 +91,14 @@ func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
 		return h, nil, mongoerr.New(mongoerr.ProtocolError,
 			"recv(): message msgLen %d is invalid. Min %d Max: %d", h.Length, HeaderSize, maxSize)
 	}
-	size := int(h.Length)
+	msg, err := readBody(r, hb, int(h.Length))
+	return h, msg, err
+}
+
+// readBody reads the rest of a message of size bytes whose header is hb, growing its buffer
+// as the bytes arrive. (A function of its own so that a test can see a connection waiting
+// for a message's bytes in a goroutine dump.)
+func readBody(r io.Reader, hb [HeaderSize]byte, size int) ([]byte, error) {
 	msg := make([]byte, HeaderSize, min(size, initialAlloc))
 	copy(msg, hb[:])
 	for len(msg) < size {
@@ -106,10 +113,10 @@ func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return h, nil, fmt.Errorf("read message body: %w", err)
+			return nil, fmt.Errorf("read message body: %w", err)
 		}
 	}
-	return h, msg, nil
+	return msg, nil
 }
 
 // IsConnectionFatal reports whether err is one after which mongod closes the connection instead

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -22,10 +23,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func setup(t *testing.T) (context.Context, *mongo.Database, *embeddedtest.Store) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
 	store := embeddedtest.Start(t)
-	return ctx, store.Database(t, store.Client(t)), store
+	return testctx.Context(t), store.Database(t, store.Client(t)), store
 }
 
 var t0 = time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
