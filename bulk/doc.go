@@ -72,17 +72,31 @@
 //     upsert:false update would only return an aggregate matched count for a multi-op retry.)
 //     Other write errors are permanent: OutcomeRejected with the error, per item.
 //   - Write-concern error, or a command-level error left after the driver's own retry (network,
-//     NotWritablePrimary, timeout): the outcome of the whole command is unknown, so it is re-sent
-//     whole once (safe: absolute values plus the version guard). If that fails too, its items end
-//     as OutcomeUnknown and Submit returns an error wrapping ErrUnavailable: no retry loops
-//     during an outage. A command-level error a resend cannot fix (e.g. Unauthorized) ends the
-//     same way without the resend, so agents keep their data and resend later.
-//   - Options.AttemptTimeout (default none: the client's timeout and server selection timeout
-//     apply) bounds each attempt; a timeout is an unknown outcome like any other.
+//     NotWritablePrimary, timeout): the outcome of the whole command is unknown. If the store
+//     answers a probe, the batch is re-sent whole once (safe: absolute values plus the version
+//     guard); if the probe or the resend fails, its items end as OutcomeUnknown, Submit returns
+//     an error wrapping ErrUnavailable and the store is down (below). A command-level error a
+//     resend cannot fix (e.g. Unauthorized) ends the same way without the resend, so agents
+//     keep their data and resend later.
+//   - No retry loop hides in the driver: driver v2 retries a retryable error for as long as the
+//     context has a deadline (or the client a timeout), exactly once otherwise. Writes run
+//     under contexts without a deadline; Options.AttemptTimeout is the writer's own timer that
+//     cancels an attempt (an unknown outcome); CheckClientOptions refuses a client timeout.
 //   - An item applied by a command whose reply was lost reports stale after the resend (its own
 //     version is stored). Stale means "a same-or-newer version is stored": success either way.
 //
 // Classify, in classify.go, is the only place where driver errors are interpreted.
+//
+// # Store outages
+//
+// A batch that ends unavailable marks the store down (health.go): Tracker is not ready and
+// Stats.StoreDown set until a write or a probe succeeds. Meanwhile pending batches and Submits
+// are refused without a write (*StoreDownError). A Submit first waits for the next probe slot
+// and runs or joins one probe (a multi-document update of a document that does not exist: it
+// needs a writable primary, changes nothing and is never retried by the driver; one at a time,
+// Options.ProbeInterval apart, each bounded by Options.ProbeTimeout), so it is answered within
+// about a second and the first one after the store's return is written. A background prober
+// (backing off to 2s) sees the return without traffic. RetryAfter grows with the outage.
 //
 // # What it does not do
 //

@@ -179,6 +179,28 @@ func (e *env) seed(t testing.TB, items ...Item) {
 	}
 }
 
+// updateCounts counts the update commands the proxy recorded since its last ResetStats: the
+// writer's batches and its probes of the store (an update of _id probeID).
+func updateCounts(t testing.TB, p *blackpipe.Proxy) (writes, probes int) {
+	t.Helper()
+	for _, cmd := range p.Commands("update") {
+		var body struct {
+			Updates []struct {
+				Q bson.M `bson:"q"`
+			} `bson:"updates"`
+		}
+		if err := bson.Unmarshal(cmd, &body); err != nil {
+			t.Fatalf("decode update command: %v", err)
+		}
+		if len(body.Updates) == 1 && body.Updates[0].Q["_id"] == probeID {
+			probes++
+		} else {
+			writes++
+		}
+	}
+	return writes, probes
+}
+
 // updateFilters returns the id of each op's q filter of every recorded update command, one
 // slice per command.
 func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
@@ -192,6 +214,9 @@ func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
 		}
 		if err := bson.Unmarshal(cmd, &body); err != nil {
 			t.Fatalf("decode update command: %v", err)
+		}
+		if len(body.Updates) == 1 && body.Updates[0].Q["_id"] == probeID {
+			continue
 		}
 		ids := make([]string, len(body.Updates))
 		for i, u := range body.Updates {

@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/gameops/rollup/metrics/hist"
 )
@@ -24,6 +25,14 @@ type Stats struct {
 	// Failures counts BulkWrites whose items ended unavailable (OutcomeUnknown), by the Class
 	// of the last error.
 	Failures map[Class]int64
+	// Refused counts items answered unavailable without a write because the store was known
+	// to be down (refused Submits and batches).
+	Refused int64
+	// StoreDown is set while the store is known to be down; DownSince is when that began.
+	StoreDown bool
+	DownSince time.Time
+	// ProbesOK and ProbesFailed count the probes of the store (see Writer.Available).
+	ProbesOK, ProbesFailed int64
 }
 
 // numOutcomes is the number of Outcome values.
@@ -45,6 +54,7 @@ type counters struct {
 	reissued atomic.Int64
 	retries  [numClasses]atomic.Int64
 	failures [numClasses]atomic.Int64
+	refused  atomic.Int64
 }
 
 func newCounters() *counters { return &counters{batchOps: hist.New(BatchOpsBounds()...)} }
@@ -70,6 +80,7 @@ func (c *counters) snapshot() Stats {
 		Reissued: c.reissued.Load(),
 		Retries:  map[Class]int64{},
 		Failures: map[Class]int64{},
+		Refused:  c.refused.Load(),
 	}
 	for i := range c.items {
 		s.Items[Outcome(i)] = c.items[i].Load()
@@ -85,5 +96,13 @@ func (c *counters) snapshot() Stats {
 	return s
 }
 
-// Stats returns the counters since New.
-func (w *Writer) Stats() Stats { return w.stats.snapshot() }
+// Stats returns the counters since New and the store's state.
+func (w *Writer) Stats() Stats {
+	s := w.stats.snapshot()
+	s.StoreDown, s.DownSince = w.health.state()
+	if !s.StoreDown {
+		s.DownSince = time.Time{}
+	}
+	s.ProbesOK, s.ProbesFailed = w.health.probes[0].Load(), w.health.probes[1].Load()
+	return s
+}

@@ -51,12 +51,11 @@ func TestStats(t *testing.T) {
 				BatchOps: batchOps(1, 2), Reissued: 2, Retries: map[Class]int64{ClassWriteConcern: 1}},
 		},
 		{
-			name:     "NotWritablePrimary always: a retry, then a failure of class unknown_outcome",
+			name:     "NotWritablePrimary always: a failed probe, no resend, a failure of class unknown_outcome",
 			failMode: "alwaysOn", failData: nwp,
 			items: []Item{item("a", 1, 1), item("b", 2, 1)},
 			want: Stats{Batches: 1, Items: map[Outcome]int64{OutcomeUnknown: 2},
-				BatchOps: batchOps(1, 2), Retries: map[Class]int64{ClassUnknownOutcome: 1},
-				Failures: map[Class]int64{ClassUnknownOutcome: 1}},
+				BatchOps: batchOps(1, 2), Failures: map[Class]int64{ClassUnknownOutcome: 1}, StoreDown: true},
 		},
 	}
 	for _, tc := range cases {
@@ -89,6 +88,12 @@ func TestStats(t *testing.T) {
 			}
 			if got.BatchOps.Count != tc.want.BatchOps.Count || got.BatchOps.Sum != tc.want.BatchOps.Sum {
 				t.Errorf("batch ops count %d sum %v, want %d %v", got.BatchOps.Count, got.BatchOps.Sum, tc.want.BatchOps.Count, tc.want.BatchOps.Sum)
+			}
+			if got.StoreDown != tc.want.StoreDown || got.StoreDown == got.DownSince.IsZero() {
+				t.Errorf("store down %v since %v, want down %v", got.StoreDown, got.DownSince, tc.want.StoreDown)
+			}
+			if tc.want.StoreDown && got.ProbesFailed == 0 {
+				t.Errorf("no failed probe counted while the store is down")
 			}
 			if !maps.Equal(got.Retries, nonNil(tc.want.Retries)) || !maps.Equal(got.Failures, nonNil(tc.want.Failures)) {
 				t.Errorf("retries %v failures %v, want %v %v", got.Retries, got.Failures, tc.want.Retries, tc.want.Failures)

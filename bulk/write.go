@@ -147,8 +147,14 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outc
 		sub[j] = b.models[i]
 	}
 	for attempt := 0; ; attempt++ {
+		if !w.health.up() {
+			// The store went down after this batch was cut, or during its first attempt.
+			w.refuse(idx, res)
+			return nil
+		}
 		err := w.bulkWrite(ctx, sub)
 		if err == nil {
+			w.health.succeeded()
 			for _, i := range idx {
 				res[i] = Result{Outcome: OutcomeApplied}
 			}
@@ -156,17 +162,28 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outc
 		}
 		var bwe mongo.BulkWriteException
 		if errors.As(err, &bwe) && bwe.WriteConcernError == nil && len(bwe.WriteErrors) > 0 {
+			w.health.succeeded()
 			return w.perIndex(bwe, idx, res, dupOutcome)
 		}
 		class := Classify(err)
 		if ctx.Err() != nil {
 			class = ClassContext
 		}
-		if attempt == 0 && (class == ClassUnknownOutcome || class == ClassWriteConcern) {
-			w.stats.retries[classIndex(class)].Add(1)
-			w.log.Warn("bulk write outcome unknown, resending once",
-				zap.Int("ops", len(sub)), zap.Stringer("class", class), zap.Error(err))
-			continue
+		storeFault := class == ClassUnknownOutcome || class == ClassWriteConcern
+		if attempt == 0 && storeFault {
+			// One resend, if the store answers a probe; otherwise it is down and the resend
+			// would only wait for it.
+			if perr := w.health.verify(); perr != nil {
+				err = fmt.Errorf("%w (no resend: %w)", err, perr)
+			} else {
+				w.stats.retries[classIndex(class)].Add(1)
+				w.log.Warn("bulk write outcome unknown, resending once",
+					zap.Int("ops", len(sub)), zap.Stringer("class", class), zap.Error(err))
+				continue
+			}
+		}
+		if storeFault {
+			w.health.failed(err)
 		}
 		w.stats.failures[classIndex(class)].Add(1)
 		uerr := fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -179,14 +196,32 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outc
 	}
 }
 
-// bulkWrite runs one unordered BulkWrite, bounded by Options.AttemptTimeout.
+// refuse ends the ops of idx as OutcomeUnknown with the store-down error, without a write.
+func (w *Writer) refuse(idx []int, res []Result) {
+	err := w.health.downErr()
+	w.stats.refused.Add(int64(len(idx)))
+	for _, i := range idx {
+		res[i] = Result{Outcome: OutcomeUnknown, Err: err}
+	}
+}
+
+// bulkWrite runs one unordered BulkWrite. Its context has no deadline, so the driver retries
+// a retryable error once (with a deadline it would retry until the deadline); the writer's
+// own timer cancels it after Options.AttemptTimeout.
 func (w *Writer) bulkWrite(ctx context.Context, models []mongo.WriteModel) error {
 	if w.opts.AttemptTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.opts.AttemptTimeout)
-		defer cancel()
+		actx, cancel := context.WithCancelCause(ctx)
+		t := time.AfterFunc(w.opts.AttemptTimeout, func() { cancel(errAttemptTimeout) })
+		defer func() {
+			t.Stop()
+			cancel(nil)
+		}()
+		ctx = actx
 	}
 	_, err := w.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	if err != nil && errors.Is(context.Cause(ctx), errAttemptTimeout) {
+		return fmt.Errorf("%w: %w", errAttemptTimeout, err)
+	}
 	return err
 }
 

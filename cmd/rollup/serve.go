@@ -117,6 +117,11 @@ func (c serveConfig) validate() error {
 	if err := checkMongoURI(c.mongoURI); err != nil {
 		return s.errorf("mongodb-uri", "%w", err)
 	}
+	if c.mongoURI != "" {
+		if err := bulk.CheckClientOptions(options.Client().ApplyURI(c.mongoURI)); err != nil {
+			return s.errorf("mongodb-uri", "%w", err)
+		}
+	}
 	if err := checkDatabaseName(c.database); err != nil {
 		return s.errorf("database", "%w", err)
 	}
