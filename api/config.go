@@ -22,6 +22,19 @@ type Sink interface {
 
 var _ Sink = (*bulk.Writer)(nil)
 
+// StoreGate is implemented by a Sink that knows when the store is down (*bulk.Writer does).
+// The server then refuses a submission during an outage at once, before any store work, and
+// takes the 503's Retry-After from it.
+type StoreGate interface {
+	// Available returns nil unless the store is known to be down; then, within about a
+	// second (after at most one probe of the store), an error wrapping bulk.ErrUnavailable.
+	Available(ctx context.Context) error
+	// RetryAfter is when an agent refused now should come back; 0 while the store is up.
+	RetryAfter() time.Duration
+}
+
+var _ StoreGate = (*bulk.Writer)(nil)
+
 // TreeSource returns the tree of a project that applies at a tick (nil when the project has
 // none yet).
 type TreeSource interface {
@@ -55,8 +68,9 @@ type Config struct {
 	Tick time.Duration
 	// MaxOnline is the largest accepted count (400 above it; default 10,000,000).
 	MaxOnline int64
-	// RetryAfter is the base of the 503 Retry-After; the answer is jittered in
-	// [RetryAfter, 2×RetryAfter] so agents do not come back in lockstep (default 5s).
+	// RetryAfter is the base of the 503 Retry-After when the Sink does not suggest one (see
+	// StoreGate); the answer is jittered in [RetryAfter, 2×RetryAfter] so agents do not come
+	// back in lockstep (default 5s).
 	RetryAfter time.Duration
 	// SubmitTimeout bounds how long a request waits for the Sink (503 after; default 30s).
 	SubmitTimeout time.Duration
@@ -65,7 +79,8 @@ type Config struct {
 	TokenCacheTTL time.Duration
 	// DB holds the tokens and projects collections.
 	DB *mongo.Database
-	// Sink writes the counts.
+	// Sink writes the counts. When it is also a StoreGate, submissions during a store outage
+	// are refused at once.
 	Sink Sink
 	// TreeStore is where the read API loads trees from (nil: a store over DB). Share the
 	// process's store so a large tree is loaded and cached once.

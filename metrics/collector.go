@@ -70,6 +70,7 @@ type collector struct {
 type descs struct {
 	ingestRequests, ingestRejections, ingestItems                        *prometheus.Desc
 	bulkBatches, bulkOps, bulkItems, bulkReissued, bulkRetries, bulkFail *prometheus.Desc
+	bulkDown, bulkDownFor, bulkRefused, bulkProbes                       *prometheus.Desc
 	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
 	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
 	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
@@ -87,6 +88,10 @@ func newDescs() descs {
 		bulkReissued:     desc("bulk_reissued_ops_total", "Operations re-issued alone after a duplicate-key error (E11000)."),
 		bulkRetries:      desc("bulk_retries_total", "Whole BulkWrites resent once because their outcome was unknown, by error class.", "class"),
 		bulkFail:         desc("bulk_failures_total", "BulkWrites whose items ended unavailable, by error class of the last error.", "class"),
+		bulkDown:         desc("bulk_store_unavailable", "1 while the bulk writer knows the store is down and refuses submissions (503), else 0."),
+		bulkDownFor:      desc("bulk_store_unavailable_seconds", "Seconds the current store outage has lasted (0 when the store is up)."),
+		bulkRefused:      desc("bulk_refused_items_total", "Items answered unavailable without a write because the store was known to be down."),
+		bulkProbes:       desc("bulk_probes_total", "Probes of the store while it was down (or before a resend), by result.", "result"),
 		events:           desc("watcher_events_total", "Leaf events the watcher recomputed (replayed leaves included)."),
 		batches:          desc("watcher_batches_total", "Non-empty change stream batches received."),
 		parentWrites:     desc("watcher_parent_writes_total", "Parent and root document writes sent (conflicting and resent ones included)."),
@@ -114,6 +119,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range []*prometheus.Desc{
 		d.ingestRequests, d.ingestRejections, d.ingestItems,
 		d.bulkBatches, d.bulkOps, d.bulkItems, d.bulkReissued, d.bulkRetries, d.bulkFail,
+		d.bulkDown, d.bulkDownFor, d.bulkRefused, d.bulkProbes,
 		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
 		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
 		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
@@ -162,6 +168,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for cl, n := range s.Failures {
 			counter(d.bulkFail, n, cl.String())
 		}
+		down, downFor := 0.0, 0.0
+		if s.StoreDown {
+			down, downFor = 1, max(0, now.Sub(s.DownSince).Seconds())
+		}
+		gauge(d.bulkDown, down)
+		gauge(d.bulkDownFor, downFor)
+		counter(d.bulkRefused, s.Refused)
+		counter(d.bulkProbes, s.ProbesOK, "ok")
+		counter(d.bulkProbes, s.ProbesFailed, "failed")
 	}
 	if c.src.Watcher != nil {
 		s := c.src.Watcher()

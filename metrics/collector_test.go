@@ -68,9 +68,10 @@ func TestCollectorFakes(t *testing.T) {
 		},
 		Bulk: func() bulk.Stats {
 			return bulk.Stats{Batches: 2, BatchOps: ops.Snapshot(), Reissued: 4,
-				Items:    map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
-				Retries:  map[bulk.Class]int64{bulk.ClassWriteConcern: 1},
-				Failures: map[bulk.Class]int64{bulk.ClassUnknownOutcome: 2}}
+				Items:     map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
+				Retries:   map[bulk.Class]int64{bulk.ClassWriteConcern: 1},
+				Failures:  map[bulk.Class]int64{bulk.ClassUnknownOutcome: 2},
+				StoreDown: true, DownSince: now.Add(-90 * time.Second), Refused: 40, ProbesOK: 1, ProbesFailed: 12}
 		},
 		Watcher: func() watcher.Stats {
 			return watcher.Stats{Events: 10, Batches: 3, ParentWrites: 7, Conflicts: 1, Replays: 1, Orphans: 2, Invalid: 0,
@@ -116,6 +117,11 @@ func TestCollectorFakes(t *testing.T) {
 		`rollup_bulk_retries_total{class="write_concern"} 1`,
 		`rollup_bulk_retries_total{class="unknown_outcome"} 0`,
 		`rollup_bulk_failures_total{class="unknown_outcome"} 2`,
+		`rollup_bulk_store_unavailable 1`,
+		`rollup_bulk_store_unavailable_seconds 90`,
+		`rollup_bulk_refused_items_total 40`,
+		`rollup_bulk_probes_total{result="ok"} 1`,
+		`rollup_bulk_probes_total{result="failed"} 12`,
 		`rollup_watcher_events_total 10`,
 		`rollup_watcher_batches_total 3`,
 		`rollup_watcher_parent_writes_total 7`,
