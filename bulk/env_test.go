@@ -228,6 +228,33 @@ func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
 	return out
 }
 
+// findIDs returns the $in ids of every recorded find on the counts collection (the reads of
+// conflicting documents), one sorted slice per command.
+func findIDs(t testing.TB, p *blackpipe.Proxy) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, cmd := range p.Commands("find") {
+		var body struct {
+			Find   string `bson:"find"`
+			Filter struct {
+				ID struct {
+					In []string `bson:"$in"`
+				} `bson:"id"`
+			} `bson:"filter"`
+		}
+		if err := bson.Unmarshal(cmd, &body); err != nil {
+			t.Fatalf("decode find command: %v", err)
+		}
+		if body.Find != migrations.CountsCollection {
+			continue
+		}
+		ids := slices.Clone(body.Filter.ID.In)
+		slices.Sort(ids)
+		out = append(out, ids)
+	}
+	return out
+}
+
 // updateQs returns the q filters (extended JSON) of the ops of every recorded update command,
 // one slice per command, sorted.
 func updateQs(t testing.TB, p *blackpipe.Proxy) [][]string {

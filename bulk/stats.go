@@ -16,8 +16,11 @@ type Stats struct {
 	Items map[Outcome]int64
 	// BatchOps is the distribution of operations per batch (after deduplication of a key).
 	BatchOps hist.Snapshot
-	// Reissued is the number of operations re-issued alone after an E11000 (the second
-	// phase of a batch).
+	// Conflicts is the number of operations whose upsert met an existing document on the
+	// unique index (E11000) and whose document was read to resolve them.
+	Conflicts int64
+	// Reissued is the number of those operations sent once more (their read showed an older
+	// version of their own project, or no document).
 	Reissued int64
 	// Retries counts whole BulkWrites resent once because their outcome was unknown, by the
 	// Class of the error (ClassUnknownOutcome or ClassWriteConcern).
@@ -48,13 +51,14 @@ func BatchOpsBounds() []float64 {
 
 // counters are the live Stats.
 type counters struct {
-	batches  atomic.Int64
-	items    [numOutcomes]atomic.Int64
-	batchOps *hist.Histogram
-	reissued atomic.Int64
-	retries  [numClasses]atomic.Int64
-	failures [numClasses]atomic.Int64
-	refused  atomic.Int64
+	batches   atomic.Int64
+	items     [numOutcomes]atomic.Int64
+	batchOps  *hist.Histogram
+	reissued  atomic.Int64
+	conflicts atomic.Int64
+	retries   [numClasses]atomic.Int64
+	failures  [numClasses]atomic.Int64
+	refused   atomic.Int64
 }
 
 func newCounters() *counters { return &counters{batchOps: hist.New(BatchOpsBounds()...)} }
@@ -74,13 +78,14 @@ func classIndex(c Class) int {
 
 func (c *counters) snapshot() Stats {
 	s := Stats{
-		Batches:  c.batches.Load(),
-		Items:    make(map[Outcome]int64, numOutcomes),
-		BatchOps: c.batchOps.Snapshot(),
-		Reissued: c.reissued.Load(),
-		Retries:  map[Class]int64{},
-		Failures: map[Class]int64{},
-		Refused:  c.refused.Load(),
+		Batches:   c.batches.Load(),
+		Items:     make(map[Outcome]int64, numOutcomes),
+		BatchOps:  c.batchOps.Snapshot(),
+		Reissued:  c.reissued.Load(),
+		Conflicts: c.conflicts.Load(),
+		Retries:   map[Class]int64{},
+		Failures:  map[Class]int64{},
+		Refused:   c.refused.Load(),
 	}
 	for i := range c.items {
 		s.Items[Outcome(i)] = c.items[i].Load()
