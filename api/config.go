@@ -35,11 +35,14 @@ type StoreGate interface {
 
 var _ StoreGate = (*bulk.Writer)(nil)
 
-// TreeSource returns the tree of a project that applies at a tick (nil when the project has
-// none yet).
-type TreeSource interface {
-	TreeAt(ctx context.Context, project string, tick time.Time) (*tree.Tree, int, error)
+// TreeIndex gives, from memory, the trees of every project that apply to recent ticks: which
+// tree of the submitting project applies and which other project's tree holds a node id.
+// *treedb.Directory implements it (one store query per refresh, not per request).
+type TreeIndex interface {
+	Snapshot(ctx context.Context) (*treedb.Snapshot, error)
 }
+
+var _ TreeIndex = (*treedb.Directory)(nil)
 
 // Defaults of Config.
 const (
@@ -85,10 +88,12 @@ type Config struct {
 	// TreeStore is where the read API loads trees from (nil: a store over DB). Share the
 	// process's store so a large tree is loaded and cached once.
 	TreeStore *treedb.Store
-	// Trees, when set, lets the API refuse counts reported under an interior node of the
-	// project's tree at that tick (their key is the watcher's parent document). Ids the tree
-	// does not know are accepted: orphans are kept and surfaced. *watcher.TreeCache implements it.
-	Trees TreeSource
+	// Trees, when set, lets the API refuse counts whose id belongs to another project's tree
+	// at that tick (403; node ids are unique per deployment) or is an interior node of the
+	// project's own tree (400; its key is the watcher's parent document). Ids no tree holds
+	// are accepted: orphans are kept and surfaced. A *treedb.Directory covering at least
+	// LateWindow; share the process's one.
+	Trees TreeIndex
 	// Logger is named "api" by NewServer (default no-op).
 	Logger *zap.Logger
 	// Now is the clock (default time.Now).
