@@ -339,7 +339,7 @@ func (s *Server) fail(w http.ResponseWriter, e *httpError) {
 		secs := retryAfterSeconds(s.cfg.RetryAfter)
 		if g, ok := s.cfg.Sink.(StoreGate); ok {
 			if d := g.RetryAfter(); d > 0 {
-				secs = int((d + time.Second - 1) / time.Second)
+				secs = max(1, int((d+time.Second/2)/time.Second)) // to the nearest second
 			}
 		}
 		e.body.RetryAfterSeconds = secs
