@@ -22,11 +22,27 @@ type Sink interface {
 
 var _ Sink = (*bulk.Writer)(nil)
 
-// TreeSource returns the tree of a project that applies at a tick (nil when the project has
-// none yet).
-type TreeSource interface {
-	TreeAt(ctx context.Context, project string, tick time.Time) (*tree.Tree, int, error)
+// StoreGate is implemented by a Sink that knows when the store is down (*bulk.Writer does).
+// The server then refuses a submission during an outage at once, before any store work, and
+// takes the 503's Retry-After from it.
+type StoreGate interface {
+	// Available returns nil unless the store is known to be down; then, within about a
+	// second (after at most one probe of the store), an error wrapping bulk.ErrUnavailable.
+	Available(ctx context.Context) error
+	// RetryAfter is when an agent refused now should come back; 0 while the store is up.
+	RetryAfter() time.Duration
 }
+
+var _ StoreGate = (*bulk.Writer)(nil)
+
+// TreeIndex gives, from memory, the trees of every project that apply to recent ticks: which
+// tree of the submitting project applies and which other project's tree holds a node id.
+// *treedb.Directory implements it (one store query per refresh, not per request).
+type TreeIndex interface {
+	Snapshot(ctx context.Context) (*treedb.Snapshot, error)
+}
+
+var _ TreeIndex = (*treedb.Directory)(nil)
 
 // Defaults of Config.
 const (
@@ -62,8 +78,9 @@ type Config struct {
 	Tick time.Duration
 	// MaxOnline is the largest accepted count (400 above it; default 10,000,000).
 	MaxOnline int64
-	// RetryAfter is the base of the 503 Retry-After; the answer is jittered in
-	// [RetryAfter, 2×RetryAfter] so agents do not come back in lockstep (default 5s).
+	// RetryAfter is the base of the 503 Retry-After when the Sink does not suggest one (see
+	// StoreGate); the answer is jittered in [RetryAfter, 2×RetryAfter] so agents do not come
+	// back in lockstep (default 5s).
 	RetryAfter time.Duration
 	// SubmitTimeout bounds how long a request waits for the Sink (503 after; default 30s).
 	SubmitTimeout time.Duration
@@ -72,15 +89,18 @@ type Config struct {
 	TokenCacheTTL time.Duration
 	// DB holds the tokens and projects collections.
 	DB *mongo.Database
-	// Sink writes the counts.
+	// Sink writes the counts. When it is also a StoreGate, submissions during a store outage
+	// are refused at once.
 	Sink Sink
 	// TreeStore is where the read API loads trees from (nil: a store over DB). Share the
 	// process's store so a large tree is loaded and cached once.
 	TreeStore *treedb.Store
-	// Trees, when set, lets the API refuse counts reported under an interior node of the
-	// project's tree at that tick (their key is the watcher's parent document). Ids the tree
-	// does not know are accepted: orphans are kept and surfaced. *watcher.TreeCache implements it.
-	Trees TreeSource
+	// Trees, when set, lets the API refuse counts whose id belongs to another project's tree
+	// at that tick (403; node ids are unique per deployment) or is an interior node of the
+	// project's own tree (400; its key is the watcher's parent document). Ids no tree holds
+	// are accepted: orphans are kept and surfaced. A *treedb.Directory covering at least
+	// LateWindow; share the process's one.
+	Trees TreeIndex
 	// Logger is named "api" by NewServer (default no-op).
 	Logger *zap.Logger
 	// Now is the clock (default time.Now).

@@ -2,45 +2,64 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gameops/rollup/api/apiv1"
 )
 
-// checkLeaves refuses, as a whole, a submission that reports a count under an interior node of
-// the project's tree at its tick. Without Config.Trees, or before the project has a tree, it
-// accepts everything.
+// errNotCovered reports a tick older than the tree index's window (Config.Trees must cover
+// LateWindow).
+var errNotCovered = errors.New("the tree index does not cover this tick: give it a window of at least the late window")
+
+// checkLeaves refuses, as a whole, a submission that reports a count under a node of another
+// project's tree at its tick (403: a token writes only its own project's nodes), or under an
+// interior node of the project's own tree (400: its total is computed). Without Config.Trees
+// it accepts everything; ids no tree holds are accepted (orphans).
 func (s *Server) checkLeaves(ctx context.Context, sub *submission) *httpError {
 	if s.cfg.Trees == nil {
 		return nil
 	}
-	t, _, err := s.cfg.Trees.TreeAt(ctx, sub.project, sub.timestamp)
+	snap, err := s.cfg.Trees.Snapshot(ctx)
 	if err != nil {
 		return s.unavailableErr("tree lookup", err)
 	}
-	if t == nil {
-		return nil
+	if !snap.Covers(sub.timestamp) {
+		return s.internal("tree lookup", fmt.Errorf("tick %s: %w", sub.timestamp, errNotCovered))
 	}
-	var bad []apiv1.FieldError
+	own, _ := snap.TreeAt(sub.project, sub.timestamp)
+	var foreign, interior []apiv1.FieldError
 	for i, it := range sub.items {
-		n, ok := t.Node(it.ID)
-		if !ok || t.IsLeaf(it.ID) || n.Type != it.Type {
-			continue
+		if own != nil {
+			if n, ok := own.Node(it.ID); ok {
+				if !own.IsLeaf(it.ID) && n.Type == it.Type && len(interior) < maxListedErrors {
+					index := i
+					interior = append(interior, apiv1.FieldError{Index: &index, Field: fmt.Sprintf("counts[%d].id", i),
+						Message: fmt.Sprintf("%q is an interior node (%s) of the project's tree at this tick: its total is computed from its children; report leaves only", it.ID, n.Type)})
+				}
+				continue
+			}
 		}
-		if len(bad) == maxListedErrors {
-			break
+		if snap.OtherOwner(sub.project, it.ID, sub.timestamp) != "" && len(foreign) < maxListedErrors {
+			index := i
+			foreign = append(foreign, apiv1.FieldError{Index: &index, Field: fmt.Sprintf("counts[%d].id", i),
+				Message: fmt.Sprintf("%q is a node of another project's tree at this tick; a token writes only its own project's nodes", it.ID)})
 		}
-		index := i
-		bad = append(bad, apiv1.FieldError{Index: &index, Field: fmt.Sprintf("counts[%d].id", i),
-			Message: fmt.Sprintf("%q is an interior node (%s) of the project's tree at this tick: its total is computed from its children; report leaves only", it.ID, n.Type)})
 	}
-	if len(bad) == 0 {
-		return nil
+	switch {
+	case len(foreign) > 0:
+		return &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+			Error:   apiv1.ErrForbidden,
+			Message: fmt.Sprintf("%d count(s) name nodes of another project; nothing was written, remove them and resend", len(foreign)),
+			Errors:  foreign,
+		}}
+	case len(interior) > 0:
+		return &httpError{status: http.StatusBadRequest, body: apiv1.ErrorResponse{
+			Error:   apiv1.ErrInvalidItem,
+			Message: fmt.Sprintf("%d count(s) name interior nodes of the tree; nothing was written, fix and resend the whole request", len(interior)),
+			Errors:  interior,
+		}}
 	}
-	return &httpError{status: http.StatusBadRequest, body: apiv1.ErrorResponse{
-		Error:   apiv1.ErrInvalidItem,
-		Message: fmt.Sprintf("%d count(s) name interior nodes of the tree; nothing was written, fix and resend the whole request", len(bad)),
-		Errors:  bad,
-	}}
+	return nil
 }

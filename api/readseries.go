@@ -131,7 +131,7 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 		for i := lo; i < min(hi, started); i++ {
 			ticks[i].expected = leaves
 		}
-		err := rd.nodeDocs(ctx, node, nd.Type, sp.from, sp.to, func(d nodeDoc) {
+		err := rd.nodeDocs(ctx, project, node, nd.Type, sp.from, sp.to, func(d nodeDoc) {
 			off := d.t.Sub(from)
 			if off%rd.tick != 0 { // not a tick start: not a count of this API's ticks
 				return

@@ -175,9 +175,10 @@ func (rd *reader) find(ctx context.Context, filter bson.D, opts *options.FindOpt
 	return nil
 }
 
-// nodeDocs calls fn with node (id, typ)'s documents of [from, to), in time order. It reads
-// only the unique {id, type, timestamp} index's range.
-func (rd *reader) nodeDocs(ctx context.Context, id, typ string, from, to time.Time, fn func(nodeDoc)) error {
+// nodeDocs calls fn with project's documents of node (id, typ) in [from, to), in time order.
+// It reads only the unique {id, type, timestamp} index's range; a document of another project
+// under the key (an orphan it wrote before the id joined this tree) is not this project's.
+func (rd *reader) nodeDocs(ctx context.Context, project, id, typ string, from, to time.Time, fn func(nodeDoc)) error {
 	filter := bson.D{
 		{Key: migrations.FieldID, Value: id},
 		{Key: migrations.FieldType, Value: typ},
@@ -185,6 +186,7 @@ func (rd *reader) nodeDocs(ctx context.Context, id, typ string, from, to time.Ti
 			{Key: "$gte", Value: bson.NewDateTimeFromTime(from)},
 			{Key: "$lt", Value: bson.NewDateTimeFromTime(to)},
 		}},
+		{Key: migrations.FieldProject, Value: project},
 	}
 	opts := options.Find().SetSort(bson.D{{Key: migrations.FieldTimestamp, Value: 1}}).SetBatchSize(10_000)
 	return rd.find(ctx, filter, opts, fn)
@@ -224,6 +226,7 @@ func (rd *reader) latestRootTick(ctx context.Context, project string) (time.Time
 				{Key: "$gte", Value: bson.NewDateTimeFromTime(v.EffectiveFrom)},
 				{Key: "$lt", Value: bson.NewDateTimeFromTime(end)},
 			}},
+			{Key: migrations.FieldProject, Value: project},
 		}, options.Find().SetSort(bson.D{{Key: migrations.FieldTimestamp, Value: -1}}).SetLimit(1),
 			func(d nodeDoc) { found, ok = d, true })
 		if err != nil || ok {
@@ -244,12 +247,14 @@ func (rd *reader) tickDocs(ctx context.Context, project string, t time.Time, fn 
 	return rd.find(ctx, filter, options.Find().SetBatchSize(10_000), fn)
 }
 
-// parentDoc returns node (id, typ)'s parent document at t; ok is false when there is none.
-func (rd *reader) parentDoc(ctx context.Context, id, typ string, t time.Time) (p rollup.Parent, ok bool, err error) {
+// parentDoc returns project's parent document of node (id, typ) at t; ok is false when there
+// is none.
+func (rd *reader) parentDoc(ctx context.Context, project, id, typ string, t time.Time) (p rollup.Parent, ok bool, err error) {
 	raw, err := rd.counts().FindOne(ctx, bson.D{
 		{Key: migrations.FieldID, Value: id},
 		{Key: migrations.FieldType, Value: typ},
 		{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(t)},
+		{Key: migrations.FieldProject, Value: project},
 	}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return p, false, nil

@@ -35,7 +35,7 @@ func (s *Server) serveTicks(ctx context.Context, _ tokenInfo, project string, q 
 			continue
 		}
 		root := sp.tree.Root()
-		err := s.read.nodeDocs(ctx, root.ID, root.Type, sp.from, sp.to, func(d nodeDoc) {
+		err := s.read.nodeDocs(ctx, project, root.ID, root.Type, sp.from, sp.to, func(d nodeDoc) {
 			out = append(out, apiv1.TickSummary{Tick: d.t, Online: d.online, Reported: d.reported, Expected: d.expected})
 		})
 		if err != nil {

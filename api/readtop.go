@@ -45,7 +45,7 @@ func (s *Server) serveTop(ctx context.Context, _ tokenInfo, project string, q ur
 		out.Children[i] = apiv1.TopChild{ID: c.ID, Type: c.Type, Expected: int64(sp.tree.LeafCount(c.ID))}
 	}
 	if len(children) > 0 {
-		p, found, err := s.read.parentDoc(ctx, node, nd.Type, t)
+		p, found, err := s.read.parentDoc(ctx, project, node, nd.Type, t)
 		if err != nil {
 			return nil, err
 		}

@@ -117,6 +117,15 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	if !ok {
 		return s.failCounts(w, s.unauthorizedErr(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\""))
 	}
+	// During a known store outage: 503 at once, whatever the request (nothing of it could
+	// be written); the body is read first so that the agent sees the answer.
+	if g, ok := s.cfg.Sink.(StoreGate); ok {
+		if err := g.Available(ctx); err != nil {
+			_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+			s.log.Debug("submission refused: store unavailable", zap.Error(err))
+			return s.failCounts(w, unavailable())
+		}
+	}
 	info, found, err := s.auth.lookupByToken(ctx, token, now)
 	if err != nil {
 		return s.failCounts(w, s.unavailableErr("token lookup", err))
@@ -306,6 +315,11 @@ func (s *Server) unauthorizedErr(w http.ResponseWriter, msg string) *httpError {
 
 func (s *Server) unavailableErr(what string, err error) *httpError {
 	s.log.Warn("store unavailable", zap.String("during", what), zap.Error(err))
+	return unavailable()
+}
+
+// unavailable is the 503 of a submission the store could not take.
+func unavailable() *httpError {
 	return &httpError{status: http.StatusServiceUnavailable, body: apiv1.ErrorResponse{
 		Error:      apiv1.ErrUnavailable,
 		Message:    "the store is unavailable; part of this request may or may not have been written, resending the same request unchanged is safe",
@@ -320,10 +334,16 @@ func (s *Server) internal(what string, err error) *httpError {
 	}}
 }
 
-// fail writes e; a 503 gets a Retry-After jittered in [RetryAfter, 2×RetryAfter] seconds.
+// fail writes e; a 503 gets a Retry-After: the Sink's suggestion during a store outage (see
+// StoreGate), else jittered in [RetryAfter, 2×RetryAfter] seconds.
 func (s *Server) fail(w http.ResponseWriter, e *httpError) {
 	if e.status == http.StatusServiceUnavailable {
 		secs := retryAfterSeconds(s.cfg.RetryAfter)
+		if g, ok := s.cfg.Sink.(StoreGate); ok {
+			if d := g.RetryAfter(); d > 0 {
+				secs = max(1, int((d+time.Second/2)/time.Second)) // to the nearest second
+			}
+		}
 		e.body.RetryAfterSeconds = secs
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}

@@ -332,3 +332,57 @@ func TestScratchReuse(t *testing.T) {
 		}
 	}
 }
+
+// gateSink is a Sink that is also a StoreGate: down, with a fixed Retry-After.
+type gateSink struct {
+	fakeSink
+	down       bool
+	retryAfter time.Duration
+	checks     int
+}
+
+func (g *gateSink) Available(context.Context) error {
+	g.checks++
+	if g.down {
+		return &bulk.StoreDownError{Since: testNow(), Reason: "probe failed"}
+	}
+	return nil
+}
+
+func (g *gateSink) RetryAfter() time.Duration {
+	if !g.down {
+		return 0
+	}
+	return g.retryAfter
+}
+
+// TestStoreGate: while the Sink says the store is down, a submission is answered 503 with the
+// Sink's Retry-After (to the nearest second) before its token is looked up or anything is
+// written; once it is up again, submissions go through.
+func TestStoreGate(t *testing.T) {
+	for _, tc := range []struct {
+		retryAfter time.Duration
+		want       string
+	}{
+		{time.Second, "1"}, {1400 * time.Millisecond, "1"}, {1500 * time.Millisecond, "2"}, {17300 * time.Millisecond, "17"},
+	} {
+		sink := &gateSink{down: true, retryAfter: tc.retryAfter}
+		tokens := newFakeTokens()
+		srv := newServer(testConfig(t, sink), tokens)
+		r := post(t, srv, tokenA, strings.NewReader(reqBody(`[{"id":"p1","type":"process","online":3}]`)))
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != tc.want || r.err.Error != apiv1.ErrUnavailable ||
+			!r.err.ResendSafe || fmt.Sprint(r.err.RetryAfterSeconds) != tc.want {
+			t.Fatalf("Retry-After %v: status %d, Retry-After %q: %s", tc.retryAfter, r.status, r.header.Get("Retry-After"), r.raw)
+		}
+		tokens.mu.Lock()
+		lookups := tokens.lookups
+		tokens.mu.Unlock()
+		if lookups != 0 || sink.numCalls() != 0 {
+			t.Fatalf("during the outage: %d token lookups, %d Submits", lookups, sink.numCalls())
+		}
+		sink.down = false
+		if r := post(t, srv, tokenA, strings.NewReader(reqBody(`[{"id":"p1","type":"process","online":3}]`))); r.status != http.StatusOK || sink.numCalls() != 1 {
+			t.Fatalf("after the outage: %d %s", r.status, r.raw)
+		}
+	}
+}

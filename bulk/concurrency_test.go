@@ -166,3 +166,108 @@ func TestBackpressure(t *testing.T) {
 		t.Fatalf("stored %v, want [a b c d f] (e was never accepted)", ids)
 	}
 }
+
+// TestConcurrentProjects: two projects' agents submit the same keys at once with random
+// versions, through two writers with small batches, so their upserts race on the unique index.
+// Whichever project creates a key's document owns it: every later item of the other project
+// is rejected (ErrOtherProject), the document's project never changes, and it holds the
+// owner's highest version, whose item reports applied; every owner item is applied or stale.
+func TestConcurrentProjects(t *testing.T) {
+	e := newEnv(t)
+	opts := Options{MaxBatch: 16, MaxDelay: time.Millisecond, Workers: 4}
+	writers := []*Writer{startWriter(t, e.coll, opts), startWriter(t, e.coll, opts)}
+	const agents, submits, perSubmit = 12, 10, 8
+	projects := []string{"pa", "pb"}
+	var keys []Key
+	for i := range 20 {
+		keys = append(keys, Key{ID: fmt.Sprintf("n%02d", i), Type: "server", Timestamp: tick0})
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	versions := rng.Perm(agents * submits * perSubmit)
+	online := func(v int64) int64 { return v*7919%10_000 + 1 }
+	plan := make([][][]Item, agents)
+	next := 0
+	for a := range agents {
+		for range submits {
+			var batch []Item
+			for range perSubmit {
+				v := int64(versions[next]) + 1
+				next++
+				batch = append(batch, Item{Key: keys[rng.IntN(len(keys))], Project: projects[a%2], Online: online(v),
+					Version: v, SubmissionID: fmt.Sprintf("a%d", a)})
+			}
+			plan[a] = append(plan[a], batch)
+		}
+	}
+	results := make([][][]Result, agents)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, agents)
+	for a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for s, batch := range plan[a] {
+				res, err := writers[(a+s)%len(writers)].Submit(ctx, batch)
+				if err != nil {
+					errs <- err
+					return
+				}
+				results[a] = append(results[a], res)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("submit: %v", err)
+	}
+
+	docs := byKey(t, e.leaves(t)) // fails on a duplicate key
+	best := map[dedupKey]int64{}  // the owner's highest version
+	for a := range agents {
+		for _, batch := range plan[a] {
+			for _, it := range batch {
+				k := keyOf(it.Key)
+				if d, ok := docs[k]; ok && d.Project == it.Project {
+					best[k] = max(best[k], it.Version)
+				}
+			}
+		}
+	}
+	rejected := 0
+	for a := range agents {
+		for s, batch := range plan[a] {
+			for i, it := range batch {
+				k, r := keyOf(it.Key), results[a][s][i]
+				d, ok := docs[k]
+				switch {
+				case !ok:
+					t.Fatalf("%+v: no document", k)
+				case d.Project != it.Project:
+					rejected++
+					if r.Outcome != OutcomeRejected || !errors.Is(r.Err, ErrOtherProject) {
+						t.Errorf("%s's item of %s's key %+v: %v (%v), want rejected", it.Project, d.Project, k, r.Outcome, r.Err)
+					}
+				case it.Version == best[k] && r.Outcome != OutcomeApplied:
+					t.Errorf("the owner's newest version %d of %+v reported %v (%v)", it.Version, k, r.Outcome, r.Err)
+				case r.Outcome != OutcomeApplied && r.Outcome != OutcomeStale:
+					t.Errorf("owner item %+v version %d: %v (%v)", k, it.Version, r.Outcome, r.Err)
+				}
+			}
+		}
+	}
+	for k, d := range docs {
+		if d.Version != best[k] || d.Online != online(best[k]) {
+			t.Errorf("%+v: stored version %d online %d (%s), want the owner's newest %d", k, d.Version, d.Online, d.Project, best[k])
+		}
+	}
+	if rejected == 0 {
+		t.Fatal("no item met the other project's document: the test exercised nothing")
+	}
+	t.Logf("%d items rejected as the other project's", rejected)
+}

@@ -6,11 +6,13 @@ import (
 	"strings"
 )
 
-// dedup groups items by stored key. It returns the indices of the winners (one per key, in
-// key order: the order of the unique index, which is the order write sends them in) and, for
-// every item, the index of its key's winner. The winner is the item with the highest Version;
-// among equal highest versions the earliest one wins. An unordered bulk does not order its
-// ops, so two ops for one key must never be sent together.
+// dedup groups items by stored key and project. It returns the indices of the winners (one
+// per key and project, in key order: the order of the unique index, which is the order write
+// sends them in) and, for every item, the index of its group's winner. The winner is the item
+// with the highest Version; among equal highest versions the earliest one wins. An unordered
+// bulk does not order its ops, so two ops of one project for one key must never be sent
+// together. Ops of two projects for one key are: the first to insert owns the key, the other
+// is rejected (resolve), whatever the order.
 //
 // It sorts instead of hashing: the winners come out in the order the batch is sent in, and
 // order, winners and owner reuse the arrays passed in (the first is scratch).
@@ -23,6 +25,9 @@ func dedup(items []Item, order, winners, owner []int) (_, _, _ []int) {
 		if c := compareStoredKeys(items[a].Key, items[b].Key); c != 0 {
 			return c
 		}
+		if c := strings.Compare(items[a].Project, items[b].Project); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(items[b].Version, items[a].Version); c != 0 {
 			return c // highest version first
 		}
@@ -31,7 +36,7 @@ func dedup(items []Item, order, winners, owner []int) (_, _, _ []int) {
 	owner = grow(owner, len(items))
 	winners = winners[:0]
 	for j, i := range order {
-		if j == 0 || compareStoredKeys(items[order[j-1]].Key, items[i].Key) != 0 {
+		if prev := items[order[max(j-1, 0)]]; j == 0 || compareStoredKeys(prev.Key, items[i].Key) != 0 || prev.Project != items[i].Project {
 			winners = append(winners, i)
 		}
 		owner[i] = winners[len(winners)-1]

@@ -29,6 +29,8 @@ func TestDedup(t *testing.T) {
 		{"type is part of the key", []Item{at("a", 1, tick0), {Key: Key{ID: "a", Type: "other", Timestamp: tick0}, Version: 5}}, []int{1, 0}, []int{0, 1}},
 		{"same instant in another location is the same key", []Item{at("a", 1, tick0), at("a", 2, tick0.In(time.FixedZone("x", 3600)))}, []int{1}, []int{1, 1}},
 		{"sub-millisecond differences are the same stored key", []Item{at("a", 5, tick0), at("a", 1, tick0.Add(time.Microsecond))}, []int{0}, []int{0, 0}},
+		{"two projects' items for one key are not merged", []Item{at("a", 1, tick0), {Key: Key{ID: "a", Type: "server", Timestamp: tick0}, Project: "q", Version: 5}, at("a", 3, tick0)},
+			[]int{2, 1}, []int{2, 1, 2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,16 +52,17 @@ func TestDedupRandom(t *testing.T) {
 		items := make([]Item, n)
 		for i := range items {
 			items[i] = Item{Key: Key{ID: fmt.Sprint(rng.IntN(5)), Type: fmt.Sprint(rng.IntN(2)),
-				Timestamp: tick0.Add(time.Duration(rng.IntN(2)) * time.Minute)}, Version: int64(rng.IntN(4))}
+				Timestamp: tick0.Add(time.Duration(rng.IntN(2)) * time.Minute)}, Project: fmt.Sprint(rng.IntN(2)), Version: int64(rng.IntN(4))}
 		}
 		order, winners, owner = dedup(items, order, winners, owner)
-		// Naive: for every item, scan all items with the same key for the max version, first on ties.
+		// Naive: for every item, scan all items with the same key and project for the max
+		// version, first on ties.
 		var wantWinners []int
 		for i, it := range items {
 			best := -1
 			first := true
 			for j, o := range items {
-				if keyOf(o.Key) != keyOf(it.Key) {
+				if keyOf(o.Key) != keyOf(it.Key) || o.Project != it.Project {
 					continue
 				}
 				if j < i {
@@ -79,7 +82,7 @@ func TestDedupRandom(t *testing.T) {
 		// Winners are in the unique index's order.
 		slices.SortFunc(wantWinners, func(a, b int) int {
 			return cmp.Or(cmp.Compare(items[a].ID, items[b].ID), cmp.Compare(items[a].Type, items[b].Type),
-				items[a].Timestamp.Compare(items[b].Timestamp))
+				items[a].Timestamp.Compare(items[b].Timestamp), cmp.Compare(items[a].Project, items[b].Project))
 		})
 		if !slices.Equal(winners, wantWinners) && (len(winners) != 0 || len(wantWinners) != 0) {
 			t.Fatalf("items %v: winners %v, want %v", items, winners, wantWinners)

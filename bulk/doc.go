@@ -1,5 +1,5 @@
 // Package bulk is the unordered bulk writer of leaf counts and the classification of its errors:
-// it re-issues only the failed indices of a BulkWriteException.
+// it resolves only the failed indices of a BulkWriteException.
 //
 // # What it owns
 //
@@ -10,13 +10,15 @@
 //
 // Every item becomes one guarded upsert, idempotent by construction:
 //
-//	filter {id, type, timestamp, version: {$lt: v}}
+//	filter {id, type, timestamp, project, version: {$lt: v}, rollup: {$ne: true}}
 //	update {$set: {online, version, project, submission_id, written_at}}, upsert: true
 //
-// There is no $inc: re-sending an op can never count twice.
+// There is no $inc: re-sending an op can never count twice. The project and rollup guards mean
+// an item never overwrites another project's leaf or a parent's total: it is rejected
+// (ErrOtherProject, ErrParentKey; see "Retry policy").
 //
-// Within one batch, items for the same key (id, type, timestamp at millisecond precision) are
-// deduplicated before sending, because an unordered bulk does not order its ops. The item with
+// Within one batch, items of one project for the same key (id, type, timestamp at millisecond
+// precision) are deduplicated before sending, because an unordered bulk does not order its ops. The item with
 // the highest version is sent (the earliest among equal versions). An item with the winner's
 // version gets the winner's result (same observation, so it is applied exactly when the winner
 // is). An item with a lower version is stale when the winner is applied or stale, and otherwise
@@ -63,26 +65,38 @@
 //
 //   - BulkWriteException with write errors: WriteErrors[].Index are positions in the models
 //     slice the writer passed (the driver maps them back through its regrouping). Ops without an
-//     error are applied. E11000 ops, and only they, are re-issued once, in one BulkWrite of the
-//     same guarded upserts. The guard (version < v) makes an upsert hit E11000 when a
-//     same-or-newer version is stored, and also when a concurrent upsert of the same key won the
-//     insert race. The first E11000 proves that a document with the key exists (leaves are never
-//     deleted), so on the retry a second E11000 can only mean "stored version >= v": stale;
-//     success means applied. This gives an exact per-op answer from one command. (A plain
-//     upsert:false update would only return an aggregate matched count for a multi-op retry.)
-//     Other write errors are permanent: OutcomeRejected with the error, per item.
+//     error are applied. An E11000 says a document with the key exists that the guard does not
+//     match, or that a concurrent upsert won the insert race; the E11000 ops' documents are read
+//     in one find (resolve.go): a parent's or another project's document rejects the item, a
+//     same-or-newer version makes it stale, and the rest (the race was won by an older version
+//     of the same project) are re-issued once, where an E11000 now means stale (a document's
+//     project never changes). Other write errors are permanent: OutcomeRejected, per item.
 //   - Write-concern error, or a command-level error left after the driver's own retry (network,
-//     NotWritablePrimary, timeout): the outcome of the whole command is unknown, so it is re-sent
-//     whole once (safe: absolute values plus the version guard). If that fails too, its items end
-//     as OutcomeUnknown and Submit returns an error wrapping ErrUnavailable: no retry loops
-//     during an outage. A command-level error a resend cannot fix (e.g. Unauthorized) ends the
-//     same way without the resend, so agents keep their data and resend later.
-//   - Options.AttemptTimeout (default none: the client's timeout and server selection timeout
-//     apply) bounds each attempt; a timeout is an unknown outcome like any other.
+//     NotWritablePrimary, timeout): the outcome of the whole command is unknown. If the store
+//     answers a probe, the batch is re-sent whole once (safe: absolute values plus the version
+//     guard); if the probe or the resend fails, its items end as OutcomeUnknown, Submit returns
+//     an error wrapping ErrUnavailable and the store is down (below). A command-level error a
+//     resend cannot fix (e.g. Unauthorized) ends the same way without the resend, so agents
+//     keep their data and resend later.
+//   - No retry loop hides in the driver: driver v2 retries a retryable error for as long as the
+//     context has a deadline (or the client a timeout), exactly once otherwise. Writes run
+//     under contexts without a deadline; Options.AttemptTimeout is the writer's own timer that
+//     cancels an attempt (an unknown outcome); CheckClientOptions refuses a client timeout.
 //   - An item applied by a command whose reply was lost reports stale after the resend (its own
 //     version is stored). Stale means "a same-or-newer version is stored": success either way.
 //
 // Classify, in classify.go, is the only place where driver errors are interpreted.
+//
+// # Store outages
+//
+// A batch that ends unavailable marks the store down (health.go): Tracker is not ready and
+// Stats.StoreDown set until a write or a probe succeeds. Meanwhile pending batches and Submits
+// are refused without a write (*StoreDownError). A Submit first waits for the next probe slot
+// and runs or joins one probe (a multi-document update of a document that does not exist: it
+// needs a writable primary, changes nothing and is never retried by the driver; one at a time,
+// Options.ProbeInterval apart, each bounded by Options.ProbeTimeout), so it is answered within
+// about a second and the first one after the store's return is written. A background prober
+// (backing off to 2s) sees the return without traffic. RetryAfter grows with the outage.
 //
 // # What it does not do
 //

@@ -179,6 +179,28 @@ func (e *env) seed(t testing.TB, items ...Item) {
 	}
 }
 
+// updateCounts counts the update commands the proxy recorded since its last ResetStats: the
+// writer's batches and its probes of the store (an update of _id probeID).
+func updateCounts(t testing.TB, p *blackpipe.Proxy) (writes, probes int) {
+	t.Helper()
+	for _, cmd := range p.Commands("update") {
+		var body struct {
+			Updates []struct {
+				Q bson.M `bson:"q"`
+			} `bson:"updates"`
+		}
+		if err := bson.Unmarshal(cmd, &body); err != nil {
+			t.Fatalf("decode update command: %v", err)
+		}
+		if len(body.Updates) == 1 && body.Updates[0].Q["_id"] == probeID {
+			probes++
+		} else {
+			writes++
+		}
+	}
+	return writes, probes
+}
+
 // updateFilters returns the id of each op's q filter of every recorded update command, one
 // slice per command.
 func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
@@ -193,10 +215,40 @@ func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
 		if err := bson.Unmarshal(cmd, &body); err != nil {
 			t.Fatalf("decode update command: %v", err)
 		}
+		if len(body.Updates) == 1 && body.Updates[0].Q["_id"] == probeID {
+			continue
+		}
 		ids := make([]string, len(body.Updates))
 		for i, u := range body.Updates {
 			ids[i] = fmt.Sprint(u.Q[migrations.FieldID])
 		}
+		slices.Sort(ids)
+		out = append(out, ids)
+	}
+	return out
+}
+
+// findIDs returns the $in ids of every recorded find on the counts collection (the reads of
+// conflicting documents), one sorted slice per command.
+func findIDs(t testing.TB, p *blackpipe.Proxy) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, cmd := range p.Commands("find") {
+		var body struct {
+			Find   string `bson:"find"`
+			Filter struct {
+				ID struct {
+					In []string `bson:"$in"`
+				} `bson:"id"`
+			} `bson:"filter"`
+		}
+		if err := bson.Unmarshal(cmd, &body); err != nil {
+			t.Fatalf("decode find command: %v", err)
+		}
+		if body.Find != migrations.CountsCollection {
+			continue
+		}
+		ids := slices.Clone(body.Filter.ID.In)
 		slices.Sort(ids)
 		out = append(out, ids)
 	}

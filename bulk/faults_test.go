@@ -23,9 +23,11 @@ func TestFaults(t *testing.T) {
 		data    bson.D
 		// outcomes every item may end with
 		allowed []Outcome
-		// update commands that reach the store: at least min, at most max
+		// update commands of the batch that reach the store: at least min, at most max
 		minUpdates, maxUpdates int
-		unavailable            bool
+		// probes: the store is probed before the resend (at least one probe)
+		probed      bool
+		unavailable bool
 	}{
 		{
 			name: "closeConnection once: the driver's retry applies everything once",
@@ -39,53 +41,74 @@ func TestFaults(t *testing.T) {
 			allowed: []Outcome{OutcomeApplied}, minUpdates: 2, maxUpdates: 2,
 		},
 		{
-			name:    "NotWritablePrimary twice: the driver retries, then the writer resends once",
+			name:    "NotWritablePrimary twice: the driver retries, a probe succeeds, the writer resends once",
 			mode:    times(2),
 			data:    bson.D{{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}},
-			allowed: []Outcome{OutcomeApplied}, minUpdates: 3, maxUpdates: 3,
+			allowed: []Outcome{OutcomeApplied}, minUpdates: 3, maxUpdates: 3, probed: true,
 		},
 		{
 			// The writes happened but are not confirmed: the resend finds its own versions
-			// stored (E11000), and their retry reports stale.
+			// stored (E11000), and the read of those documents reports stale.
 			name:    "writeConcernError once: the writer resends the batch once",
 			mode:    times(1),
 			data:    bson.D{{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}},
-			allowed: []Outcome{OutcomeStale}, minUpdates: 3, maxUpdates: 3,
+			allowed: []Outcome{OutcomeStale}, minUpdates: 2, maxUpdates: 2, probed: true,
 		},
 		{
 			name:    "blockConnection past the client timeout once: unknown outcome, the writer resends",
 			timeout: 300 * time.Millisecond, mode: times(1),
 			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1500}},
-			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3,
+			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3, probed: true,
 		},
 		{
 			name:    "blockConnection past the writer's attempt timeout once: the writer resends",
 			attempt: 300 * time.Millisecond, mode: times(1),
 			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1500}},
-			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3,
+			allowed: []Outcome{OutcomeApplied, OutcomeStale}, minUpdates: 2, maxUpdates: 3, probed: true,
 		},
 		{
-			name: "closeConnection always: fail fast with ErrUnavailable",
+			name: "closeConnection always: the driver's retry, a failed probe, no resend: ErrUnavailable",
 			mode: "alwaysOn", data: bson.D{{Key: "closeConnection", Value: true}},
-			allowed: []Outcome{OutcomeUnknown}, minUpdates: 4, maxUpdates: 4, unavailable: true,
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 2, probed: true, unavailable: true,
 		},
 		{
-			name:    "NotWritablePrimary always: fail fast with ErrUnavailable",
+			name:    "NotWritablePrimary always: the driver's retry, a failed probe, no resend: ErrUnavailable",
 			mode:    "alwaysOn",
 			data:    bson.D{{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}},
-			allowed: []Outcome{OutcomeUnknown}, minUpdates: 4, maxUpdates: 4, unavailable: true,
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 2, probed: true, unavailable: true,
 		},
 		{
-			name:    "writeConcernError always: fail fast with ErrUnavailable",
+			// With the attempt timeout as a context deadline, the driver retried until it
+			// expired: thousands of commands in a few seconds (issue #12).
+			name:    "NotWritablePrimary always under an attempt timeout: the driver retries once, not until the timeout",
+			attempt: 10 * time.Second, mode: "alwaysOn",
+			data:    bson.D{{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 2, probed: true, unavailable: true,
+		},
+		{
+			name:    "closeConnection always under an attempt timeout: the driver retries once",
+			attempt: 10 * time.Second, mode: "alwaysOn", data: bson.D{{Key: "closeConnection", Value: true}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 2, probed: true, unavailable: true,
+		},
+		{
+			name:    "blockConnection always past the writer's attempt timeout: one command, the probe blocks too",
+			attempt: 300 * time.Millisecond, mode: "alwaysOn",
+			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1500}},
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 1, maxUpdates: 1, probed: true, unavailable: true,
+		},
+		{
+			name:    "writeConcernError always: the probe fails too, no resend: ErrUnavailable",
 			mode:    "alwaysOn",
 			data:    bson.D{{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}},
-			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 2, unavailable: true,
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 1, maxUpdates: 1, probed: true, unavailable: true,
 		},
 		{
+			// A client timeout (CSOT) lets the driver retry until it expires; the blocked
+			// attempt uses it up. The probe blocks too: no resend.
 			name:    "blockConnection always past the client timeout: fail fast with ErrUnavailable",
 			timeout: 200 * time.Millisecond, mode: "alwaysOn",
 			data:    bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 1000}},
-			allowed: []Outcome{OutcomeUnknown}, minUpdates: 2, maxUpdates: 4, unavailable: true,
+			allowed: []Outcome{OutcomeUnknown}, minUpdates: 1, maxUpdates: 2, probed: true, unavailable: true,
 		},
 	}
 	for _, tc := range cases {
@@ -126,10 +149,13 @@ func TestFaults(t *testing.T) {
 					t.Fatalf("item %d: unknown outcome with error %v", i, r.Err)
 				}
 			}
-			updates := e.proxy.Stats().Commands["update"]
-			t.Logf("%d update commands, submit took %v", updates, took)
+			updates, probes := updateCounts(t, e.proxy)
+			t.Logf("%d update commands and %d probes, submit took %v", updates, probes, took)
 			if updates < tc.minUpdates || updates > tc.maxUpdates {
 				t.Fatalf("%d update commands reached the store, want %d..%d", updates, tc.minUpdates, tc.maxUpdates)
+			}
+			if tc.probed != (probes > 0) {
+				t.Fatalf("%d probes, want probed=%v", probes, tc.probed)
 			}
 			if tc.unavailable {
 				if took > 10*time.Second {

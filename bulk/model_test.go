@@ -21,6 +21,7 @@ func naiveModel(it Item, writtenAt time.Time) (filter, update bson.D) {
 		{Key: migrations.FieldID, Value: it.ID},
 		{Key: migrations.FieldType, Value: it.Type},
 		{Key: migrations.FieldTimestamp, Value: it.Timestamp.UTC()},
+		{Key: migrations.FieldProject, Value: it.Project},
 		{Key: migrations.FieldVersion, Value: bson.D{{Key: "$lt", Value: it.Version}}},
 		{Key: rollup.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
 	}

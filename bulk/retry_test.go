@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -15,8 +16,8 @@ import (
 )
 
 // TestDuplicateKeyRetriesExactlyFailedOps seeds leaves with higher and with lower versions,
-// submits one batch and checks outcomes, stored values, and that the second update command
-// carried exactly the ops that failed with E11000.
+// submits one batch and checks outcomes, stored values, and that exactly the ops that failed
+// with E11000 were looked up, in one find, and none re-issued.
 func TestDuplicateKeyRetriesExactlyFailedOps(t *testing.T) {
 	e := newEnv(t)
 	var seeds, batch []Item
@@ -62,25 +63,11 @@ func TestDuplicateKeyRetriesExactlyFailedOps(t *testing.T) {
 		}
 	}
 	cmds := updateFilters(t, e.proxy)
-	if len(cmds) != 2 {
-		t.Fatalf("%d update commands, want 2 (batch + retry of the failed ops): %v", len(cmds), cmds)
+	if len(cmds) != 1 || len(cmds[0]) != len(batch) {
+		t.Fatalf("update commands %v, want one with the %d ops of the batch", cmds, len(batch))
 	}
-	if len(cmds[0]) != len(batch) {
-		t.Fatalf("first command carried %d ops, want %d", len(cmds[0]), len(batch))
-	}
-	if !slices.Equal(cmds[1], wantStale) {
-		t.Fatalf("retry command carried %v, want exactly the failed ops %v", cmds[1], wantStale)
-	}
-	// Byte for byte: the retry's q filters are the failed ops' guarded filters.
-	var wantQs []string
-	for _, it := range batch {
-		if slices.Contains(wantStale, it.ID) {
-			wantQs = append(wantQs, guardFilter(t, it))
-		}
-	}
-	slices.Sort(wantQs)
-	if qs := updateQs(t, e.proxy)[1]; !slices.Equal(qs, wantQs) {
-		t.Fatalf("retry q filters:\n%v\nwant:\n%v", qs, wantQs)
+	if finds := findIDs(t, e.proxy); len(finds) != 1 || !slices.Equal(finds[0], wantStale) {
+		t.Fatalf("finds of ids %v, want one of exactly the failed ops %v", finds, wantStale)
 	}
 }
 
@@ -100,8 +87,7 @@ func TestDoubleCountRegression(t *testing.T) {
 		wantTotal += it.Online
 	}
 	// The node n05 already has a document for this tick that the old filter does not match
-	// (written under another project; in the writer's case a newer version): its upsert fails
-	// with E11000.
+	// (written under another project): its upsert fails with E11000.
 	conflict := item("n05", 6, 200)
 	conflict.Project = "other"
 	e.seed(t, conflict)
@@ -144,11 +130,12 @@ func TestDoubleCountRegression(t *testing.T) {
 	t.Run("writer counts once", func(t *testing.T) {
 		w := startWriter(t, e.coll, Options{Workers: 1})
 		e.proxy.ResetStats()
+		// n05 is another project's: rejected, its document untouched.
 		res := submit(t, w, batch)
 		for i, r := range res {
 			want := OutcomeApplied
 			if batch[i].ID == "n05" {
-				want = OutcomeStale
+				want = OutcomeRejected
 			}
 			if r.Outcome != want {
 				t.Fatalf("item %s: %v, want %v", batch[i].ID, r.Outcome, want)
@@ -157,8 +144,12 @@ func TestDoubleCountRegression(t *testing.T) {
 		// Submitting the same batch again (what the old system did) changes nothing.
 		res = submit(t, w, batch)
 		for i, r := range res {
-			if r.Outcome != OutcomeStale {
-				t.Fatalf("resent item %s: %v, want stale", batch[i].ID, r.Outcome)
+			want := OutcomeStale
+			if batch[i].ID == "n05" {
+				want = OutcomeRejected
+			}
+			if r.Outcome != want {
+				t.Fatalf("resent item %s: %v, want %v", batch[i].ID, r.Outcome, want)
 			}
 		}
 		want := map[string]int64{}
@@ -173,9 +164,14 @@ func TestDoubleCountRegression(t *testing.T) {
 		if total := sumOnline(t, e.check, bson.D{}); total != wantTotal {
 			t.Fatalf("total %d, want %d", total, wantTotal)
 		}
-		cmds := updateFilters(t, e.proxy)
-		if len(cmds) != 4 || !slices.Equal(cmds[1], []string{"n05"}) || len(cmds[3]) != n {
-			t.Fatalf("update commands %v: want batch, retry of n05 only, resent batch, retry of all", cmds)
+		cmds, finds := updateFilters(t, e.proxy), findIDs(t, e.proxy)
+		if len(cmds) != 2 || len(cmds[0]) != n || len(cmds[1]) != n ||
+			len(finds) != 2 || !slices.Equal(finds[0], []string{"n05"}) || len(finds[1]) != n {
+			t.Fatalf("update commands %v and finds of %v: want batch, a find of n05, resent batch, a find of all", cmds, finds)
+		}
+		var d leafDoc
+		if err := e.check.FindOne(ctx, bson.D{{Key: "id", Value: "n05"}}).Decode(&d); err != nil || d.Project != "other" || d.Version != 200 {
+			t.Fatalf("the other project's n05 became %+v (%v)", d, err)
 		}
 	})
 }
@@ -199,4 +195,46 @@ func sumOnline(t testing.TB, coll *mongo.Collection, filter bson.D) int64 {
 		t.Fatalf("aggregate: %d groups", len(out))
 	}
 	return out[0].Total
+}
+
+// TestReissueAfterRead: an upsert hits E11000 but the read finds no document under its key
+// (here the conflict is on another unique index, as when a document vanishes between the two):
+// the op, and only it, is re-issued once with its guarded filter, byte for byte; its second
+// E11000 leaves its outcome unknown (a resend finds out), never a false stale.
+func TestReissueAfterRead(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.check.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: "submission_id", Value: 1}}, Options: options.Index().SetUnique(true),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	taken := item("z", 1, 1)
+	taken.SubmissionID = "shared"
+	e.seed(t, taken)
+	w := startWriter(t, e.coll, Options{Workers: 1})
+	e.proxy.ResetStats()
+	clash := item("a", 5, 10)
+	clash.SubmissionID = "shared"
+	batch := []Item{clash, item("b", 6, 10)}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	res, err := w.Submit(ctx2, batch)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("submit: %v, want an unknown outcome (ErrUnavailable)", err)
+	}
+	if res[0].Outcome != OutcomeUnknown || res[1].Outcome != OutcomeApplied {
+		t.Fatalf("outcomes %v (%v), want unknown, applied", outcomes(res), res[0].Err)
+	}
+	if finds := findIDs(t, e.proxy); len(finds) != 1 || !slices.Equal(finds[0], []string{"a"}) {
+		t.Fatalf("finds of %v, want one of a", finds)
+	}
+	qs := updateQs(t, e.proxy)
+	if len(qs) != 2 || len(qs[0]) != 2 || !slices.Equal(qs[1], []string{guardFilter(t, clash)}) {
+		t.Fatalf("update q filters %v, want the batch, then a's guarded filter alone", qs)
+	}
+	if s := w.Stats(); s.Conflicts != 1 || s.Reissued != 1 {
+		t.Fatalf("conflicts %d reissued %d, want 1 1", s.Conflicts, s.Reissued)
+	}
 }

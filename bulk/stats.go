@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/gameops/rollup/metrics/hist"
 )
@@ -15,8 +16,11 @@ type Stats struct {
 	Items map[Outcome]int64
 	// BatchOps is the distribution of operations per batch (after deduplication of a key).
 	BatchOps hist.Snapshot
-	// Reissued is the number of operations re-issued alone after an E11000 (the second
-	// phase of a batch).
+	// Conflicts is the number of operations whose upsert met an existing document on the
+	// unique index (E11000) and whose document was read to resolve them.
+	Conflicts int64
+	// Reissued is the number of those operations sent once more (their read showed an older
+	// version of their own project, or no document).
 	Reissued int64
 	// Retries counts whole BulkWrites resent once because their outcome was unknown, by the
 	// Class of the error (ClassUnknownOutcome or ClassWriteConcern).
@@ -24,6 +28,14 @@ type Stats struct {
 	// Failures counts BulkWrites whose items ended unavailable (OutcomeUnknown), by the Class
 	// of the last error.
 	Failures map[Class]int64
+	// Refused counts items answered unavailable without a write because the store was known
+	// to be down (refused Submits and batches).
+	Refused int64
+	// StoreDown is set while the store is known to be down; DownSince is when that began.
+	StoreDown bool
+	DownSince time.Time
+	// ProbesOK and ProbesFailed count the probes of the store (see Writer.Available).
+	ProbesOK, ProbesFailed int64
 }
 
 // numOutcomes is the number of Outcome values.
@@ -39,12 +51,14 @@ func BatchOpsBounds() []float64 {
 
 // counters are the live Stats.
 type counters struct {
-	batches  atomic.Int64
-	items    [numOutcomes]atomic.Int64
-	batchOps *hist.Histogram
-	reissued atomic.Int64
-	retries  [numClasses]atomic.Int64
-	failures [numClasses]atomic.Int64
+	batches   atomic.Int64
+	items     [numOutcomes]atomic.Int64
+	batchOps  *hist.Histogram
+	reissued  atomic.Int64
+	conflicts atomic.Int64
+	retries   [numClasses]atomic.Int64
+	failures  [numClasses]atomic.Int64
+	refused   atomic.Int64
 }
 
 func newCounters() *counters { return &counters{batchOps: hist.New(BatchOpsBounds()...)} }
@@ -64,12 +78,14 @@ func classIndex(c Class) int {
 
 func (c *counters) snapshot() Stats {
 	s := Stats{
-		Batches:  c.batches.Load(),
-		Items:    make(map[Outcome]int64, numOutcomes),
-		BatchOps: c.batchOps.Snapshot(),
-		Reissued: c.reissued.Load(),
-		Retries:  map[Class]int64{},
-		Failures: map[Class]int64{},
+		Batches:   c.batches.Load(),
+		Items:     make(map[Outcome]int64, numOutcomes),
+		BatchOps:  c.batchOps.Snapshot(),
+		Reissued:  c.reissued.Load(),
+		Conflicts: c.conflicts.Load(),
+		Retries:   map[Class]int64{},
+		Failures:  map[Class]int64{},
+		Refused:   c.refused.Load(),
 	}
 	for i := range c.items {
 		s.Items[Outcome(i)] = c.items[i].Load()
@@ -85,5 +101,13 @@ func (c *counters) snapshot() Stats {
 	return s
 }
 
-// Stats returns the counters since New.
-func (w *Writer) Stats() Stats { return w.stats.snapshot() }
+// Stats returns the counters since New and the store's state.
+func (w *Writer) Stats() Stats {
+	s := w.stats.snapshot()
+	s.StoreDown, s.DownSince = w.health.state()
+	if !s.StoreDown {
+		s.DownSince = time.Time{}
+	}
+	s.ProbesOK, s.ProbesFailed = w.health.probes[0].Load(), w.health.probes[1].Load()
+	return s
+}

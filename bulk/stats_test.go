@@ -31,11 +31,11 @@ func TestStats(t *testing.T) {
 				BatchOps: batchOps(1, 3)},
 		},
 		{
-			name:  "a stale item is re-issued once",
+			name:  "a stale item is resolved by reading its document, not re-issued",
 			seed:  []Item{item("b", 9, 5)},
 			items: []Item{item("a", 1, 1), item("b", 2, 1), item("c", 3, 1)},
 			want: Stats{Batches: 1, Items: map[Outcome]int64{OutcomeApplied: 2, OutcomeStale: 1},
-				BatchOps: batchOps(1, 3), Reissued: 1},
+				BatchOps: batchOps(1, 3), Conflicts: 1},
 		},
 		{
 			name:  "a duplicate key in the batch is one op",
@@ -48,15 +48,14 @@ func TestStats(t *testing.T) {
 			failMode: bson.D{{Key: "times", Value: 1}}, failData: wce,
 			items: []Item{item("a", 1, 1), item("b", 2, 1)},
 			want: Stats{Batches: 1, Items: map[Outcome]int64{OutcomeStale: 2},
-				BatchOps: batchOps(1, 2), Reissued: 2, Retries: map[Class]int64{ClassWriteConcern: 1}},
+				BatchOps: batchOps(1, 2), Conflicts: 2, Retries: map[Class]int64{ClassWriteConcern: 1}},
 		},
 		{
-			name:     "NotWritablePrimary always: a retry, then a failure of class unknown_outcome",
+			name:     "NotWritablePrimary always: a failed probe, no resend, a failure of class unknown_outcome",
 			failMode: "alwaysOn", failData: nwp,
 			items: []Item{item("a", 1, 1), item("b", 2, 1)},
 			want: Stats{Batches: 1, Items: map[Outcome]int64{OutcomeUnknown: 2},
-				BatchOps: batchOps(1, 2), Retries: map[Class]int64{ClassUnknownOutcome: 1},
-				Failures: map[Class]int64{ClassUnknownOutcome: 1}},
+				BatchOps: batchOps(1, 2), Failures: map[Class]int64{ClassUnknownOutcome: 1}, StoreDown: true},
 		},
 	}
 	for _, tc := range cases {
@@ -76,8 +75,9 @@ func TestStats(t *testing.T) {
 				t.Fatalf("submit: %v", err)
 			}
 			got := w.Stats()
-			if got.Batches != tc.want.Batches || got.Reissued != tc.want.Reissued {
-				t.Errorf("batches %d reissued %d, want %d %d", got.Batches, got.Reissued, tc.want.Batches, tc.want.Reissued)
+			if got.Batches != tc.want.Batches || got.Reissued != tc.want.Reissued || got.Conflicts != tc.want.Conflicts {
+				t.Errorf("batches %d reissued %d conflicts %d, want %d %d %d", got.Batches, got.Reissued, got.Conflicts,
+					tc.want.Batches, tc.want.Reissued, tc.want.Conflicts)
 			}
 			for o := OutcomeUnknown; o <= OutcomeRejected; o++ {
 				if got.Items[o] != tc.want.Items[o] {
@@ -89,6 +89,12 @@ func TestStats(t *testing.T) {
 			}
 			if got.BatchOps.Count != tc.want.BatchOps.Count || got.BatchOps.Sum != tc.want.BatchOps.Sum {
 				t.Errorf("batch ops count %d sum %v, want %d %v", got.BatchOps.Count, got.BatchOps.Sum, tc.want.BatchOps.Count, tc.want.BatchOps.Sum)
+			}
+			if got.StoreDown != tc.want.StoreDown || got.StoreDown == got.DownSince.IsZero() {
+				t.Errorf("store down %v since %v, want down %v", got.StoreDown, got.DownSince, tc.want.StoreDown)
+			}
+			if tc.want.StoreDown && got.ProbesFailed == 0 {
+				t.Errorf("no failed probe counted while the store is down")
 			}
 			if !maps.Equal(got.Retries, nonNil(tc.want.Retries)) || !maps.Equal(got.Failures, nonNil(tc.want.Failures)) {
 				t.Errorf("retries %v failures %v, want %v %v", got.Retries, got.Failures, tc.want.Retries, tc.want.Failures)

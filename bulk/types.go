@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gameops/rollup/metrics/status"
 )
 
 // ErrUnavailable reports that the store could not be reached, or did not confirm a write, after
@@ -101,10 +103,18 @@ type Options struct {
 	// Workers is how many BulkWrites may be in flight at once (default 2). Only full
 	// batches overlap: a partial batch waits until nothing is in flight.
 	Workers int
-	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included); a
-	// timeout counts as an unknown outcome. 0 leaves it to the client's timeout (CSOT) and
-	// server selection timeout.
+	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included) with the
+	// writer's own timer, never a context deadline (see "Retry policy" in doc.go); a timeout
+	// counts as an unknown outcome. 0: only the client's server selection timeout applies.
 	AttemptTimeout time.Duration
+	// ProbeInterval is the least time between two probes of the store while it is down
+	// (default 200ms): a Submit during an outage waits at most this long plus ProbeTimeout.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe of the store (default 1s).
+	ProbeTimeout time.Duration
+	// Tracker receives the writer's readiness (default: a new tracker of component "bulk");
+	// see Writer.Tracker.
+	Tracker *status.Tracker
 	// DrainTimeout bounds how long Run keeps writing pending items after its context is done
 	// (default 5s); items still unwritten then end as OutcomeUnknown.
 	DrainTimeout time.Duration
@@ -120,6 +130,8 @@ const (
 	DefaultMaxPending     = 100_000
 	DefaultWorkers        = 2
 	DefaultDrainTimeout   = 5 * time.Second
+	DefaultProbeInterval  = 200 * time.Millisecond
+	DefaultProbeTimeout   = time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -140,6 +152,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
 	}
 	return o
 }

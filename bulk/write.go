@@ -17,11 +17,12 @@ import (
 	"github.com/gameops/rollup/rollup"
 )
 
-// model returns the guarded upsert of it: filter on exactly the key plus version < v and
-// "not a rollup document", absolute $set values, upsert. Re-sending it is idempotent. The
-// rollup guard means a leaf reported under a parent's (id, type) can never overwrite the
-// watcher's document: it fails on the unique index like a stale write (the API rejects such
-// leaves before they get here when it knows the tree).
+// model returns the guarded upsert of it: filter on exactly the key plus the item's project,
+// version < v and "not a rollup document", absolute $set values, upsert. Re-sending it is
+// idempotent. The project and rollup guards mean a leaf can never overwrite another project's
+// document or the watcher's document of a parent: the upsert fails on the unique index, and
+// resolve rejects the item (the API refuses such ids before they get here when it knows the
+// trees).
 //
 // The filter and update are encoded here, straight into buf (returned grown), instead of as
 // bson.D for the driver to encode by reflection: that was a third of the writer's CPU and
@@ -46,6 +47,7 @@ func appendFilter(buf []byte, it Item) []byte {
 	buf = bsoncore.AppendStringElement(buf, migrations.FieldID, it.ID)
 	buf = bsoncore.AppendStringElement(buf, migrations.FieldType, it.Type)
 	buf = bsoncore.AppendDateTimeElement(buf, migrations.FieldTimestamp, it.Timestamp.UnixMilli())
+	buf = bsoncore.AppendStringElement(buf, migrations.FieldProject, it.Project)
 	var sub int32
 	sub, buf = bsoncore.AppendDocumentElementStart(buf, migrations.FieldVersion)
 	buf = bsoncore.AppendInt64Element(buf, "$lt", it.Version)
@@ -73,7 +75,7 @@ func appendUpdate(buf []byte, it Item, writtenAt time.Time) []byte {
 
 // modelSize bounds the bytes model appends for it (field names, values and framing).
 func modelSize(it Item) int {
-	return 256 + 2*len(it.ID) + len(it.Type) + len(it.Project) + len(it.SubmissionID)
+	return 256 + 2*len(it.ID) + len(it.Type) + 2*len(it.Project) + len(it.SubmissionID)
 }
 
 // write writes deduplicated items (at most one per key) and returns one result per item.
@@ -82,14 +84,15 @@ func modelSize(it Item) int {
 //  1. One unordered BulkWrite of every item's guarded upsert.
 //  2. BulkWriteException with write errors only: items without a write error are applied;
 //     E11000 items go to step 3; other write errors reject their item.
-//  3. The E11000 items, and only they, are re-issued once in one BulkWrite. A second E11000
-//     means a same-or-newer version is stored (stale); no error means applied.
+//  3. The E11000 items' documents are read (one find, resolve.go): another project's or a
+//     parent's document rejects the item, a same-or-newer version makes it stale; the rest
+//     (an insert race lost to an older version) are re-issued once, in one BulkWrite.
 //
 // Either BulkWrite whose outcome is unknown (a write-concern error, or a command-level error
-// left after the driver's own retry) is re-sent whole once; if that fails too, its items end
-// as OutcomeUnknown with an error wrapping ErrUnavailable. A command-level error a resend
-// cannot fix (ClassPermanent, e.g. Unauthorized) ends them the same way without a resend, so
-// agents keep their data and resend later.
+// left after the driver's own retry) is re-sent whole once if the store answers a probe; if
+// that fails too, its items end as OutcomeUnknown with an error wrapping ErrUnavailable. A
+// command-level error a resend cannot fix (ClassPermanent, e.g. Unauthorized) ends them the
+// same way without a resend, so agents keep their data and resend later.
 //
 // The models, their encoded documents and the results live in b (see batch); the results
 // are valid until b is recycled.
@@ -127,19 +130,15 @@ func (w *Writer) write(ctx context.Context, items []Item, b *batch) []Result {
 	if !slices.IsSortedFunc(b.all, byKey) {
 		slices.SortFunc(b.all, byKey)
 	}
-	dups := w.phase(ctx, b, b.all, OutcomeApplied)
-	if len(dups) > 0 {
-		w.stats.reissued.Add(int64(len(dups)))
-		w.log.Debug("re-issuing duplicate-key ops", zap.Int("ops", len(dups)), zap.Int("batch", len(items)))
-		w.phase(ctx, b, dups, OutcomeStale)
+	if dups := w.phase(ctx, b, b.all); len(dups) > 0 {
+		w.resolve(ctx, b, items, dups)
 	}
 	return b.res
 }
 
 // phase runs the BulkWrite of b.models[idx...] with the resend-once policy and fills b.res
-// for idx. Ops that fail with E11000 are returned when dupOutcome is OutcomeApplied (first
-// phase) and set to dupOutcome otherwise.
-func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outcome) []int {
+// for idx, except for the ops that failed with E11000, which it returns.
+func (w *Writer) phase(ctx context.Context, b *batch, idx []int) []int {
 	res := b.res
 	b.sub = grow(b.sub, len(idx))
 	sub := b.sub
@@ -147,8 +146,14 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outc
 		sub[j] = b.models[i]
 	}
 	for attempt := 0; ; attempt++ {
+		if !w.health.up() {
+			// The store went down after this batch was cut, or during its first attempt.
+			w.refuse(idx, res)
+			return nil
+		}
 		err := w.bulkWrite(ctx, sub)
 		if err == nil {
+			w.health.succeeded()
 			for _, i := range idx {
 				res[i] = Result{Outcome: OutcomeApplied}
 			}
@@ -156,17 +161,28 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outc
 		}
 		var bwe mongo.BulkWriteException
 		if errors.As(err, &bwe) && bwe.WriteConcernError == nil && len(bwe.WriteErrors) > 0 {
-			return w.perIndex(bwe, idx, res, dupOutcome)
+			w.health.succeeded()
+			return w.perIndex(bwe, idx, res)
 		}
 		class := Classify(err)
 		if ctx.Err() != nil {
 			class = ClassContext
 		}
-		if attempt == 0 && (class == ClassUnknownOutcome || class == ClassWriteConcern) {
-			w.stats.retries[classIndex(class)].Add(1)
-			w.log.Warn("bulk write outcome unknown, resending once",
-				zap.Int("ops", len(sub)), zap.Stringer("class", class), zap.Error(err))
-			continue
+		storeFault := class == ClassUnknownOutcome || class == ClassWriteConcern
+		if attempt == 0 && storeFault {
+			// One resend, if the store answers a probe; otherwise it is down and the resend
+			// would only wait for it.
+			if perr := w.health.verify(); perr != nil {
+				err = fmt.Errorf("%w (no resend: %w)", err, perr)
+			} else {
+				w.stats.retries[classIndex(class)].Add(1)
+				w.log.Warn("bulk write outcome unknown, resending once",
+					zap.Int("ops", len(sub)), zap.Stringer("class", class), zap.Error(err))
+				continue
+			}
+		}
+		if storeFault {
+			w.health.failed(err)
 		}
 		w.stats.failures[classIndex(class)].Add(1)
 		uerr := fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -179,21 +195,48 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int, dupOutcome Outc
 	}
 }
 
-// bulkWrite runs one unordered BulkWrite, bounded by Options.AttemptTimeout.
-func (w *Writer) bulkWrite(ctx context.Context, models []mongo.WriteModel) error {
-	if w.opts.AttemptTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.opts.AttemptTimeout)
-		defer cancel()
+// refuse ends the ops of idx as OutcomeUnknown with the store-down error, without a write.
+func (w *Writer) refuse(idx []int, res []Result) {
+	err := w.health.downErr()
+	w.stats.refused.Add(int64(len(idx)))
+	for _, i := range idx {
+		res[i] = Result{Outcome: OutcomeUnknown, Err: err}
 	}
-	_, err := w.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+}
+
+// bulkWrite runs one unordered BulkWrite. Its context has no deadline, so the driver retries
+// a retryable error once (with a deadline it would retry until the deadline); the writer's
+// own timer cancels it after Options.AttemptTimeout.
+func (w *Writer) bulkWrite(ctx context.Context, models []mongo.WriteModel) error {
+	return w.attempt(ctx, func(ctx context.Context) error {
+		_, err := w.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		return err
+	})
+}
+
+// attempt runs one store command under ctx (which has no deadline), canceled by the writer's
+// own timer after Options.AttemptTimeout.
+func (w *Writer) attempt(ctx context.Context, fn func(context.Context) error) error {
+	if w.opts.AttemptTimeout > 0 {
+		actx, cancel := context.WithCancelCause(ctx)
+		t := time.AfterFunc(w.opts.AttemptTimeout, func() { cancel(errAttemptTimeout) })
+		defer func() {
+			t.Stop()
+			cancel(nil)
+		}()
+		ctx = actx
+	}
+	err := fn(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errAttemptTimeout) {
+		return fmt.Errorf("%w: %w", errAttemptTimeout, err)
+	}
 	return err
 }
 
 // perIndex maps the write errors of a BulkWriteException back to the items: Index is the
 // position in the models slice passed to BulkWrite (the driver maps it back through its
 // regrouping), so idx[Index] is the item.
-func (w *Writer) perIndex(bwe mongo.BulkWriteException, idx []int, res []Result, dupOutcome Outcome) []int {
+func (w *Writer) perIndex(bwe mongo.BulkWriteException, idx []int, res []Result) []int {
 	failed := make(map[int]bool, len(bwe.WriteErrors))
 	var dups []int
 	for _, we := range bwe.WriteErrors {
@@ -205,11 +248,7 @@ func (w *Writer) perIndex(bwe mongo.BulkWriteException, idx []int, res []Result,
 		failed[we.Index] = true
 		switch ClassifyWriteError(we.WriteError) {
 		case ClassDuplicateKey:
-			if dupOutcome == OutcomeApplied {
-				dups = append(dups, i)
-			} else {
-				res[i] = Result{Outcome: dupOutcome}
-			}
+			dups = append(dups, i)
 		default:
 			res[i] = Result{Outcome: OutcomeRejected, Err: fmt.Errorf("rejected by the store: %w", we.WriteError)}
 		}

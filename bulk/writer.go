@@ -3,13 +3,17 @@ package bulk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/metrics/status"
 )
 
 // Writer coalesces submitted items into unordered BulkWrites of guarded upserts. Its methods
@@ -26,6 +30,7 @@ type Writer struct {
 	policy   policy
 	clock    clock
 	stats    *counters
+	health   *health
 	// writeBatch writes deduplicated items with b's memory (w.write; tests substitute a
 	// recorder).
 	writeBatch func(ctx context.Context, items []Item, b *batch) []Result
@@ -78,8 +83,25 @@ func New(coll *mongo.Collection, opts Options, log *zap.Logger) *Writer {
 		stats:    newCounters(),
 		batches:  batchPool{maxOps: opts.MaxBatch},
 	}
+	tracker := opts.Tracker
+	if tracker == nil {
+		tracker = status.New("bulk", "starting")
+	}
+	w.health = newHealth(w.probeStore, tracker, opts.ProbeInterval, w.log)
 	w.writeBatch = w.write
 	return w
+}
+
+// CheckClientOptions returns an error when the client options give operations a client-side
+// timeout (the timeoutMS URI option or SetTimeout): driver v2 then retries a failed write for
+// as long as the timeout allows, thousands of commands during an election, under the writer's
+// bounded policy. The writer bounds its attempts itself (Options.AttemptTimeout).
+func CheckClientOptions(o *options.ClientOptions) error {
+	if o != nil && o.Timeout != nil {
+		return fmt.Errorf("a client timeout (timeoutMS=%d) makes the driver retry failed writes until it expires; remove it (rollup bounds its own retries)",
+			o.Timeout.Milliseconds())
+	}
+	return nil
 }
 
 // Run coalesces and writes batches until ctx is done, then stops accepting (Submit returns
@@ -90,8 +112,21 @@ func (w *Writer) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("bulk writer: Run called twice")
 	}
+	// No deadline on the writes' context: the driver then retries a failed write once, not
+	// for as long as a deadline allows (see "Retry policy" in doc.go).
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWrites()
+	w.health.tracker.Ready()
+	// The prober runs while batches may still be written (until the drain ends).
+	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
+	var prober sync.WaitGroup
+	prober.Add(1)
+	go func() {
+		defer prober.Done()
+		w.health.run(probeCtx)
+	}()
+	defer prober.Wait()
+	defer stopProbes()
 	runDone := make(chan struct{})
 	var drainTimer sync.WaitGroup
 	drainTimer.Add(1)
@@ -241,13 +276,18 @@ func recyclable(res []Result) bool {
 // Submit writes items and blocks until every one is durably written or classified: it returns
 // one Result per item, in order. If the outcome of any item is unknown (the store was
 // unavailable after the retry policy), the results are returned with an error wrapping
-// ErrUnavailable; resending is safe. A Submit that does not fit in Options.MaxPending blocks
+// ErrUnavailable; resending is safe. While the store is known to be down it returns a
+// *StoreDownError and no results at once (after at most one probe, see Available). A Submit that does not fit in Options.MaxPending blocks
 // until earlier items are written (backpressure, never dropping). It returns ctx's error if ctx
 // ends first, and ErrClosed once Run stopped accepting; items accepted before either are still
 // written. Submit copies items: the caller may reuse the slice once Submit returns.
 func (w *Writer) Submit(ctx context.Context, items []Item) ([]Result, error) {
 	if len(items) == 0 {
 		return []Result{}, nil
+	}
+	if err := w.health.check(ctx); err != nil {
+		w.stats.refused.Add(int64(len(items)))
+		return nil, err
 	}
 	req := &request{results: make([]Result, len(items)), done: make(chan struct{})}
 	req.left.Store(int64(len(items)))

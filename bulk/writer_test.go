@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,8 +159,8 @@ func TestLeafNeverOverwritesRollupDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := submit(t, w, []Item{item("g01", 7, 1<<60)})
-	if res[0].Outcome == OutcomeApplied {
-		t.Fatalf("a leaf write over a rollup document reports %v", res[0].Outcome)
+	if res[0].Outcome != OutcomeRejected || !errors.Is(res[0].Err, ErrParentKey) {
+		t.Fatalf("a leaf write over a rollup document reports %v (%v), want rejected with ErrParentKey", res[0].Outcome, res[0].Err)
 	}
 	var got bson.M
 	if err := e.check.FindOne(ctx, bson.D{{Key: "id", Value: "g01"}}).Decode(&got); err != nil {
@@ -167,5 +168,60 @@ func TestLeafNeverOverwritesRollupDocument(t *testing.T) {
 	}
 	if got["online"] != int64(42) || got["rollup"] != true {
 		t.Fatalf("rollup document changed to %v", got)
+	}
+}
+
+// TestForeignDocumentNeverOverwritten: a leaf of project pb is stored; project pa's items for
+// that key, whatever their version, are rejected with ErrOtherProject (a message that names
+// neither pb nor the stored value), pb's document is untouched, and pa's other items in the
+// same batch are applied. A parent's document rejects with ErrParentKey.
+func TestForeignDocumentNeverOverwritten(t *testing.T) {
+	e := newEnv(t)
+	w := startWriter(t, e.coll, Options{})
+	victim := item("b01", 17, 500)
+	victim.Project = "pb"
+	e.seed(t, victim)
+	for _, version := range []int64{1, 500, 1 << 60} {
+		own, foreign := item("a01", 3, version), item("b01", 999999, version)
+		own.Project, foreign.Project = "pa", "pa"
+		res := submit(t, w, []Item{own, foreign})
+		if res[0].Outcome != OutcomeApplied && res[0].Outcome != OutcomeStale {
+			t.Fatalf("version %d: own item %v (%v)", version, res[0].Outcome, res[0].Err)
+		}
+		if res[1].Outcome != OutcomeRejected || !errors.Is(res[1].Err, ErrOtherProject) {
+			t.Fatalf("version %d: foreign item %v (%v), want rejected with ErrOtherProject", version, res[1].Outcome, res[1].Err)
+		}
+		if msg := res[1].Err.Error(); strings.Contains(msg, "pb") || strings.Contains(msg, "17") {
+			t.Fatalf("the rejection leaks the other project's document: %q", msg)
+		}
+		docs := byKey(t, e.leaves(t))
+		if d := docs[keyOf(victim.Key)]; d.Project != "pb" || d.Online != 17 || d.Version != 500 || d.SubmissionID != victim.SubmissionID {
+			t.Fatalf("version %d: pb's leaf became %+v", version, d)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	it := item("x", 1, 100) // project "p"
+	tests := []struct {
+		name    string
+		doc     stored
+		found   bool
+		want    Result
+		reissue bool
+	}{
+		{"no document (deleted since)", stored{}, false, Result{}, true},
+		{"a parent's total", stored{project: "p", version: 1, rollup: true}, true, Result{Outcome: OutcomeRejected, Err: ErrParentKey}, false},
+		{"another project's", stored{project: "q", version: 1}, true, Result{Outcome: OutcomeRejected, Err: ErrOtherProject}, false},
+		{"no project", stored{version: 1}, true, Result{Outcome: OutcomeRejected, Err: ErrOtherProject}, false},
+		{"same version", stored{project: "p", version: 100}, true, Result{Outcome: OutcomeStale}, false},
+		{"newer version", stored{project: "p", version: 101}, true, Result{Outcome: OutcomeStale}, false},
+		{"older version: an insert race lost", stored{project: "p", version: 99}, true, Result{}, true},
+	}
+	for _, tc := range tests {
+		r, reissue := verdict(it, tc.doc, tc.found)
+		if r != tc.want || reissue != tc.reissue {
+			t.Errorf("%s: %+v reissue=%v, want %+v %v", tc.name, r, reissue, tc.want, tc.reissue)
+		}
 	}
 }

@@ -73,6 +73,7 @@ type collector struct {
 type descs struct {
 	ingestRequests, ingestRejections, ingestItems                        *prometheus.Desc
 	bulkBatches, bulkOps, bulkItems, bulkReissued, bulkRetries, bulkFail *prometheus.Desc
+	bulkDown, bulkDownFor, bulkRefused, bulkProbes, bulkConflicts        *prometheus.Desc
 	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
 	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
 	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
@@ -91,9 +92,14 @@ func newDescs() descs {
 		bulkBatches:      desc("bulk_batches_total", "Batches the bulk writer cut and wrote."),
 		bulkOps:          desc("bulk_batch_ops", "Operations per bulk batch (after deduplicating keys)."),
 		bulkItems:        desc("bulk_items_total", "Items that reached a bulk batch, by final outcome.", "outcome"),
-		bulkReissued:     desc("bulk_reissued_ops_total", "Operations re-issued alone after a duplicate-key error (E11000)."),
+		bulkReissued:     desc("bulk_reissued_ops_total", "Operations re-issued after a duplicate-key error (E11000) and a read of their document."),
+		bulkConflicts:    desc("bulk_conflict_ops_total", "Operations that met an existing document on the unique key (E11000), resolved by reading it."),
 		bulkRetries:      desc("bulk_retries_total", "Whole BulkWrites resent once because their outcome was unknown, by error class.", "class"),
 		bulkFail:         desc("bulk_failures_total", "BulkWrites whose items ended unavailable, by error class of the last error.", "class"),
+		bulkDown:         desc("bulk_store_unavailable", "1 while the bulk writer knows the store is down and refuses submissions (503), else 0."),
+		bulkDownFor:      desc("bulk_store_unavailable_seconds", "Seconds the current store outage has lasted (0 when the store is up)."),
+		bulkRefused:      desc("bulk_refused_items_total", "Items answered unavailable without a write because the store was known to be down."),
+		bulkProbes:       desc("bulk_probes_total", "Probes of the store while it was down (or before a resend), by result.", "result"),
 		events:           desc("watcher_events_total", "Leaf events the watcher recomputed (replayed leaves included)."),
 		batches:          desc("watcher_batches_total", "Non-empty change stream batches received."),
 		parentWrites:     desc("watcher_parent_writes_total", "Parent and root document writes sent (conflicting and resent ones included)."),
@@ -137,6 +143,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range []*prometheus.Desc{
 		d.ingestRequests, d.ingestRejections, d.ingestItems,
 		d.bulkBatches, d.bulkOps, d.bulkItems, d.bulkReissued, d.bulkRetries, d.bulkFail,
+		d.bulkDown, d.bulkDownFor, d.bulkRefused, d.bulkProbes, d.bulkConflicts,
 		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
 		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
 		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
@@ -182,12 +189,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(d.bulkItems, n, o.String())
 		}
 		counter(d.bulkReissued, s.Reissued)
+		counter(d.bulkConflicts, s.Conflicts)
 		for _, cl := range []bulk.Class{bulk.ClassUnknownOutcome, bulk.ClassWriteConcern} {
 			counter(d.bulkRetries, s.Retries[cl], cl.String())
 		}
 		for cl, n := range s.Failures {
 			counter(d.bulkFail, n, cl.String())
 		}
+		down, downFor := 0.0, 0.0
+		if s.StoreDown {
+			down, downFor = 1, max(0, now.Sub(s.DownSince).Seconds())
+		}
+		gauge(d.bulkDown, down)
+		gauge(d.bulkDownFor, downFor)
+		counter(d.bulkRefused, s.Refused)
+		counter(d.bulkProbes, s.ProbesOK, "ok")
+		counter(d.bulkProbes, s.ProbesFailed, "failed")
 	}
 	if c.src.Watcher != nil {
 		s := c.src.Watcher()

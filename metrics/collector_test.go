@@ -71,10 +71,11 @@ func TestCollectorFakes(t *testing.T) {
 				Items: map[string]int64{"applied": 5, "stale": 1, "rejected": 0}}
 		},
 		Bulk: func() bulk.Stats {
-			return bulk.Stats{Batches: 2, BatchOps: ops.Snapshot(), Reissued: 4,
-				Items:    map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
-				Retries:  map[bulk.Class]int64{bulk.ClassWriteConcern: 1},
-				Failures: map[bulk.Class]int64{bulk.ClassUnknownOutcome: 2}}
+			return bulk.Stats{Batches: 2, BatchOps: ops.Snapshot(), Reissued: 4, Conflicts: 9,
+				Items:     map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
+				Retries:   map[bulk.Class]int64{bulk.ClassWriteConcern: 1},
+				Failures:  map[bulk.Class]int64{bulk.ClassUnknownOutcome: 2},
+				StoreDown: true, DownSince: now.Add(-90 * time.Second), Refused: 40, ProbesOK: 1, ProbesFailed: 12}
 		},
 		Watcher: func() watcher.Stats {
 			return watcher.Stats{Events: 10, Batches: 3, ParentWrites: 7, Conflicts: 1, Replays: 1, Orphans: 2, Invalid: 0,
@@ -117,9 +118,15 @@ func TestCollectorFakes(t *testing.T) {
 		`rollup_bulk_items_total{outcome="applied"} 6`,
 		`rollup_bulk_items_total{outcome="unknown"} 0`,
 		`rollup_bulk_reissued_ops_total 4`,
+		`rollup_bulk_conflict_ops_total 9`,
 		`rollup_bulk_retries_total{class="write_concern"} 1`,
 		`rollup_bulk_retries_total{class="unknown_outcome"} 0`,
 		`rollup_bulk_failures_total{class="unknown_outcome"} 2`,
+		`rollup_bulk_store_unavailable 1`,
+		`rollup_bulk_store_unavailable_seconds 90`,
+		`rollup_bulk_refused_items_total 40`,
+		`rollup_bulk_probes_total{result="ok"} 1`,
+		`rollup_bulk_probes_total{result="failed"} 12`,
 		`rollup_watcher_events_total 10`,
 		`rollup_watcher_batches_total 3`,
 		`rollup_watcher_parent_writes_total 7`,
@@ -220,7 +227,7 @@ func TestCollectorPipeline(t *testing.T) {
 	if _, err := writer.Submit(ctx, items); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writer.Submit(ctx, items[:2]); err != nil { // resent: stale after a re-issue
+	if _, err := writer.Submit(ctx, items[:2]); err != nil { // resent: stale after a read of the documents
 		t.Fatal(err)
 	}
 	waitFor(t, "the watcher to process every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
@@ -229,7 +236,8 @@ func TestCollectorPipeline(t *testing.T) {
 		`rollup_bulk_batches_total 2`,
 		fmt.Sprintf(`rollup_bulk_items_total{outcome="applied"} %d`, len(items)),
 		`rollup_bulk_items_total{outcome="stale"} 2`,
-		`rollup_bulk_reissued_ops_total 2`,
+		`rollup_bulk_conflict_ops_total 2`,
+		`rollup_bulk_reissued_ops_total 0`,
 		`rollup_bulk_batch_ops_count 2`,
 		fmt.Sprintf(`rollup_bulk_batch_ops_sum %d`, len(items)+2),
 		fmt.Sprintf(`rollup_watcher_events_total %d`, len(items)),

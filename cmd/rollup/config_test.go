@@ -334,6 +334,8 @@ func TestParseServeConfig(t *testing.T) {
 		{"bad database", []string{"--database", "a.b"}, nil, nil, []string{"--database (from flag)"}},
 		{"URI not echoed", nil, map[string]string{"ROLLUP_MONGODB_URI": "mongodb://u:hunter2/x@h"}, nil, []string{"--mongodb-uri (from environment"}},
 		{"empty data dir", []string{"--data", ""}, nil, nil, []string{"--data (from flag)"}},
+		{"client timeout in the URI", []string{"--mongodb-uri", "mongodb://h/?timeoutMS=5000"}, nil, nil,
+			[]string{"--mongodb-uri (from flag)", "timeoutMS=5000", "retry"}},
 		{"unknown file key", []string{"--config", writeFile(t, "typo.yaml", "lisen: ':1'\n")}, nil, nil, []string{`unknown setting "lisen"`}},
 		{"argument", []string{"extra"}, nil, nil, []string{`unexpected argument "extra"`}},
 	}

@@ -121,6 +121,11 @@ func (c serveConfig) validate() error {
 	if err := checkMongoURI(c.mongoURI); err != nil {
 		return s.errorf("mongodb-uri", "%w", err)
 	}
+	if c.mongoURI != "" {
+		if err := bulk.CheckClientOptions(options.Client().ApplyURI(c.mongoURI)); err != nil {
+			return s.errorf("mongodb-uri", "%w", err)
+		}
+	}
 	if err := checkDatabaseName(c.database); err != nil {
 		return s.errorf("database", "%w", err)
 	}
@@ -217,9 +222,11 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	}
 
 	trees := treedb.New(db)
-	treeCache := watcher.NewTreeCache(trees) // shared: the API refuses counts for interior nodes
+	treeCache := watcher.NewTreeCache(trees)
+	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
+	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
 	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
-	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, TreeStore: trees, Trees: treeCache, Logger: log})
+	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, TreeStore: trees, Trees: directory, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiServer.Handler())
 	mux.Handle("/", web.Handler())

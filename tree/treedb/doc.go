@@ -4,7 +4,12 @@
 // numbered per project from 1; each is effective from a tick, and the tree of a tick is the
 // version with the largest effective_from <= that tick (VersionAt).
 //
+// Directory keeps, in memory, every project's versions that apply to recent ticks, with an
+// index of their node ids: which tree applies to a (project, tick) and which project's tree
+// holds an id, without a query per question (the ingest API's checks). It refreshes itself
+// from the trees collection at most every MaxAge.
+//
 // It does not validate trees itself (package tree does, through tree.Build), does not watch
-// for new versions (its callers poll VersionAt or watch the trees collection) and does not
-// create its indexes (Indexes lists them for the migrations step).
+// for new versions (its callers poll VersionAt or a Directory, or watch the trees collection)
+// and does not create its indexes (Indexes lists them for the migrations step).
 package treedb

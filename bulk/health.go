@@ -1,0 +1,324 @@
+package bulk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/metrics/status"
+)
+
+// Bounds of the Retry-After the writer suggests during an outage: half the outage so far,
+// between minRetryAfter and maxRetryAfterBase, plus up to half of that again as jitter.
+const (
+	minRetryAfter     = time.Second
+	maxRetryAfterBase = 20 * time.Second
+	// maxProbeInterval bounds the background probe backoff: with no traffic the writer sees
+	// the store's return within about this long.
+	maxProbeInterval = 2 * time.Second
+)
+
+// probeID is the _id the probe's update looks for: a string, where every counts document
+// has an ObjectID, so it never matches.
+const probeID = "rollup.bulk.probe"
+
+// StoreDownError is the error of items refused without a write because the store is known to
+// be down. It wraps ErrUnavailable.
+type StoreDownError struct {
+	// Since is when the outage began (the first failed write or probe).
+	Since time.Time
+	// Reason is the last error seen.
+	Reason string
+}
+
+func (e *StoreDownError) Error() string {
+	return fmt.Sprintf("store unavailable since %s: %s", e.Since.UTC().Format(time.RFC3339), e.Reason)
+}
+
+// Unwrap returns ErrUnavailable.
+func (e *StoreDownError) Unwrap() error { return ErrUnavailable }
+
+// probeCall is one probe of the store; err is set before done is closed.
+type probeCall struct {
+	done chan struct{}
+	err  error
+}
+
+// health is the writer's view of the store: up until a batch fails with a store fault its
+// resend could not get past (unreachable, not writable, not confirming writes), then down
+// until a write or a probe succeeds. While it is down, batches and Submits fail at once and
+// probes (one at a time, at least gap apart) find the store's return.
+type health struct {
+	probe   func() error // one bounded probe of the store
+	tracker *status.Tracker
+	log     *zap.Logger
+	gap     time.Duration // least time between the end of a probe and the next one
+	now     func() time.Time
+	jitter  func() float64 // in [0, 1)
+	probes  [2]atomic.Int64
+	wake    chan struct{} // cap 1: an outage began (for the background prober)
+
+	mu        sync.Mutex
+	down      bool
+	since     time.Time // start of the outage
+	reason    string
+	lastProbe time.Time // when the last probe ended
+	running   *probeCall
+	closed    bool // Run is over: no new probe goroutines
+	wg        sync.WaitGroup
+}
+
+func newHealth(probe func() error, tracker *status.Tracker, gap time.Duration, log *zap.Logger) *health {
+	return &health{probe: probe, tracker: tracker, log: log, gap: gap, now: time.Now, jitter: rand.Float64,
+		wake: make(chan struct{}, 1)}
+}
+
+// up reports whether the store is not known to be down (it does not wait).
+func (h *health) up() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.down
+}
+
+// succeeded records that the store accepted a command.
+func (h *health) succeeded() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.upLocked()
+}
+
+func (h *health) upLocked() {
+	if !h.down {
+		return
+	}
+	h.down = false
+	h.tracker.Ready()
+	h.log.Info("store available again", zap.Duration("outage", h.now().Sub(h.since)))
+}
+
+// failed records a store fault: the store is down from now (or still).
+func (h *health) failed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failedLocked(err)
+}
+
+func (h *health) failedLocked(err error) {
+	h.reason = err.Error()
+	h.tracker.NotReady("store unavailable: " + h.reason)
+	if h.down {
+		return
+	}
+	h.down, h.since = true, h.now()
+	h.log.Warn("store unavailable: refusing writes until a probe succeeds", zap.Error(err))
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// downErr is the error of a write refused while the store is down.
+func (h *health) downErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.downErrLocked()
+}
+
+func (h *health) downErrLocked() error {
+	return &StoreDownError{Since: h.since, Reason: h.reason}
+}
+
+// state returns whether the store is down and since when.
+func (h *health) state() (down bool, since time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down, h.since
+}
+
+// retryAfter suggests when an agent refused now should come back: 0 while the store is up;
+// during an outage half its length so far, at least minRetryAfter and at most
+// maxRetryAfterBase, plus a jitter of up to half that.
+func (h *health) retryAfter() time.Duration {
+	h.mu.Lock()
+	down, since := h.down, h.since
+	h.mu.Unlock()
+	if !down {
+		return 0
+	}
+	base := min(max(h.now().Sub(since)/2, minRetryAfter), maxRetryAfterBase)
+	return base + time.Duration(h.jitter()*float64(base/2))
+}
+
+// check returns nil while the store is up. While it is down it waits for the next probe slot
+// (at most gap), runs or joins one probe and returns nil if the store answered, else a
+// *StoreDownError. It takes at most about gap plus one probe, less if ctx ends first.
+func (h *health) check(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.down {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.running == nil {
+		if wait := h.lastProbe.Add(h.gap).Sub(h.now()); wait > 0 {
+			h.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("%w: %w", h.downErr(), ctx.Err())
+			}
+			h.mu.Lock()
+			if !h.down {
+				h.mu.Unlock()
+				return nil
+			}
+		}
+	}
+	call := h.startLocked()
+	h.mu.Unlock()
+	if call == nil {
+		return h.downErr()
+	}
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", h.downErr(), ctx.Err())
+	}
+	if call.err == nil {
+		return nil
+	}
+	return h.downErr()
+}
+
+// verify runs or joins one probe and returns its error (the store is then down).
+func (h *health) verify() error {
+	h.mu.Lock()
+	call := h.startLocked()
+	h.mu.Unlock()
+	if call == nil {
+		return errors.New("bulk writer stopped")
+	}
+	<-call.done
+	return call.err
+}
+
+// startLocked returns the running probe, or starts one; nil once Run is over.
+func (h *health) startLocked() *probeCall {
+	if h.running != nil {
+		return h.running
+	}
+	if h.closed {
+		return nil
+	}
+	call := &probeCall{done: make(chan struct{})}
+	h.running = call
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		err := h.probe()
+		h.mu.Lock()
+		h.lastProbe, h.running = h.now(), nil
+		if err == nil {
+			h.probes[0].Add(1)
+			h.upLocked()
+		} else {
+			h.probes[1].Add(1)
+			call.err = fmt.Errorf("probe: %w", err)
+			h.failedLocked(call.err)
+		}
+		h.mu.Unlock()
+		close(call.done)
+	}()
+	return call
+}
+
+// run probes the store while it is down, at growing intervals (gap, doubling, at most
+// maxProbeInterval, jittered), so that the writer sees the store's return without traffic.
+// It returns when ctx is done, once no probe runs.
+func (h *health) run(ctx context.Context) {
+	defer func() {
+		h.mu.Lock()
+		h.closed = true
+		h.mu.Unlock()
+		h.wg.Wait()
+	}()
+	interval := h.gap
+	for {
+		if !h.up() {
+			t := time.NewTimer(interval/2 + time.Duration(h.jitter()*float64(interval/2)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			h.mu.Lock()
+			var call *probeCall
+			if h.down && h.now().Sub(h.lastProbe) >= interval/2 {
+				call = h.startLocked()
+			}
+			h.mu.Unlock()
+			if call != nil {
+				<-call.done
+			}
+			interval = min(2*interval, maxProbeInterval)
+			continue
+		}
+		interval = h.gap
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		}
+	}
+}
+
+// probeStore is the writer's probe: an update of a document that does not exist, through the
+// same collection, client and write concern as the batches. It needs a writable primary and
+// changes nothing. It is a multi-document update, which the driver never retries, under a
+// context without a deadline (no driver retry loop), canceled after Options.ProbeTimeout.
+func (w *Writer) probeStore() error {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t := time.AfterFunc(w.opts.ProbeTimeout, func() { cancel(errProbeTimeout) })
+	defer func() {
+		t.Stop()
+		cancel(nil)
+	}()
+	_, err := w.coll.UpdateMany(ctx, bson.D{{Key: "_id", Value: probeID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "probe", Value: true}}}})
+	if err != nil && errors.Is(context.Cause(ctx), errProbeTimeout) {
+		return fmt.Errorf("%w: %w", errProbeTimeout, err)
+	}
+	return err
+}
+
+// Errors of the writer's own timers (the driver sees a canceled context).
+var (
+	errAttemptTimeout = errors.New("bulk write attempt timed out (Options.AttemptTimeout)")
+	errProbeTimeout   = errors.New("store probe timed out (Options.ProbeTimeout)")
+)
+
+// Available returns nil while the store is not known to be down. During an outage it waits
+// for the next probe slot, runs or joins one probe of the store and returns nil if the store
+// answered, else a *StoreDownError (it wraps ErrUnavailable): within about
+// Options.ProbeInterval + Options.ProbeTimeout whatever is pending. Submit calls it first; the
+// API calls it before reading a request so that a submission during an outage is refused at
+// once.
+func (w *Writer) Available(ctx context.Context) error { return w.health.check(ctx) }
+
+// RetryAfter suggests how long an agent refused now should wait before resending: 0 while the
+// store is up; during an outage it grows with the outage (half its length so far, from 1s to
+// 20s) and is jittered (up to half again) so that agents do not come back in lockstep.
+func (w *Writer) RetryAfter() time.Duration { return w.health.retryAfter() }
+
+// Tracker returns the writer's readiness: ready until a store fault makes it refuse writes,
+// not ready (with the error) until a write or a probe succeeds.
+func (w *Writer) Tracker() *status.Tracker { return w.health.tracker }
