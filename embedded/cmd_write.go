@@ -382,11 +382,17 @@ func upsertDoc(q bson.D, upd updater) (bson.D, error) {
 	return withID(out)
 }
 
+// storageDesc is the description an update is logged with: nil (a replace event) for a
+// replacement document or a pipeline-style update mongod would log as a replacement.
 func storageDesc(upd updater, d query.UpdateDescription) *storage.UpdateDesc {
-	if upd.IsReplacement() {
+	if upd.IsReplacement() || d.Replacement {
 		return nil
 	}
-	return &storage.UpdateDesc{UpdatedFields: d.UpdatedFields, RemovedFields: d.RemovedFields}
+	sd := &storage.UpdateDesc{UpdatedFields: d.UpdatedFields, RemovedFields: d.RemovedFields, DottedPaths: d.DottedPaths}
+	for _, ta := range d.TruncatedArrays {
+		sd.TruncatedArrays = append(sd.TruncatedArrays, storage.TruncatedArray{Field: ta.Field, NewSize: ta.NewSize})
+	}
+	return sd
 }
 
 func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
