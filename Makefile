@@ -25,6 +25,10 @@ tools: ## Install the pinned lint tool.
 	test -x $(GOBIN)/golangci-lint && $(GOBIN)/golangci-lint version | grep -q $(patsubst v%,%,$(GOLANGCI_LINT_VERSION)) || \
 		go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
+.PHONY: spec
+spec: ## Run MongoDB's spec suites against the embedded server; fail below embedded/spec-baseline.txt.
+	.ci/spec
+
 .PHONY: bench
 bench: ## Run the benchmarks (numbers go to docs/benchmarks.md).
 	go test -run '^$$' -bench . -benchtime 1x ./...
