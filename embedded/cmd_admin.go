@@ -23,7 +23,7 @@ func cmdHello(ctx context.Context, s *Server, r *request) (result, error) {
 	if client, ok := r.arg("client"); ok {
 		if app, ok := bsonval.Lookup(asDoc(client), "application.name"); ok {
 			if name, ok := app.(string); ok {
-				r.conn.appName = name
+				r.conn.SetAppName(name)
 			}
 		}
 	}
@@ -66,7 +66,7 @@ func cmdHello(ctx context.Context, s *Server, r *request) (result, error) {
 		bson.E{Key: "maxWriteBatchSize", Value: int32(100000)},
 		bson.E{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
 		bson.E{Key: "logicalSessionTimeoutMinutes", Value: int32(30)},
-		bson.E{Key: "connectionId", Value: int32(r.conn.id)},
+		bson.E{Key: "connectionId", Value: int32(r.conn.ID)},
 		bson.E{Key: "minWireVersion", Value: int32(0)},
 		bson.E{Key: "maxWireVersion", Value: int32(maxWireVersion)},
 		bson.E{Key: "readOnly", Value: false},

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/embedded/clientconn"
 	"github.com/gameops/rollup/embedded/mongoerr"
 )
 
@@ -129,11 +130,11 @@ func isRetryableWriteCommand(r *request) bool {
 }
 
 // evaluate consumes one activation of failCommand for this command, if it applies, blocks
-// when asked, and returns what to do. It returns errCloseConnection for closeConnection.
-func (fps *failPoints) evaluate(ctx context.Context, name string, cs *connState, r *request) (*failAction, error) {
+// when asked, and returns what to do. It returns clientconn.ErrCloseConnection for closeConnection.
+func (fps *failPoints) evaluate(ctx context.Context, name string, cs *clientconn.Conn, r *request) (*failAction, error) {
 	fp, ok := fps.fire(fpFailCommand, func(fp *failPoint) bool {
 		d := fp.cmd
-		return d.commands[name] && (d.appName == "" || d.appName == cs.appName)
+		return d.commands[name] && (d.appName == "" || d.appName == cs.AppName())
 	})
 	if !ok {
 		return nil, nil
@@ -148,7 +149,7 @@ func (fps *failPoints) evaluate(ctx context.Context, name string, cs *connState,
 		t.Stop()
 	}
 	if fc.closeConn {
-		return nil, errCloseConnection
+		return nil, clientconn.ErrCloseConnection
 	}
 	labels := fc.labels
 	act := &failAction{}
@@ -210,9 +211,9 @@ func (fps *failPoints) afterTxnWrite() txnWriteAction {
 
 // onGetMore evaluates failGetMoreAfterCursorCheckout for a getMore whose cursor is checked
 // out, returning the error it fails with.
-func (fps *failPoints) onGetMore(cs *connState) error {
+func (fps *failPoints) onGetMore(cs *clientconn.Conn) error {
 	fp, ok := fps.fire(fpGetMore, func(fp *failPoint) bool {
-		return fp.getMore.appName == "" || fp.getMore.appName == cs.appName
+		return fp.getMore.appName == "" || fp.getMore.appName == cs.AppName()
 	})
 	if !ok {
 		return nil

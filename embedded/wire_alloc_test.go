@@ -74,5 +74,5 @@ func TestClaimedMessageLengthCostsNothing(t *testing.T) {
 
 // serving reports whether a goroutine of the process is serving an embedded-server connection.
 func serving(buf []byte) bool {
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "embedded.(*Server).serveConn")
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "clientconn.(*Listener).serve(")
 }
