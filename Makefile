@@ -4,25 +4,36 @@ GOLANGCI_LINT_VERSION := v2.6.2
 # discovery plugins promtool does not need here (half the modules, half the build time).
 PROMTOOL_VERSION := v0.316.0
 GOBIN ?= $(shell go env GOPATH)/bin
+# The repository's Go modules: the service (.) and the embedded server (embedded/, its own
+# module, used from here through go.work and the replace in go.mod).
+MODULES := . embedded
 
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: ## Run every test with the race detector.
+test: ## Run every test of both modules with the race detector.
+	go test -race ./... ./embedded/...
+
+.PHONY: test-embedded
+test-embedded: ## Test the embedded module on its own (its go.mod only, no workspace).
+	cd embedded && GOWORK=off go test -race ./...
+
+.PHONY: test-service
+test-service: ## Test the service module (everything but embedded/).
 	go test -race ./...
 
 .PHONY: lint
-lint: tidy-lint ## Run golangci-lint and check go.mod/go.sum are tidy.
-	$(GOBIN)/golangci-lint run ./...
+lint: tidy-lint ## Run golangci-lint on both modules and check their go.mod/go.sum are tidy.
+	@set -e; for m in $(MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(GOBIN)/golangci-lint run ./...); done
 
 .PHONY: tidy-lint
-tidy-lint: ## Fail when go mod tidy would change go.mod or go.sum.
-	go mod tidy
-	git diff --exit-code -- go.mod go.sum
+tidy-lint: ## Fail when go mod tidy would change a module's go.mod or go.sum.
+	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
+	git diff --exit-code -- go.mod go.sum embedded/go.mod embedded/go.sum
 
 .PHONY: tools
 tools: ## Install the pinned lint tool and promtool (the alert rules' tests).
@@ -31,9 +42,13 @@ tools: ## Install the pinned lint tool and promtool (the alert rules' tests).
 	test -x $(GOBIN)/promtool && go version -m $(GOBIN)/promtool | grep -q 'mod[[:space:]]*github.com/prometheus/prometheus[[:space:]]*$(PROMTOOL_VERSION)' || \
 		go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
+.PHONY: spec
+spec: ## Run MongoDB's spec suites against the embedded server; fail below embedded/spec-baseline.txt.
+	.ci/spec
+
 .PHONY: bench
-bench: ## Run the benchmarks (numbers go to docs/benchmarks.md).
-	go test -run '^$$' -bench . -benchtime 1x ./...
+bench: ## Run the benchmarks of both modules (numbers go to docs/benchmarks.md).
+	go test -run '^$$' -bench . -benchtime 1x ./... ./embedded/...
 
 .PHONY: build
 build: ## Build the rollup binary into ./bin.

@@ -3,7 +3,7 @@ module github.com/gameops/rollup
 go 1.26
 
 require (
-	github.com/google/btree v1.1.3
+	github.com/gameops/rollup/embedded v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.20.5
 	github.com/sourcegraph/conc v0.3.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
@@ -15,6 +15,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/btree v1.1.3 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.1 // indirect
@@ -31,3 +32,7 @@ require (
 	golang.org/x/text v0.39.0 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )
+
+// The embedded server is its own module in this repository (embedded/go.mod); builds of this
+// module use the copy next to it.
+replace github.com/gameops/rollup/embedded => ./embedded

@@ -235,9 +235,10 @@ func operationDescription(e *storage.Entry) bson.D {
 
 // updateDescription renders an update's description; with showExpandedEvents it adds
 // disambiguatedPaths, which spells out each changed path holding a numeric field name (one
-// that reads like an array index), array indices as integers.
+// that reads like an array index) or a field name with a dot, array indices as integers.
 func updateDescription(e *storage.Entry, expanded bool) bson.D {
-	updated, removed := bson.D{}, bson.A{}
+	updated, removed, truncated := bson.D{}, bson.A{}, bson.A{}
+	var dotted bson.D
 	if e.Update != nil {
 		if e.Update.UpdatedFields != nil {
 			updated = e.Update.UpdatedFields
@@ -245,13 +246,21 @@ func updateDescription(e *storage.Entry, expanded bool) bson.D {
 		for _, f := range e.Update.RemovedFields {
 			removed = append(removed, f)
 		}
+		for _, ta := range e.Update.TruncatedArrays {
+			truncated = append(truncated, bson.D{{Key: "field", Value: ta.Field}, {Key: "newSize", Value: ta.NewSize}})
+		}
+		dotted = e.Update.DottedPaths
 	}
-	desc := bson.D{{Key: "updatedFields", Value: updated}, {Key: "removedFields", Value: removed}, {Key: "truncatedArrays", Value: bson.A{}}}
+	desc := bson.D{{Key: "updatedFields", Value: updated}, {Key: "removedFields", Value: removed}, {Key: "truncatedArrays", Value: truncated}}
 	if !expanded {
 		return desc
 	}
 	paths := bson.D{}
 	add := func(path string) {
+		if parts, ok := bsonval.Get(dotted, path); ok {
+			paths = append(paths, bson.E{Key: path, Value: parts})
+			return
+		}
 		if parts, ambiguous := disambiguate(e.Doc, path); ambiguous {
 			paths = append(paths, bson.E{Key: path, Value: parts})
 		}
@@ -261,6 +270,11 @@ func updateDescription(e *storage.Entry, expanded bool) bson.D {
 	}
 	for _, f := range removed {
 		add(f.(string))
+	}
+	if e.Update != nil {
+		for _, ta := range e.Update.TruncatedArrays {
+			add(ta.Field)
+		}
 	}
 	return append(desc, bson.E{Key: "disambiguatedPaths", Value: paths})
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
-	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/embedded/internal/testctx"
 )
 
 // csDoc builds a bson.D from alternating keys and values.

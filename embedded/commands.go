@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/embedded/clientconn"
 	"github.com/gameops/rollup/embedded/mongoerr"
 )
 
@@ -19,7 +20,7 @@ type request struct {
 	name      string // command name as sent
 	db        string
 	body      bson.D
-	conn      *connState
+	conn      *clientconn.Conn
 	lsid      bson.D // nil without a session
 	txnNumber *int64
 	wc        writeConcern
@@ -111,9 +112,20 @@ func commandTable() map[string]commandSpec {
 	}
 }
 
+// connHandler runs the commands of the server's connections.
+type connHandler struct{ s *Server }
+
+var _ clientconn.Handler = connHandler{}
+
+func (h connHandler) Handle(ctx context.Context, c *clientconn.Conn, cmd bson.D) (bson.D, error) {
+	return h.s.execute(ctx, c, cmd)
+}
+
+func (h connHandler) ErrorReply(err error) bson.D { return h.s.errorReply(err, bson.Timestamp{}) }
+
 // execute runs one command and returns its complete reply document. It returns an error only
 // when the connection must be closed without a reply.
-func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.D, error) {
+func (s *Server) execute(ctx context.Context, cs *clientconn.Conn, body bson.D) (bson.D, error) {
 	if len(body) == 0 {
 		return s.errorReply(mongoerr.New(mongoerr.FailedToParse, "empty command document"), bson.Timestamp{}), nil
 	}
@@ -147,7 +159,7 @@ func (s *Server) execute(ctx context.Context, cs *connState, body bson.D) (bson.
 		res, err = spec.run(ctx, s, r)
 	}
 	if r.closeConn {
-		return nil, errCloseConnection
+		return nil, clientconn.ErrCloseConnection
 	}
 	if err != nil {
 		return s.errorReply(err, res.opTime), nil
@@ -190,7 +202,7 @@ func (s *Server) commands() map[string]commandSpec {
 	return s.cmdTable
 }
 
-func (s *Server) parseRequest(cs *connState, name string, body bson.D, spec commandSpec) (*request, error) {
+func (s *Server) parseRequest(cs *clientconn.Conn, name string, body bson.D, spec commandSpec) (*request, error) {
 	r := &request{name: name, body: body, conn: cs}
 	allowed := map[string]bool{}
 	for _, f := range spec.fields {

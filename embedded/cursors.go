@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/mongoerr"
 )
 
@@ -144,4 +145,41 @@ func isResumableStreamCode(code int32) bool {
 		return true
 	}
 	return false
+}
+
+// cursorBatchSize reads cursor.batchSize of a command that returns a cursor.
+func cursorBatchSize(r *request) int64 {
+	cv, _ := r.arg("cursor")
+	if bs, ok := bsonval.Get(asDoc(cv), "batchSize"); ok {
+		if n, ok := toInt64(bs); ok && n >= 0 {
+			return n
+		}
+	}
+	return defaultFirstBatch
+}
+
+func encodeAll[T any](items []T, toDoc func(T) bson.D) ([]bson.Raw, error) {
+	out := make([]bson.Raw, 0, len(items))
+	for _, it := range items {
+		raw, err := bsonval.Encode(toDoc(it))
+		if err != nil {
+			return nil, mongoerr.New(mongoerr.InternalError, "encode: %v", err)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
+}
+
+// defaultFirstBatch is mongod's default number of documents in a first batch.
+const defaultFirstBatch = 101
+
+// firstBatch returns the first batch of docs and registers a cursor for the rest.
+func (s *Server) firstBatch(ns string, docs []bson.Raw, batchSize int64, single bool) bson.D {
+	c := &cursor{ns: ns, docs: docs}
+	batch := c.nextBatch(int(batchSize))
+	var id int64
+	if !single && !c.exhausted() {
+		id = s.cursors.add(c)
+	}
+	return cursorReply(id, ns, "firstBatch", batch)
 }

@@ -1,18 +1,17 @@
-// Package embedded is rollup's embedded MongoDB-compatible server: it speaks the MongoDB wire
-// protocol over TCP for exactly the subset of commands rollup uses, so the product always
-// talks to its store through the official Go driver — one code path for the embedded default,
-// the tests and a production replica set.
+// Package embedded is rollup's embedded MongoDB-compatible server. It is a Go module of its
+// own (github.com/gameops/rollup/embedded) and imports nothing of rollup: it speaks the
+// MongoDB wire protocol over TCP for the subset of commands rollup uses, so the product, its
+// tests and its demos talk to it through the official Go driver exactly as to a replica set.
 //
-// It advertises a single-node replica set (so "?replicaSet=rs0" discovery works), executes
-// commands against package storage (documents, indexes, durability, oplog), package query
-// (filters, updates, projections, sorts) and package aggregate (pipelines), and keeps the
-// per-connection and per-session state a real mongod keeps: cursors, retryable-write results
-// (per statement), cluster time. Like mongod it runs a TTL monitor (Config.TTLMonitorInterval)
-// that deletes the documents TTL indexes say have expired, and it writes the output of $out
-// and $merge. With EnableTestCommands it has mongod's fail points failCommand,
-// onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout, so fault tests run unchanged
-// against both. Anything outside the subset answers NotImplemented (code 238) naming what is
-// missing; it never answers wrongly in silence.
+// This package is the server and its commands: Server (Config, New, Run), the command
+// dispatch (commands.go) and one file per command (cmd_<name>.go), with the state a mongod
+// keeps per connection and session (cursors, retryable-write results per statement), change
+// streams, the TTL monitor and, with EnableTestCommands, the fail points failCommand,
+// onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout. The layers it builds on are
+// packages: clientconn (connections), wire (messages), storage (documents, indexes,
+// durability, oplog), query and aggregate (MongoDB's semantics), bsonval and mongoerr;
+// blackpipe and embeddedtest are for tests. Anything outside the subset answers 238
+// NotImplemented naming it, never a silent wrong answer.
 //
 // It does not do authentication, TLS, compression, transactions or sharding.
 package embedded

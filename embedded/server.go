@@ -8,12 +8,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/embedded/clientconn"
 	"github.com/gameops/rollup/embedded/storage"
 )
 
@@ -38,11 +38,12 @@ type Config struct {
 	TTLMonitorInterval time.Duration
 }
 
-// Server is one embedded server: a listener, its connections and one storage engine.
+// Server is one embedded server: a listener (package clientconn) whose connections' commands
+// it runs, and one storage engine.
 type Server struct {
 	cfg      Config
 	log      *zap.Logger
-	ln       net.Listener
+	ln       *clientconn.Listener
 	addr     string
 	engine   *storage.Engine
 	cursors  *cursorRegistry
@@ -54,11 +55,8 @@ type Server struct {
 
 	processID bson.ObjectID
 	startTime time.Time
-	connIDs   atomic.Int64
-	reqIDs    atomic.Int32
-
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
+	// closing is closed when Run's context ends: commands waiting (an awaitable hello, a
+	// change stream's getMore) answer at once.
 	closing chan struct{}
 }
 
@@ -91,25 +89,23 @@ func New(cfg Config) (*Server, error) {
 		_ = engine.Close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = engine.Close()
-		return nil, fmt.Errorf("listen: %w", err)
-	}
 	s := &Server{
 		cfg:       cfg,
 		log:       log,
-		ln:        ln,
-		addr:      advertisedAddr(ln.Addr()),
 		engine:    engine,
 		cursors:   newCursorRegistry(),
 		sessions:  newSessionRegistry(),
 		fail:      newFailPoints(),
 		processID: bson.NewObjectID(),
 		startTime: time.Now(),
-		conns:     map[net.Conn]struct{}{},
 		closing:   make(chan struct{}),
 	}
+	ln, err := clientconn.Listen(cfg.Listen, connHandler{s}, log)
+	if err != nil {
+		_ = engine.Close()
+		return nil, err
+	}
+	s.ln, s.addr = ln, advertisedAddr(ln.Addr())
 	return s, nil
 }
 
@@ -143,7 +139,7 @@ func (s *Server) Engine() *storage.Engine { return s.engine }
 func (s *Server) Run(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	stop := context.AfterFunc(ctx, s.shutdown)
+	stop := context.AfterFunc(ctx, func() { close(s.closing) })
 	defer stop()
 
 	var wg sync.WaitGroup
@@ -151,61 +147,13 @@ func (s *Server) Run(parent context.Context) error {
 	if s.cfg.TTLMonitorInterval > 0 {
 		wg.Go(func() { s.runTTLMonitor(ctx) })
 	}
-
-	var acceptErr error
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			if ctx.Err() == nil {
-				acceptErr = fmt.Errorf("accept: %w", err)
-				cancel()
-			}
-			break
-		}
-		if !s.track(c) {
-			_ = c.Close()
-			continue
-		}
-		wg.Go(func() {
-			s.serveConn(ctx, c)
-			s.untrack(c)
-		})
-	}
+	acceptErr := s.ln.Run(ctx) // returns once every connection has ended
+	cancel()
 	wg.Wait()
 	if err := s.engine.Close(); err != nil {
 		return errors.Join(acceptErr, fmt.Errorf("close storage: %w", err))
 	}
 	return acceptErr
-}
-
-// shutdown stops accepting and closes every open connection, which ends their goroutines.
-func (s *Server) shutdown() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.closing)
-	_ = s.ln.Close()
-	for c := range s.conns {
-		_ = c.Close()
-	}
-}
-
-func (s *Server) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-s.closing:
-		return false
-	default:
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *Server) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	_ = c.Close()
 }
 
 func (s *Server) reapCursors(ctx context.Context) {
@@ -221,8 +169,6 @@ func (s *Server) reapCursors(ctx context.Context) {
 		}
 	}
 }
-
-func (s *Server) nextRequestID() int32 { return s.reqIDs.Add(1) }
 
 // recordStartup inserts a document into local.startup_log, as mongod does at every start. It
 // also guarantees the oplog holds an entry at or before the start of any change stream

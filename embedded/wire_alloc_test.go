@@ -96,5 +96,5 @@ func waiting(buf []byte) int {
 
 // serving reports whether a goroutine of the process is serving an embedded-server connection.
 func serving(buf []byte) bool {
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "embedded.(*Server).serveConn")
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "clientconn.(*Listener).serve(")
 }

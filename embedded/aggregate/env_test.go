@@ -213,19 +213,22 @@ func TestUpdatePipeline(t *testing.T) {
 		updated  D
 		removed  []string
 		changed  bool
-		code     int32
+		// replacement: the delta is not smaller than the result (a small document), so mongod
+		// logs a replacement and change streams show a replace event.
+		replacement bool
+		code        int32
 	}{
 		{name: "set", pipeline: A{D{e("$set", D{e("b", "$$x"), e("a", D{e("$add", A{"$a", 1})})})}},
 			want:    D{e("_id", int32(1)), e("a", int32(2)), e("t", D{e("u", D{e("v", int32(1))})}), e("b", "foo")},
 			updated: D{e("a", int32(2)), e("b", "foo")}, changed: true},
 		{name: "replaceRoot keeps _id", pipeline: A{D{e("$replaceRoot", D{e("newRoot", "$t")})}, D{e("$addFields", D{e("foo", 1)})}},
-			want:    D{e("_id", int32(1)), e("u", D{e("v", int32(1))}), e("foo", int32(1))},
-			updated: D{e("u", D{e("v", int32(1))}), e("foo", int32(1))}, removed: []string{"a", "t"}, changed: true},
+			want:        D{e("_id", int32(1)), e("u", D{e("v", int32(1))}), e("foo", int32(1))},
+			replacement: true, changed: true},
 		{name: "unset and project", pipeline: A{D{e("$unset", "t")}, D{e("$project", D{e("a", 1)})}},
-			want: D{e("_id", int32(1)), e("a", int32(1))}, removed: []string{"t"}, changed: true},
+			want: D{e("_id", int32(1)), e("a", int32(1))}, replacement: true, changed: true},
 		{name: "nested change", pipeline: A{D{e("$set", D{e("t.u.w", 2)})}},
-			want:    D{e("_id", int32(1)), e("a", int32(1)), e("t", D{e("u", D{e("v", int32(1)), e("w", int32(2))})})},
-			updated: D{e("t.u.w", int32(2))}, changed: true},
+			want:        D{e("_id", int32(1)), e("a", int32(1)), e("t", D{e("u", D{e("v", int32(1)), e("w", int32(2))})})},
+			replacement: true, changed: true},
 		{name: "no-op", pipeline: A{D{e("$set", D{e("a", "$a")})}}, want: doc},
 		{name: "empty pipeline", pipeline: A{}, want: doc},
 		{name: "dollar field via setField", pipeline: A{D{e("$replaceWith", D{e("$setField", D{e("field", D{e("$literal", "$a")}), e("value", 1), e("input", "$$ROOT")})})}},
@@ -243,13 +246,14 @@ func TestUpdatePipeline(t *testing.T) {
 			u, err := env.CompileUpdatePipeline(tc.pipeline)
 			var out D
 			var desc struct {
-				U D
-				R []string
+				U           D
+				R           []string
+				Replacement bool
 			}
 			changed := false
 			if err == nil {
 				d, dd, ch, aerr := u.Apply(doc, tc.insert)
-				out, desc.U, desc.R, changed, err = d, dd.UpdatedFields, dd.RemovedFields, ch, aerr
+				out, desc.U, desc.R, desc.Replacement, changed, err = d, dd.UpdatedFields, dd.RemovedFields, dd.Replacement, ch, aerr
 			}
 			if tc.code != 0 {
 				if !mongoerr.Is(err, tc.code) {
@@ -263,8 +267,9 @@ func TestUpdatePipeline(t *testing.T) {
 			if canon(t, []D{out}) != canon(t, []D{tc.want}) || changed != tc.changed {
 				t.Fatalf("Apply = %s changed=%v, want %s changed=%v", canon(t, []D{out}), changed, canon(t, []D{tc.want}), tc.changed)
 			}
-			if canon(t, []D{append(D{}, desc.U...)}) != canon(t, []D{append(D{}, tc.updated...)}) || len(desc.R) != len(tc.removed) {
-				t.Fatalf("desc = %v / %v, want %v / %v", desc.U, desc.R, tc.updated, tc.removed)
+			if canon(t, []D{append(D{}, desc.U...)}) != canon(t, []D{append(D{}, tc.updated...)}) || len(desc.R) != len(tc.removed) ||
+				desc.Replacement != tc.replacement {
+				t.Fatalf("desc = %v / %v replacement=%v, want %v / %v replacement=%v", desc.U, desc.R, desc.Replacement, tc.updated, tc.removed, tc.replacement)
 			}
 		})
 	}

@@ -52,7 +52,8 @@ func (u *UpdatePipeline) IsReplacement() bool { return false }
 
 // Apply runs the pipeline over doc and returns the new document, with doc's _id first (an
 // output without _id keeps doc's; a different one fails with ImmutableField). desc is the
-// difference as a change-stream update event reports it; changed is false when the result is
+// difference as a change-stream update event reports it (query.DiffDocs), or Replacement when
+// mongod would log the change as a full replacement; changed is false when the result is
 // exactly doc. isInsert is the upsert insert path (doc is the filter's seed). doc is never
 // modified.
 func (u *UpdatePipeline) Apply(doc bson.D, isInsert bool) (out bson.D, desc query.UpdateDescription, changed bool, err error) {
@@ -73,5 +74,7 @@ func (u *UpdatePipeline) Apply(doc bson.D, isInsert bool) (out bson.D, desc quer
 	if query.StrictEqual(doc, out) {
 		return doc, desc, false, nil
 	}
-	return out, query.DiffDocs(doc, out), true, nil
+	desc, ok := query.DiffDocs(doc, out)
+	desc.Replacement = !ok
+	return out, desc, true, nil
 }

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gameops/rollup/embedded/wire"
-	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/embedded/internal/testctx"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -245,3 +245,34 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// TestValueSize: ValueSize and DocSize agree with the encoder for every value type.
+func TestValueSize(t *testing.T) {
+	oid := bson.ObjectID{1, 2, 3}
+	dec, _ := bson.ParseDecimal128("1.5")
+	values := []any{
+		1.5, "héllo", "", bson.D{{Key: "a", Value: int32(1)}, {Key: "bb", Value: bson.A{"x", nil}}}, bson.A{}, []any{int64(1), true},
+		bson.Binary{Subtype: 0, Data: []byte{1, 2}}, bson.Binary{Subtype: 2, Data: []byte{1, 2, 3}}, bson.Undefined{}, oid, false,
+		bson.DateTime(5), nil, bson.Null{}, bson.Regex{Pattern: "a.*", Options: "i"}, bson.DBPointer{DB: "db", Pointer: oid},
+		bson.JavaScript("f()"), bson.Symbol("s"), bson.CodeWithScope{Code: "c", Scope: bson.D{{Key: "x", Value: int32(1)}}},
+		int32(7), bson.Timestamp{T: 1, I: 2}, int64(8), 9, 1 << 40, dec, bson.MinKey{}, bson.MaxKey{},
+		bson.A{bson.A{bson.D{}}, "0123456789", int32(1), int32(2), int32(3), int32(4), int32(5), int32(6), int32(7), int32(8), int32(9)},
+	}
+	for _, v := range values {
+		enc, err := AppendElement(nil, "", v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		if got, want := ValueSize(v), len(enc)-2; got != want {
+			t.Errorf("ValueSize(%s) = %d, encoded %d", Format(v), got, want)
+		}
+	}
+	d := bson.D{{Key: "k", Value: values}}
+	enc, err := Encode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if DocSize(d) != len(enc) {
+		t.Errorf("DocSize = %d, encoded %d", DocSize(d), len(enc))
+	}
+}

@@ -294,3 +294,83 @@ func Normalize(v any) any {
 	}
 	return v
 }
+
+// ValueSize is the size in bytes of v's BSON encoding as an element value (what mongod's
+// BSONElement::valuesize reports): for a document or an array, the whole embedded document.
+// Values of a type the codec does not know are measured by encoding them.
+func ValueSize(v any) int {
+	switch x := v.(type) {
+	case float64, int64, bson.DateTime, bson.Timestamp:
+		return 8
+	case int32:
+		return 4
+	case int:
+		if x >= math.MinInt32 && x <= math.MaxInt32 {
+			return 4
+		}
+		return 8
+	case bool:
+		return 1
+	case nil, bson.Null, bson.Undefined, bson.MinKey, bson.MaxKey:
+		return 0
+	case string:
+		return 4 + len(x) + 1
+	case bson.Symbol:
+		return 4 + len(x) + 1
+	case bson.JavaScript:
+		return 4 + len(x) + 1
+	case bson.ObjectID:
+		return 12
+	case bson.Decimal128:
+		return 16
+	case bson.Binary:
+		if x.Subtype == 0x02 {
+			return 4 + 1 + 4 + len(x.Data)
+		}
+		return 4 + 1 + len(x.Data)
+	case bson.Regex:
+		return len(x.Pattern) + 1 + len(x.Options) + 1
+	case bson.D:
+		return DocSize(x)
+	case bson.A:
+		return arraySize(x)
+	case []any:
+		return arraySize(x)
+	case bson.Raw:
+		return len(x)
+	case bson.RawValue:
+		return len(x.Value)
+	}
+	b, err := AppendElement(nil, "", v)
+	if err != nil {
+		return 0
+	}
+	return len(b) - 2 // type byte and the empty key's terminator
+}
+
+// DocSize is the size in bytes of d's BSON encoding.
+func DocSize(d bson.D) int {
+	n := 5
+	for _, e := range d {
+		n += 1 + len(e.Key) + 1 + ValueSize(e.Value)
+	}
+	return n
+}
+
+func arraySize(a []any) int {
+	n := 5
+	for i, v := range a {
+		n += 1 + digits(i) + 1 + ValueSize(v)
+	}
+	return n
+}
+
+// digits is the number of decimal digits of n >= 0.
+func digits(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}

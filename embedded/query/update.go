@@ -43,10 +43,25 @@ type arrayFilter struct {
 }
 
 // UpdateDescription describes a change as a change-stream update event does: the dotted
-// paths set (with their new values) and the dotted paths removed.
+// paths set (with their new values), the dotted paths removed and the arrays truncated (only
+// pipeline-style updates truncate; an update operator reports the whole array set).
+// DottedPaths holds, for the paths above that pass through a field name containing a dot,
+// their components (array indices as int32): only the update knows where such a path splits.
 type UpdateDescription struct {
-	UpdatedFields bson.D
-	RemovedFields []string
+	UpdatedFields   bson.D
+	RemovedFields   []string
+	TruncatedArrays []TruncatedArray
+	DottedPaths     bson.D
+	// Replacement reports a change mongod logs as a full replacement, which change streams
+	// show as a replace event (a pipeline-style update whose delta is not smaller than the
+	// new document).
+	Replacement bool
+}
+
+// TruncatedArray is an array an update shortened to NewSize elements.
+type TruncatedArray struct {
+	Field   string
+	NewSize int32
 }
 
 type opKind uint8

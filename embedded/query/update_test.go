@@ -1,7 +1,6 @@
 package query
 
 import (
-	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -460,32 +459,6 @@ func TestEmptyOperatorIsNoop(t *testing.T) {
 	out, _, changed, err := u.Apply(doc, false)
 	if err != nil || changed || !strictEqual(out, doc) {
 		t.Fatalf("got %v %v %v", out, changed, err)
-	}
-}
-
-func TestDiffDocs(t *testing.T) {
-	tests := []struct {
-		name          string
-		before, after D
-		updated       D
-		removed       []string
-	}{
-		{"same", D{e("_id", 1), e("a", 1)}, D{e("_id", 1), e("a", 1)}, nil, nil},
-		{"changed and added", D{e("_id", 1), e("a", 1)}, D{e("_id", 1), e("a", 2), e("b", 3)}, D{e("a", 2), e("b", 3)}, nil},
-		{"type change is a change", D{e("a", int32(1))}, D{e("a", 1.0)}, D{e("a", 1.0)}, nil},
-		{"removed", D{e("_id", 1), e("a", 1), e("b", 2)}, D{e("_id", 1), e("b", 2)}, nil, []string{"a"}},
-		{"nested documents recurse", D{e("a", D{e("x", 1), e("y", 2)})}, D{e("a", D{e("x", 1), e("y", 3), e("z", 4)})}, D{e("a.y", 3), e("a.z", 4)}, nil},
-		{"nested removal", D{e("a", D{e("x", 1), e("y", 2)})}, D{e("a", D{e("x", 1)})}, nil, []string{"a.y"}},
-		{"arrays whole", D{e("a", A{1, 2})}, D{e("a", A{1, 3})}, D{e("a", A{1, 3})}, nil},
-		{"document to scalar", D{e("a", D{e("x", 1)})}, D{e("a", 5)}, D{e("a", 5)}, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := DiffDocs(tc.before, tc.after)
-			if formatValue(got.UpdatedFields) != formatValue(tc.updated) || fmt.Sprint(got.RemovedFields) != fmt.Sprint(tc.removed) {
-				t.Fatalf("DiffDocs = %v / %v, want %v / %v", got.UpdatedFields, got.RemovedFields, tc.updated, tc.removed)
-			}
-		})
 	}
 }
 

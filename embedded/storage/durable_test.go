@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/embedded/bsonval"
-	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/embedded/internal/testctx"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -52,7 +52,8 @@ func dump(e *Engine) string {
 		fmt.Fprintf(&sb, "op %v %s %s.%s key=%s doc=%s uuid=%x wall=%d", ent.TS, ent.Op, ent.DB, ent.Coll,
 			bsonval.Format(ent.DocKey), bsonval.Format(ent.Doc), ent.UUID.Data, ent.Wall.UnixMilli())
 		if ent.Update != nil {
-			fmt.Fprintf(&sb, " upd=%s rm=%v", bsonval.Format(ent.Update.UpdatedFields), ent.Update.RemovedFields)
+			fmt.Fprintf(&sb, " upd=%s rm=%v ta=%v dp=%s", bsonval.Format(ent.Update.UpdatedFields), ent.Update.RemovedFields,
+				ent.Update.TruncatedArrays, bsonval.Format(ent.Update.DottedPaths))
 		}
 		if ent.Index != nil {
 			fmt.Fprintf(&sb, " ix=%s %s %v %v/%d", ent.Index.Name, bsonval.Format(ent.Index.Key), ent.Index.Unique, ent.Index.TTL, ent.Index.ExpireAfterSeconds)
@@ -80,6 +81,13 @@ func workload(t testing.TB, e *Engine, n int) {
 			if i%3 == 0 {
 				doc, err = w.Replace("app", "events", doc, append(bsonval.CloneDoc(doc.D), bson.E{Key: "n", Value: 1.5}),
 					&UpdateDesc{UpdatedFields: d("n", 1.5), RemovedFields: []string{"gone"}})
+				if err != nil {
+					return err
+				}
+				// A pipeline-style update's description: an array truncated, a dotted field name.
+				doc, err = w.Replace("app", "events", doc, append(bsonval.CloneDoc(doc.D[:len(doc.D)-2]), bson.E{Key: "tags", Value: bson.A{"x"}}, bson.E{Key: "a.b", Value: 1}),
+					&UpdateDesc{UpdatedFields: d("a.b", 1), RemovedFields: []string{"n"}, TruncatedArrays: []TruncatedArray{{Field: "tags", NewSize: 1}},
+						DottedPaths: d("a.b", bson.A{"a.b"})})
 				if err != nil {
 					return err
 				}

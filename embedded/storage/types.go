@@ -87,8 +87,18 @@ type DatabaseInfo struct {
 
 // UpdateDesc describes an update for change-stream "update" events.
 type UpdateDesc struct {
-	UpdatedFields bson.D
-	RemovedFields []string
+	UpdatedFields   bson.D
+	RemovedFields   []string
+	TruncatedArrays []TruncatedArray
+	// DottedPaths: the disambiguatedPaths of paths through a field name holding a dot (path
+	// -> components, array indices as int32), which cannot be recovered from the path.
+	DottedPaths bson.D
+}
+
+// TruncatedArray is an array an update shortened to NewSize elements.
+type TruncatedArray struct {
+	Field   string
+	NewSize int32
 }
 
 // Oplog operation names (Entry.Op).

@@ -81,6 +81,17 @@ func appendEntry(dst []byte, ent *Entry) []byte {
 			d3 = bsoncore.AppendStringElement(d3, fmt.Sprint(i), f)
 		}
 		dst, _ = bsoncore.AppendArrayEnd(d3, aidx)
+		if len(ent.Update.TruncatedArrays) > 0 {
+			tidx, d4 := bsoncore.AppendArrayElementStart(dst, "ta")
+			for i, ta := range ent.Update.TruncatedArrays {
+				d4 = bsoncore.AppendDocumentElement(d4, fmt.Sprint(i), bsoncore.NewDocumentBuilder().
+					AppendString("f", ta.Field).AppendInt32("n", ta.NewSize).Build())
+			}
+			dst, _ = bsoncore.AppendArrayEnd(d4, tidx)
+		}
+		if len(ent.Update.DottedPaths) > 0 {
+			dst = appendDocElement(dst, "dp", ent.Update.DottedPaths)
+		}
 		dst = append(dst, 0)
 		dst = bsoncore.UpdateLength(dst, uidx, int32(len(dst)-int(uidx)))
 	}
@@ -191,6 +202,20 @@ func decodeUpdateDesc(raw []byte) *UpdateDesc {
 				u.RemovedFields = append(u.RemovedFields, s)
 			}
 		}
+	}
+	if ta, ok := bsonval.Get(d, "ta"); ok {
+		a, _ := ta.(bson.A)
+		for _, v := range a {
+			td, _ := v.(bson.D)
+			f, _ := bsonval.Get(td, "f")
+			n, _ := bsonval.Get(td, "n")
+			fs, _ := f.(string)
+			ni, _ := n.(int32)
+			u.TruncatedArrays = append(u.TruncatedArrays, TruncatedArray{Field: fs, NewSize: ni})
+		}
+	}
+	if dp, ok := bsonval.Get(d, "dp"); ok {
+		u.DottedPaths, _ = dp.(bson.D)
 	}
 	return u
 }

@@ -76,17 +76,17 @@ func mergeInto(w *storage.Writer, db string, out *aggregate.Output, docs []bson.
 					return err
 				}
 			}
-		default: // merge: the result's top-level fields are set on the target
-			nd := append(bson.D(nil), target.D...)
-			for _, e := range d {
-				if e.Key == "_id" && !query.StrictEqual(e.Value, target.ID()) {
-					return mongoerr.New(mongoerr.ImmutableField, "Performing an update on the path '_id' would modify the immutable field '_id'")
-				}
-				nd = bsonval.Set(nd, e.Key, e.Value)
+		default: // merge: as mongod, the update {$set: result} (so the change event lists each changed field whole)
+			upd, err := query.CompileUpdate(bson.D{{Key: "$set", Value: d}})
+			if err != nil {
+				return err
 			}
-			if !query.StrictEqual(nd, target.D) {
-				desc := query.DiffDocs(target.D, nd)
-				if _, err := w.Replace(db, out.Coll, target, nd, &storage.UpdateDesc{UpdatedFields: desc.UpdatedFields, RemovedFields: desc.RemovedFields}); err != nil {
+			nd, desc, changed, err := upd.Apply(target.D, false)
+			if err != nil {
+				return err
+			}
+			if changed {
+				if _, err := w.Replace(db, out.Coll, target, nd, storageDesc(upd, desc)); err != nil {
 					return err
 				}
 			}

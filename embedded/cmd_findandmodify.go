@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -165,40 +164,4 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 		value = a.proj.Apply(d)
 	}
 	return result{fields: bson.D{{Key: "lastErrorObject", Value: lastErr}, {Key: "value", Value: value}}, opTime: op}, nil
-}
-
-// findMatching returns the documents of db.coll that match filter (compiled from q), in the
-// order storage yields candidates, at most limit of them (limit <= 0: all). A failure
-// evaluating the filter ($expr) stops the scan and is returned.
-func findMatching(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, limit int) ([]*storage.Doc, error) {
-	var matches []*storage.Doc
-	var matchErr error
-	rd.Find(db, coll, q, func(d *storage.Doc) bool {
-		ok, err := filter.Match(d.D)
-		if err != nil {
-			matchErr = err
-			return false
-		}
-		if ok {
-			matches = append(matches, d)
-		}
-		return limit <= 0 || len(matches) < limit
-	})
-	return matches, matchErr
-}
-
-// findOne returns the first document matching filter, in sort order when sort is given.
-func findOne(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) (*storage.Doc, error) {
-	limit := 1
-	if srt != nil {
-		limit = 0
-	}
-	matches, err := findMatching(rd, db, coll, q, filter, limit)
-	if err != nil || len(matches) == 0 {
-		return nil, err
-	}
-	if srt != nil {
-		sort.SliceStable(matches, func(i, j int) bool { return srt.Compare(matches[i].D, matches[j].D) < 0 })
-	}
-	return matches[0], nil
 }

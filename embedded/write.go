@@ -7,7 +7,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/embedded/aggregate"
 	"github.com/gameops/rollup/embedded/mongoerr"
 	"github.com/gameops/rollup/embedded/query"
 	"github.com/gameops/rollup/embedded/storage"
@@ -213,151 +212,6 @@ func checkIDDoc(d bson.D) error {
 	return nil
 }
 
-func cmdInsert(ctx context.Context, s *Server, r *request) (result, error) {
-	coll, err := collArg(r)
-	if err != nil {
-		return result{}, err
-	}
-	docs, err := batchArg(r, "documents")
-	if err != nil {
-		return result{}, err
-	}
-	tot, op, writeErrors, err := s.writeStatements(ctx, r, len(docs), orderedArg(r), func(w *storage.Writer, i int) (stmtOutcome, error) {
-		doc, err := withID(docs[i])
-		if err == nil {
-			_, err = w.Insert(r.db, coll, doc)
-		}
-		return stmtOutcome{n: 1}, err
-	})
-	if err != nil {
-		return result{}, err
-	}
-	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(tot.n)}), nil
-}
-
-// updateOp is one parsed statement of an update command.
-type updateOp struct {
-	q      bson.D
-	filter *query.Filter
-	upd    updater
-	upsert bool
-	multi  bool
-}
-
-func parseUpdateOp(env *aggregate.Env, d bson.D) (updateOp, error) {
-	var op updateOp
-	var u any
-	var arrayFilters bson.A
-	var haveQ, haveU bool
-	for _, e := range d {
-		switch e.Key {
-		case "q":
-			q, ok := e.Value.(bson.D)
-			if !ok {
-				return op, mongoerr.TypeMismatchf("BSON field 'update.updates.q' is the wrong type '%s', expected type 'object'", typeName(e.Value))
-			}
-			op.q, haveQ = q, true
-		case "u":
-			u, haveU = e.Value, true
-		case "arrayFilters":
-			arr, err := arrayFiltersArg("update.updates", e.Value)
-			if err != nil {
-				return op, err
-			}
-			arrayFilters = arr
-		case "upsert":
-			op.upsert = boolArg(e.Value)
-		case "multi":
-			op.multi = boolArg(e.Value)
-		case "hint", "upsertSupplied", "sampleId":
-			// A hint never changes results; the server picks its own index.
-		case "collation":
-			if err := checkCollation(e.Value); err != nil {
-				return op, err
-			}
-		case "c":
-			return op, mongoerr.NotImplementedf("update statement option '%s'", e.Key)
-		default:
-			return op, unknownField("update.updates", e.Key)
-		}
-	}
-	if !haveQ {
-		return op, mongoerr.New(40414, "BSON field 'update.updates.q' is missing but a required field")
-	}
-	if !haveU {
-		return op, mongoerr.New(40414, "BSON field 'update.updates.u' is missing but a required field")
-	}
-	upd, err := compileUpdater(env, "update.updates.u", u, arrayFilters)
-	if err != nil {
-		return op, err
-	}
-	op.upd = upd
-	if op.multi && op.upd.IsReplacement() {
-		return op, mongoerr.FailedToParsef("multi update is not supported for replacement-style update")
-	}
-	f, err := env.CompileFilter(op.q)
-	if err != nil {
-		return op, err
-	}
-	op.filter = f
-	return op, nil
-}
-
-// checkCollation accepts only the simple collation; anything else is outside the subset.
-func checkCollation(v any) error {
-	d, ok := v.(bson.D)
-	if !ok {
-		return mongoerr.TypeMismatchf("collation must be an object")
-	}
-	if len(d) == 0 {
-		return nil
-	}
-	if len(d) == 1 && d[0].Key == "locale" && d[0].Value == "simple" {
-		return nil
-	}
-	return mongoerr.NotImplementedf("collations other than {locale: \"simple\"}")
-}
-
-// applyUpdate runs one update statement under the write lock.
-func applyUpdate(w *storage.Writer, db, coll string, op updateOp) (stmtOutcome, error) {
-	limit := 1
-	if op.multi {
-		limit = 0
-	}
-	targets, err := findMatching(&w.Reader, db, coll, op.q, op.filter, limit)
-	if err != nil {
-		return stmtOutcome{}, err
-	}
-	// A statement that fails counts in neither n nor nModified, as in mongod (whose per-statement
-	// counters are only added on success).
-	n, nModified := 0, 0
-	for _, d := range targets {
-		out, desc, changed, err := applyMatched(op.upd, op.filter, d.D)
-		if err != nil {
-			return stmtOutcome{}, err
-		}
-		n++
-		if !changed {
-			continue
-		}
-		if _, err := w.Replace(db, coll, d, out, storageDesc(op.upd, desc)); err != nil {
-			return stmtOutcome{}, err
-		}
-		nModified++
-	}
-	if len(targets) > 0 || !op.upsert {
-		return stmtOutcome{n: n, nModified: nModified}, nil
-	}
-	doc, err := upsertDoc(op.q, op.upd)
-	if err != nil {
-		return stmtOutcome{}, err
-	}
-	if _, err := w.Insert(db, coll, doc); err != nil {
-		return stmtOutcome{}, err
-	}
-	return stmtOutcome{n: 1, upserted: doc[0].Value}, nil
-}
-
 // upsertDoc builds the document an upsert inserts: the filter's equalities with the update
 // applied (including $setOnInsert), or the replacement with the filter's _id.
 func upsertDoc(q bson.D, upd updater) (bson.D, error) {
@@ -382,130 +236,15 @@ func upsertDoc(q bson.D, upd updater) (bson.D, error) {
 	return withID(out)
 }
 
+// storageDesc is the description an update is logged with: nil (a replace event) for a
+// replacement document or a pipeline-style update mongod would log as a replacement.
 func storageDesc(upd updater, d query.UpdateDescription) *storage.UpdateDesc {
-	if upd.IsReplacement() {
+	if upd.IsReplacement() || d.Replacement {
 		return nil
 	}
-	return &storage.UpdateDesc{UpdatedFields: d.UpdatedFields, RemovedFields: d.RemovedFields}
-}
-
-func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
-	coll, err := collArg(r)
-	if err != nil {
-		return result{}, err
+	sd := &storage.UpdateDesc{UpdatedFields: d.UpdatedFields, RemovedFields: d.RemovedFields, DottedPaths: d.DottedPaths}
+	for _, ta := range d.TruncatedArrays {
+		sd.TruncatedArrays = append(sd.TruncatedArrays, storage.TruncatedArray{Field: ta.Field, NewSize: ta.NewSize})
 	}
-	stmts, err := batchArg(r, "updates")
-	if err != nil {
-		return result{}, err
-	}
-	env, err := s.exprEnv(r)
-	if err != nil {
-		return result{}, err
-	}
-	ordered := orderedArg(r)
-	// Parse outside the write lock; a statement that does not parse is a write error at its index.
-	ops, err := parseAll(stmts, func(d bson.D) (updateOp, error) { return parseUpdateOp(env, d) })
-	if err != nil {
-		return result{}, err
-	}
-	st, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
-		if ops[i].err != nil {
-			return stmtOutcome{}, ops[i].err
-		}
-		return applyUpdate(w, r.db, coll, ops[i].op)
-	})
-	if err != nil {
-		return result{}, err
-	}
-	f := []bson.E{{Key: "n", Value: int32(st.n)}, {Key: "nModified", Value: int32(st.nModified)}}
-	if st.upserted != nil {
-		f = append(f, bson.E{Key: "upserted", Value: st.upserted})
-	}
-	return writeReply(op, writeErrors, f...), nil
-}
-
-type deleteOp struct {
-	q      bson.D
-	filter *query.Filter
-	limit  int64
-}
-
-func parseDeleteOp(env *aggregate.Env, d bson.D) (deleteOp, error) {
-	op := deleteOp{limit: -1}
-	var haveQ bool
-	for _, e := range d {
-		switch e.Key {
-		case "q":
-			q, ok := e.Value.(bson.D)
-			if !ok {
-				return op, mongoerr.TypeMismatchf("BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeName(e.Value))
-			}
-			op.q, haveQ = q, true
-		case "limit":
-			n, ok := toInt64(e.Value)
-			if !ok || (n != 0 && n != 1) {
-				return op, mongoerr.FailedToParsef("The limit field in delete objects must be 0 or 1. Got %v", e.Value)
-			}
-			op.limit = n
-		case "hint", "sampleId":
-		case "collation":
-			if err := checkCollation(e.Value); err != nil {
-				return op, err
-			}
-		default:
-			return op, unknownField("delete.deletes", e.Key)
-		}
-	}
-	if !haveQ {
-		return op, mongoerr.New(40414, "BSON field 'delete.deletes.q' is missing but a required field")
-	}
-	if op.limit < 0 {
-		return op, mongoerr.New(40414, "BSON field 'delete.deletes.limit' is missing but a required field")
-	}
-	f, err := env.CompileFilter(op.q)
-	if err != nil {
-		return op, err
-	}
-	op.filter = f
-	return op, nil
-}
-
-func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
-	coll, err := collArg(r)
-	if err != nil {
-		return result{}, err
-	}
-	stmts, err := batchArg(r, "deletes")
-	if err != nil {
-		return result{}, err
-	}
-	env, err := s.exprEnv(r)
-	if err != nil {
-		return result{}, err
-	}
-	ordered := orderedArg(r)
-	ops, err := parseAll(stmts, func(d bson.D) (deleteOp, error) { return parseDeleteOp(env, d) })
-	if err != nil {
-		return result{}, err
-	}
-	tot, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
-		if ops[i].err != nil {
-			return stmtOutcome{}, ops[i].err
-		}
-		o := ops[i].op
-		targets, err := findMatching(&w.Reader, r.db, coll, o.q, o.filter, int(o.limit))
-		if err != nil {
-			return stmtOutcome{}, err
-		}
-		for _, d := range targets {
-			if err := w.Delete(r.db, coll, d); err != nil {
-				return stmtOutcome{}, err
-			}
-		}
-		return stmtOutcome{n: len(targets)}, nil
-	})
-	if err != nil {
-		return result{}, err
-	}
-	return writeReply(op, writeErrors, bson.E{Key: "n", Value: int32(tot.n)}), nil
+	return sd
 }

@@ -1,4 +1,4 @@
-package embedded
+package clientconn
 
 import (
 	"bufio"
@@ -16,23 +16,43 @@ import (
 	"github.com/gameops/rollup/embedded/wire"
 )
 
-// connState is what the server remembers about one client connection.
-type connState struct {
-	id      int64
-	remote  string
-	appName string
-	netConn net.Conn
+// Handler runs the commands a connection receives.
+type Handler interface {
+	// Handle runs one command (its body, "$db" included) sent on c and returns the complete
+	// reply document. An error closes the connection without a reply (ErrCloseConnection
+	// does so without logging).
+	Handle(ctx context.Context, c *Conn, cmd bson.D) (bson.D, error)
+	// ErrorReply renders err as an error reply, for requests the connection layer refuses.
+	ErrorReply(err error) bson.D
 }
 
-// errCloseConnection asks the connection loop to close the connection without replying (the
-// failCommand fail point's closeConnection).
-var errCloseConnection = errors.New("close connection")
+// ErrCloseConnection is what a Handler returns to close the connection without replying, as
+// a fail point asks.
+var ErrCloseConnection = errors.New("close connection")
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
-	cs := &connState{id: s.connIDs.Add(1), remote: c.RemoteAddr().String(), netConn: c}
-	log := s.log.With(zap.Int64("conn", cs.id))
-	log.Debug("connection accepted", zap.String("remote", cs.remote))
-	r := bufio.NewReaderSize(c, 64<<10)
+// Conn is what the server knows about one client connection. Its commands run one at a
+// time, on the connection's goroutine.
+type Conn struct {
+	// ID numbers connections from 1 in accept order (hello's connectionId).
+	ID int64
+	// Remote is the client's address.
+	Remote  string
+	appName string
+}
+
+// AppName is the application name the client's handshake gave (SetAppName), "" if none.
+func (c *Conn) AppName() string { return c.appName }
+
+// SetAppName records the application name of the client's handshake (hello's
+// client.application.name).
+func (c *Conn) SetAppName(name string) { c.appName = name }
+
+// serve reads requests from nc and writes their replies until the connection ends.
+func (l *Listener) serve(ctx context.Context, nc net.Conn) {
+	cs := &Conn{ID: l.connIDs.Add(1), Remote: nc.RemoteAddr().String()}
+	log := l.log.With(zap.Int64("conn", cs.ID))
+	log.Debug("connection accepted", zap.String("remote", cs.Remote))
+	r := bufio.NewReaderSize(nc, 64<<10)
 	var out []byte
 	for {
 		h, msg, err := wire.ReadMessage(r, wire.DefaultMaxMessageSize)
@@ -46,15 +66,15 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		var reply []byte
 		switch h.OpCode {
 		case wire.OpMsg:
-			reply, err = s.handleMsg(ctx, cs, h, msg, out)
+			reply, err = l.handleMsg(ctx, cs, h, msg, out)
 		case wire.OpQuery:
-			reply, err = s.handleQuery(ctx, cs, h, msg, out)
+			reply, err = l.handleQuery(ctx, cs, h, msg, out)
 		default:
 			log.Debug("unsupported op code, closing", zap.Int32("opCode", h.OpCode))
 			return
 		}
 		if err != nil {
-			if !errors.Is(err, errCloseConnection) {
+			if !errors.Is(err, ErrCloseConnection) {
 				log.Debug("closing connection", zap.Error(err))
 			}
 			return
@@ -62,7 +82,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		if reply == nil {
 			continue // moreToCome request: no reply
 		}
-		if _, err := c.Write(reply); err != nil {
+		if _, err := nc.Write(reply); err != nil {
 			return
 		}
 		out = reply
@@ -71,39 +91,39 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 
 // handleMsg runs one OP_MSG command and returns the encoded reply (nil when the client set
 // moreToCome, i.e. an unacknowledged write).
-func (s *Server) handleMsg(ctx context.Context, cs *connState, h wire.Header, msg, out []byte) ([]byte, error) {
+func (l *Listener) handleMsg(ctx context.Context, cs *Conn, h wire.Header, msg, out []byte) ([]byte, error) {
 	m, err := wire.ParseMsg(msg)
 	if err != nil {
 		if wire.IsConnectionFatal(err) {
 			return nil, err
 		}
-		return s.encodeMsgReply(out, h, s.errorReply(err, bson.Timestamp{}))
+		return l.encodeMsgReply(out, h, l.h.ErrorReply(err))
 	}
 	body, err := decodeCommand(m)
 	if err != nil {
-		return s.encodeMsgReply(out, h, s.errorReply(err, bson.Timestamp{}))
+		return l.encodeMsgReply(out, h, l.h.ErrorReply(err))
 	}
-	reply, err := s.execute(ctx, cs, body)
+	reply, err := l.h.Handle(ctx, cs, body)
 	if err != nil {
 		return nil, err
 	}
 	if m.Flags&wire.FlagMoreToCome != 0 {
 		return nil, nil
 	}
-	return s.encodeMsgReply(out, h, reply)
+	return l.encodeMsgReply(out, h, reply)
 }
 
-func (s *Server) encodeMsgReply(out []byte, h wire.Header, reply bson.D) ([]byte, error) {
+func (l *Listener) encodeMsgReply(out []byte, h wire.Header, reply bson.D) ([]byte, error) {
 	raw, err := bsonval.Encode(reply)
 	if err != nil {
-		raw, _ = bsonval.Encode(s.errorReply(mongoerr.New(mongoerr.InternalError, "encode reply: %v", err), bson.Timestamp{}))
+		raw, _ = bsonval.Encode(l.h.ErrorReply(mongoerr.New(mongoerr.InternalError, "encode reply: %v", err)))
 	}
-	return wire.AppendMsg(out, s.nextRequestID(), h.RequestID, 0, raw), nil
+	return wire.AppendMsg(out, l.nextRequestID(), h.RequestID, 0, raw), nil
 }
 
 // handleQuery answers the legacy OP_QUERY handshake (hello/isMaster on admin.$cmd). Any
 // other OP_QUERY is refused as mongod 5.1+ does.
-func (s *Server) handleQuery(ctx context.Context, cs *connState, h wire.Header, msg, out []byte) ([]byte, error) {
+func (l *Listener) handleQuery(ctx context.Context, cs *Conn, h wire.Header, msg, out []byte) ([]byte, error) {
 	q, err := wire.ParseQuery(msg)
 	if err != nil {
 		return nil, err
@@ -112,15 +132,15 @@ func (s *Server) handleQuery(ctx context.Context, cs *connState, h wire.Header, 
 	cmdRaw := q.Command()
 	name := strings.ToLower(wire.CommandName(cmdRaw))
 	if !strings.HasSuffix(q.FullCollectionName, ".$cmd") || (name != "hello" && name != "ismaster") {
-		reply = s.errorReply(mongoerr.New(352, "Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name), bson.Timestamp{})
+		reply = l.h.ErrorReply(mongoerr.New(352, "Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name))
 	} else {
 		body, derr := bsonval.Decode(cmdRaw)
 		if derr != nil {
-			reply = s.errorReply(mongoerr.New(wire.CodeInvalidBSON, "invalid BSON in OP_QUERY: %v", derr), bson.Timestamp{})
+			reply = l.h.ErrorReply(mongoerr.New(wire.CodeInvalidBSON, "invalid BSON in OP_QUERY: %v", derr))
 		} else {
 			db, _, _ := strings.Cut(q.FullCollectionName, ".")
 			body = bsonval.Set(body, "$db", db)
-			if reply, err = s.execute(ctx, cs, body); err != nil {
+			if reply, err = l.h.Handle(ctx, cs, body); err != nil {
 				return nil, err
 			}
 		}
@@ -129,7 +149,7 @@ func (s *Server) handleQuery(ctx context.Context, cs *connState, h wire.Header, 
 	if err != nil {
 		return nil, err
 	}
-	return wire.AppendReply(out, s.nextRequestID(), h.RequestID, 8 /* AwaitCapable */, raw), nil
+	return wire.AppendReply(out, l.nextRequestID(), h.RequestID, 8 /* AwaitCapable */, raw), nil
 }
 
 // decodeCommand decodes an OP_MSG body and merges its document sequences into it as arrays.

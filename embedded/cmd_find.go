@@ -1,0 +1,133 @@
+package embedded
+
+import (
+	"context"
+	"math"
+	"sort"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/embedded/bsonval"
+	"github.com/gameops/rollup/embedded/mongoerr"
+	"github.com/gameops/rollup/embedded/query"
+	"github.com/gameops/rollup/embedded/storage"
+)
+
+var findFields = []string{"filter", "sort", "projection", "skip", "limit", "batchSize", "singleBatch",
+	"hint", "noCursorTimeout", "allowPartialResults", "collation", "allowDiskUse", "let"}
+
+// findArgs is a parsed find command.
+type findArgs struct {
+	q           bson.D
+	filter      *query.Filter
+	sort        *query.Sort
+	proj        *query.Projection
+	skip, limit int64
+	batchSize   int64
+	singleBatch bool
+}
+
+func (s *Server) parseFind(r *request) (findArgs, error) {
+	var a findArgs
+	env, err := s.exprEnv(r)
+	if err != nil {
+		return a, err
+	}
+	if v, ok := r.arg("filter"); ok && v != nil {
+		d, ok := v.(bson.D)
+		if !ok {
+			return a, mongoerr.TypeMismatchf("BSON field 'find.filter' is the wrong type '%s', expected type 'object'", typeName(v))
+		}
+		a.q = d
+	}
+	if a.filter, err = env.CompileFilter(a.q); err != nil {
+		return a, err
+	}
+	if v, ok := r.arg("sort"); ok && len(asDoc(v)) > 0 {
+		if a.sort, err = query.CompileSort(asDoc(v)); err != nil {
+			return a, err
+		}
+	}
+	if v, ok := r.arg("projection"); ok && len(asDoc(v)) > 0 {
+		if a.proj, err = query.CompileProjection(asDoc(v)); err != nil {
+			return a, err
+		}
+	}
+	if a.skip, err = nonNegInt(r, "skip"); err != nil {
+		return a, err
+	}
+	if a.limit, err = nonNegInt(r, "limit"); err != nil {
+		return a, err
+	}
+	if a.batchSize, err = nonNegInt(r, "batchSize"); err != nil {
+		return a, err
+	}
+	if _, ok := r.arg("batchSize"); !ok {
+		a.batchSize = defaultFirstBatch
+	}
+	if v, ok := r.arg("singleBatch"); ok {
+		a.singleBatch = boolArg(v)
+	}
+	if v, ok := r.arg("collation"); ok {
+		if err := checkCollation(v); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// runFind evaluates a find over a consistent view and returns the result documents encoded.
+func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
+	var docs []*storage.Doc
+	stopAt := 0
+	if a.sort == nil && a.limit > 0 {
+		stopAt = int(min(a.skip+a.limit, math.MaxInt32))
+	}
+	var err error
+	s.engine.Read(func(rd *storage.Reader) { docs, err = findMatching(rd, db, coll, a.q, a.filter, stopAt) })
+	if err != nil {
+		return nil, err
+	}
+	if a.sort != nil {
+		sort.SliceStable(docs, func(i, j int) bool { return a.sort.Compare(docs[i].D, docs[j].D) < 0 })
+	}
+	if a.skip > 0 {
+		if a.skip >= int64(len(docs)) {
+			docs = nil
+		} else {
+			docs = docs[a.skip:]
+		}
+	}
+	if a.limit > 0 && int64(len(docs)) > a.limit {
+		docs = docs[:a.limit]
+	}
+	out := make([]bson.Raw, len(docs))
+	for i, d := range docs {
+		if a.proj == nil {
+			out[i] = d.Raw
+			continue
+		}
+		raw, err := bsonval.Encode(a.proj.Apply(d.D))
+		if err != nil {
+			return nil, mongoerr.New(mongoerr.InternalError, "encode projection: %v", err)
+		}
+		out[i] = raw
+	}
+	return out, nil
+}
+
+func cmdFind(_ context.Context, s *Server, r *request) (result, error) {
+	coll, err := collArg(r)
+	if err != nil {
+		return result{}, err
+	}
+	a, err := s.parseFind(r)
+	if err != nil {
+		return result{}, err
+	}
+	docs, err := s.runFind(r.db, coll, a)
+	if err != nil {
+		return result{}, err
+	}
+	return result{fields: s.firstBatch(r.db+"."+coll, docs, a.batchSize, a.singleBatch)}, nil
+}

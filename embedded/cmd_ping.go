@@ -1,0 +1,5 @@
+package embedded
+
+import "context"
+
+func cmdPing(context.Context, *Server, *request) (result, error) { return result{}, nil }

@@ -1,0 +1,30 @@
+package testctx
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Without a binary deadline (go test -timeout 0), waits end this long after they start.
+const noDeadline = 10 * time.Minute
+
+// Deadline returns when t's waits must end: the test binary's deadline less a tenth of the
+// time left (at least 1 s left), so that a wait that runs out fails the test with its message
+// before the binary's timeout panics; or noDeadline from now without a binary deadline.
+func Deadline(t testing.TB) time.Time {
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			left := time.Until(d)
+			return d.Add(-max(left/10, min(left, time.Second)))
+		}
+	}
+	return time.Now().Add(noDeadline)
+}
+
+// Context returns t.Context() (canceled just before t's cleanups run) with Deadline(t).
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithDeadline(t.Context(), Deadline(t))
+	t.Cleanup(cancel)
+	return ctx
+}
