@@ -18,8 +18,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 
-	"github.com/gameops/rollup/embedded/wire"
 	"github.com/gameops/rollup/embedded/internal/testctx"
+	"github.com/gameops/rollup/embedded/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
