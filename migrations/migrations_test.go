@@ -29,10 +29,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// testCtx is a bounded context for one test.
+// testCtx is a context bounded by the test's deadline (or a generous 2 minutes).
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	deadline, ok := t.Deadline()
+	if !ok {
+		deadline = time.Now().Add(2 * time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -453,6 +457,34 @@ func TestIndexConflict(t *testing.T) {
 	}
 	if lockPresent(ctx, t, db) {
 		t.Fatal("failed Up left the lock")
+	}
+}
+
+// TestCheckSchema: after Up the schema holds; a dropped unique index is a permanent
+// SchemaError telling the operator how to rebuild it.
+func TestCheckSchema(t *testing.T) {
+	ctx := testCtx(t)
+	db := newDB(t)
+	if _, err := newTestMigrator(t, db).Up(ctx, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSchema(ctx, db); err != nil {
+		t.Fatalf("CheckSchema after Up = %v", err)
+	}
+	if err := db.Collection(CountsCollection).Indexes().DropOne(ctx, CountsKeyIndex); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckSchema(ctx, db)
+	var se *SchemaError
+	if !errors.As(err, &se) || !se.Permanent() || !strings.Contains(err.Error(), "rollup migrate up") {
+		t.Fatalf("CheckSchema without the index = %v, want a *SchemaError with the fix", err)
+	}
+	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: countsKeySpec(), Options: options.Index().SetName(CountsKeyIndex)}); err != nil {
+		t.Fatal(err)
+	}
+	var ce *IndexConflictError
+	if err := CheckSchema(ctx, db); !errors.As(err, &ce) || !ce.Permanent() {
+		t.Fatalf("CheckSchema with a non-unique index = %v, want *IndexConflictError", err)
 	}
 }
 
