@@ -114,8 +114,7 @@ func TestRunTreeValidate(t *testing.T) {
 // TestRunTree imports twice, shows by version, by time and as JSON, re-imports the JSON, and
 // checks the versions in the store.
 func TestRunTree(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+	ctx := testContext(t)
 	store := embeddedtest.Start(t)
 	db := store.Database(t, store.Client(t))
 	t.Setenv("ROLLUP_MONGODB_URI", store.URI)
