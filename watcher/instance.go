@@ -220,9 +220,9 @@ func (in *instance) run(ctx context.Context, log *zap.Logger) error {
 	}
 }
 
-// stop marks the id free for the next process, within a bounded time even after ctx ends.
-func (in *instance) stop(ctx context.Context, log *zap.Logger) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// stop marks the id free for the next process, by the deadline even after ctx ends.
+func (in *instance) stop(ctx context.Context, by time.Time, log *zap.Logger) {
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	_, err := in.coll.UpdateOne(sctx,
 		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: in.incarnation}},

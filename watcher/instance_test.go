@@ -53,7 +53,7 @@ func TestInstanceClaim(t *testing.T) {
 					t.Fatalf("holder claim: %v", err)
 				}
 				if tc.stopped {
-					tc.holder.stop(ctx, log)
+					tc.holder.stop(ctx, time.Now().Add(10*time.Second), log)
 				}
 				if tc.beating {
 					bctx, cancel := context.WithCancel(ctx)

@@ -127,6 +127,9 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		w.leaders.set(i, false, 0, time.Time{})
 		w.log.Warn("lease lost; partition stopped", zap.String("lease", r.ls.id), zap.Int64("term", r.ls.term), zap.String("why", why), zap.Error(err))
 	}
+	// shutdownBy bounds the lease releases and the instance's stop once Run ends, with the
+	// partitions' own ShutdownTimeout, so a store that is down cannot hold the shutdown.
+	var shutdownBy time.Time
 	reap := func(i int) {
 		r := running[i]
 		r.expiring.Stop()
@@ -144,13 +147,13 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 				w.log.Warn("partition fenced by a newer term; standing by", zap.String("lease", r.ls.id), zap.Int64("term", r.ls.term))
 			}
 			if err == nil && !r.lost {
-				w.releaseLease(ctx, ls, r.ls)
+				w.releaseLease(ctx, ls, r.ls, shutdownBy)
 			}
 		default:
 			if failed == nil {
 				failed = fmt.Errorf("partition %s: %w", r.ls.id, err)
 			}
-			w.releaseLease(ctx, ls, r.ls)
+			w.releaseLease(ctx, ls, r.ls, shutdownBy)
 		}
 		w.leaders.set(i, false, 0, time.Time{})
 	}
@@ -262,6 +265,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		t.Stop()
 	}
 	// Shutdown (or a failure): every partition stops gracefully, then its lease is released.
+	shutdownBy = time.Now().Add(w.opts.ShutdownTimeout)
 	for _, r := range running {
 		r.stop()
 	}
@@ -276,7 +280,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 	}
 	var over *TakenOverError
 	if !errors.As(failed, &over) {
-		in.stop(ctx, w.log)
+		in.stop(ctx, shutdownBy, w.log)
 	}
 	return failed
 }
@@ -296,10 +300,13 @@ func (w *Watcher) claim(ctx context.Context, in *instance) error {
 	})
 }
 
-// releaseLease releases l under a short context that outlives ctx; a failure only delays
-// the takeover until the lease expires.
-func (w *Watcher) releaseLease(ctx context.Context, ls leases, l lease) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// releaseLease releases l under a short context that outlives ctx (until by, when set); a
+// failure only delays the takeover until the lease expires.
+func (w *Watcher) releaseLease(ctx context.Context, ls leases, l lease, by time.Time) {
+	if by.IsZero() {
+		by = time.Now().Add(5 * time.Second)
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	if err := ls.release(rctx, l); err != nil {
 		w.log.Warn("could not release the lease; a standby takes over when it expires", zap.String("lease", l.id), zap.Error(err))

@@ -306,7 +306,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cctx, cancel := context.WithTimeout(work, 5*time.Second) // bounded by the shutdown too
 		defer cancel()
 		_ = cs.Close(cctx)
 	}()

@@ -221,7 +221,7 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 		return fmt.Errorf("connect to store: %w", err)
 	}
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = client.Disconnect(dctx)
 	}()

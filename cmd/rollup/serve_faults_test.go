@@ -185,6 +185,13 @@ func TestServeRidesOutStoreFaults(t *testing.T) {
 			if c.firstNotReady == 0 {
 				c.firstNotReady = time.Since(began)
 				t.Logf("%s: /readyz 503 after %v: %s", c.name, c.firstNotReady, notReady(rd))
+				for _, comp := range rd.Components {
+					if v, ok := componentReadyMetric(c.f.serve.url, comp.Component); !ok {
+						t.Errorf("%s: /metrics lacks rollup_component_ready for %s", c.name, comp.Component)
+					} else if !comp.Ready && v != 0 {
+						t.Logf("%s: /metrics says %s ready while /readyz did not (they raced)", c.name, comp.Component)
+					}
+				}
 			}
 			for _, comp := range rd.Components {
 				if !comp.Ready && !slices.Contains(c.seen, comp.Component) && comp.Reason != "" && !comp.Since.IsZero() {

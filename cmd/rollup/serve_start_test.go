@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,28 +150,72 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
 }
 
-// leaderMetric reports whether /metrics says this instance leads a partition.
-func leaderMetric(baseURL string) bool {
+// metricsText fetches /metrics ("" when it does not answer).
+func metricsText(baseURL string) string {
 	resp, err := probeClient.Get(baseURL + "/metrics")
 	if err != nil {
-		return false
+		return ""
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var b strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	for _, line := range strings.Split(b.String(), "\n") {
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// leaderMetric reports whether /metrics says this instance leads a partition.
+func leaderMetric(baseURL string) bool {
+	for _, line := range strings.Split(metricsText(baseURL), "\n") {
 		if strings.HasPrefix(line, "rollup_watcher_leader{") && strings.HasSuffix(line, " 1") {
 			return true
 		}
 	}
 	return false
+}
+
+// componentReadyMetric reads rollup_component_ready of component from /metrics.
+func componentReadyMetric(baseURL, component string) (float64, bool) {
+	prefix := `rollup_component_ready{component="` + component + `"} `
+	for _, line := range strings.Split(metricsText(baseURL), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// TestServeShutsDownWithoutStore stops serve while its store is down: the shutdown is
+// graceful and bounded (it does not wait on the store forever) and serve returns nil.
+func TestServeShutsDownWithoutStore(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		t.Skip("stops the embedded server")
+	}
+	t.Parallel()
+	ctx := testContext(t)
+	store := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	waitUntil(t, 30*time.Second, "ready", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
+	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	p := newProject(ctx, t, db, "shutdown")
+	if err := p.submit(ctx, s.url); err != nil {
+		t.Fatal(err)
+	}
+	store.stop()
+	waitUntil(t, 30*time.Second, "/readyz 503 naming the store", func() bool {
+		_, rd := readyz(s.url)
+		return slices.Contains(notReadyNames(rd), "store")
+	})
+	if v, ok := componentReadyMetric(s.url, "store"); !ok || v != 0 {
+		t.Errorf("rollup_component_ready{component=\"store\"} = %v (present %v), want 0", v, ok)
+	}
+	start := time.Now()
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("shutdown with the store down took %v", took)
+	if took > 20*time.Second {
+		t.Errorf("shutdown with the store down took %v, want it bounded under 20s", took)
+	}
 }
 
 // leaseOf reads the watcher's lease document.
