@@ -88,9 +88,9 @@ type faultCase struct {
 	name     string
 	embedded bool // needs the embedded server (stops it)
 	// slow: the store answers, late; /readyz may rightly stay 200 while work progresses.
-	slow bool
-	begin    func(ctx context.Context, t *testing.T, f *faultFixture)
-	end      func(ctx context.Context, t *testing.T, f *faultFixture)
+	slow  bool
+	begin func(ctx context.Context, t *testing.T, f *faultFixture)
+	end   func(ctx context.Context, t *testing.T, f *faultFixture)
 
 	f                          *faultFixture
 	p                          *project
