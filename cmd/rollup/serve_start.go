@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
@@ -22,7 +23,7 @@ type serveStatus struct {
 func newServeStatus() *serveStatus {
 	return &serveStatus{
 		store:      status.New("store", "starting"),
-		migrations: status.New("migrations", "waiting for the store"),
+		migrations: status.New("migrations", "applying migrations"),
 		watcher:    status.New("watcher", "waiting for migrations"),
 	}
 }
@@ -54,7 +55,8 @@ func (g *gatedSink) Submit(ctx context.Context, items []bulk.Item) ([]bulk.Resul
 func migrateAtStart(ctx context.Context, db *mongo.Database, log *zap.Logger, tr *status.Tracker) error {
 	m := migrations.New(db, log)
 	err := retry.Do(ctx, retry.Policy{Tracker: tr, What: "apply migrations", Log: log}, func(ctx context.Context) error {
-		report, err := m.Up(ctx, migrations.UpOptions{})
+		// A short lock wait: a held lock shows in /readyz with its holder, then is retried.
+		report, err := m.Up(ctx, migrations.UpOptions{LockWait: 5 * time.Second})
 		if err != nil {
 			return err
 		}

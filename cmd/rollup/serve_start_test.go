@@ -132,6 +132,10 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !slices.Contains(notReadyNames(rd), "migrations") {
 		t.Fatalf("/readyz = %d %s, want 503 naming the migrations", code, notReady(rd))
 	}
+	waitUntil(t, 30*time.Second, "/readyz naming the lock's holder", func() bool {
+		_, rd := readyz(s.url)
+		return strings.Contains(notReady(rd), `migration lock held by "another-instance"`)
+	})
 	err := p.submit(ctx, s.url)
 	var apiErr *agentclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.RetryAfter <= 0 || !apiErr.Body.ResendSafe {
