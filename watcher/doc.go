@@ -80,5 +80,6 @@
 //
 // Store faults: Run retries every store error with capped, jittered backoff (Options.Backoff)
 // for as long as its context lives, and reports on Options.Status; only permanent errors
-// (retry.IsPermanent) end it.
+// (retry.IsPermanent) end it. After a fault the stream reopens after its last safe token (the
+// driver itself resumes once per error); a token the oplog lost takes the lost-history path.
 package watcher
