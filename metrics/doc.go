@@ -1,7 +1,8 @@
 // Package metrics owns rollup's observability surface: the Prometheus collectors (rollup_*
 // series read from the components' Stats snapshots at scrape time), the health endpoints
-// (/healthz: the process is alive; /readyz: store reachable, migrations applied, watcher
-// running, and every component's status.Tracker ready) and the process logger (JSON in production, console in --demo).
+// (/healthz: the process is alive; /readyz: every component's status.Tracker ready, plus any
+// checks the caller wires), Probe (pings the store in the background for its tracker) and the
+// process logger (JSON in production, console in --demo).
 //
 // It holds no business logic and no global state: the registry is injected (Register), the
 // components keep their own counters (api.Stats, bulk.Stats, watcher.Stats and Progress) and

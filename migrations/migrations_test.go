@@ -455,6 +455,34 @@ func TestIndexConflict(t *testing.T) {
 	}
 }
 
+// TestCheckSchema: after Up the schema holds; a dropped unique index is a permanent
+// SchemaError telling the operator how to rebuild it.
+func TestCheckSchema(t *testing.T) {
+	ctx := testCtx(t)
+	db := newDB(t)
+	if _, err := newTestMigrator(t, db).Up(ctx, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSchema(ctx, db); err != nil {
+		t.Fatalf("CheckSchema after Up = %v", err)
+	}
+	if err := db.Collection(CountsCollection).Indexes().DropOne(ctx, CountsKeyIndex); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckSchema(ctx, db)
+	var se *SchemaError
+	if !errors.As(err, &se) || !se.Permanent() || !strings.Contains(err.Error(), "rollup migrate up") {
+		t.Fatalf("CheckSchema without the index = %v, want a *SchemaError with the fix", err)
+	}
+	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: countsKeySpec(), Options: options.Index().SetName(CountsKeyIndex)}); err != nil {
+		t.Fatal(err)
+	}
+	var ce *IndexConflictError
+	if err := CheckSchema(ctx, db); !errors.As(err, &ce) || !ce.Permanent() {
+		t.Fatalf("CheckSchema with a non-unique index = %v, want *IndexConflictError", err)
+	}
+}
+
 func TestIsCountsKeyIndex(t *testing.T) {
 	raw := func(d bson.D) bson.Raw {
 		b, err := bson.Marshal(d)

@@ -225,11 +225,19 @@ func (m *Migrator) runPending(ctx context.Context, r *Report) error {
 func validateSteps(steps []Step) error {
 	for i, s := range steps {
 		if s.Version != i+1 {
-			return fmt.Errorf("migration steps: step %d has version %d, want %d", i, s.Version, i+1)
+			return stepsError(fmt.Sprintf("migration steps: step %d has version %d, want %d", i, s.Version, i+1))
 		}
 		if s.Name == "" || s.Up == nil {
-			return fmt.Errorf("migration steps: step %d has no name or no Up", s.Version)
+			return stepsError(fmt.Sprintf("migration steps: step %d has no name or no Up", s.Version))
 		}
 	}
 	return nil
 }
+
+// stepsError is a malformed list of steps: a programming error.
+type stepsError string
+
+func (e stepsError) Error() string { return string(e) }
+
+// Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).
+func (stepsError) Permanent() bool { return true }

@@ -94,6 +94,43 @@ func (e *IndexConflictError) Error() string {
 		e.Name, e.Collection, e.Spec.String(), e.Collection, e.Name)
 }
 
+// Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).
+func (e *IndexConflictError) Permanent() bool { return true }
+
+// SchemaError means the database lacks what the steps built although they are recorded as
+// applied (someone dropped it): rollup must not write until an operator repairs it.
+type SchemaError struct {
+	// Missing names what is missing.
+	Missing string
+	// Fix tells the operator what to do.
+	Fix string
+}
+
+// Error names what is missing and the fix.
+func (e *SchemaError) Error() string { return e.Missing + ": " + e.Fix }
+
+// Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).
+func (e *SchemaError) Permanent() bool { return true }
+
+// CheckSchema checks what rollup's writes rely on once the steps are applied: the unique
+// index CountsKeyIndex with its exact definition. A missing index is a *SchemaError, a
+// different one an *IndexConflictError.
+func CheckSchema(ctx context.Context, db *mongo.Database) error {
+	ok, err := hasCountsKeyIndex(ctx, db.Collection(CountsCollection))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &SchemaError{
+			Missing: fmt.Sprintf("the unique index %s on %s is missing although migration 1 is recorded as applied (was it dropped?); "+
+				"without it concurrent upserts insert duplicate counts", CountsKeyIndex, CountsCollection),
+			Fix: fmt.Sprintf("delete the record of step 1 (db.%s.deleteOne({_id: 1})) and run `rollup migrate up`, "+
+				"which removes duplicates and rebuilds the index", MigrationsCollection),
+		}
+	}
+	return nil
+}
+
 // hasCountsKeyIndex reports whether CountsKeyIndex exists with exactly the definition rollup
 // relies on: unique on exactly {id: 1, type: 1, timestamp: 1}, not sparse, not partial and
 // without a collation (either would weaken uniqueness).

@@ -70,4 +70,16 @@
 // parent writes and checkpoint saves carry its term and are refused for a newer stored term, so
 // a stale leader that resumes after its lease expired cannot overwrite its successor's work;
 // standbys take over after the lease TTL, or at once when a leader shuts down gracefully.
+// A leader that cannot renew stops writing LeaseTTL/5 before its lease expires.
+//
+// Instance id: Options.Owner names the instance in leases and in the instances collection,
+// where its holder beats a heartbeat. A restart with the same Owner reclaims its leases at
+// once, with a newer term (so late writes of the dead process are fenced); a second live
+// process with the same Owner is refused (DuplicateInstanceError), and one whose id is taken
+// over stops (TakenOverError).
+//
+// Store faults: Run retries every store error with capped, jittered backoff (Options.Backoff)
+// for as long as its context lives, and reports on Options.Status; only permanent errors
+// (retry.IsPermanent) end it. After a fault the stream reopens after its last safe token (the
+// driver itself resumes once per error); a token the oplog lost takes the lost-history path.
 package watcher

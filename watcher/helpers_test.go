@@ -171,6 +171,19 @@ func (e *env) start(w *Watcher) *running {
 	return r
 }
 
+// wait waits for Run to return on its own (within the generous test deadline).
+func (r *running) wait(t testing.TB) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.once.Do(func() { r.err = err; r.cancel() })
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
 // stop cancels the watcher and returns what Run returned.
 func (r *running) stop() error {
 	r.once.Do(func() {

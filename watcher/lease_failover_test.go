@@ -160,6 +160,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	t.Cleanup(func() { thawWrites(); thawLeases() })
 	a := f.instance("a", Options{}, func(w *Watcher) {
 		w.parentTerm = func() bool { return true } // parents carry the term as well
+		w.writePastExpiry = true                   // its timers are late too, as after SIGSTOP
 		w.pause = func() {
 			if frozen.Load() {
 				select {

@@ -7,53 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/retry"
 )
-
-// PartitionState is one partition as this instance sees it, for metrics (leader state).
-type PartitionState struct {
-	// Partition is the partition's name ("" for the partition of every project).
-	Partition string
-	// ID is its lease and checkpoint id.
-	ID string
-	// Leader says this instance runs the partition now.
-	Leader bool
-	// Term is the lease term it leads with (0 without leases, or when not leading).
-	Term int64
-	// Since is when it became the leader (zero when not leading).
-	Since time.Time
-}
-
-// leadership is the live PartitionState of every partition.
-type leadership struct {
-	mu    sync.Mutex
-	parts []PartitionState
-}
-
-func newLeadership(opts Options) *leadership {
-	l := &leadership{parts: make([]PartitionState, len(opts.Partitions))}
-	for i, p := range opts.Partitions {
-		l.parts[i] = PartitionState{Partition: p.Name, ID: p.id(opts.Name)}
-	}
-	return l
-}
-
-func (l *leadership) set(i int, leader bool, term int64, since time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.parts[i].Leader, l.parts[i].Term, l.parts[i].Since = leader, term, since
-}
-
-// Leadership returns the state of every partition (Options.Partitions order): whether this
-// instance leads it, with which term, since when.
-func (w *Watcher) Leadership() []PartitionState {
-	w.leaders.mu.Lock()
-	defer w.leaders.mu.Unlock()
-	return append([]PartitionState(nil), w.leaders.parts...)
-}
 
 // defaultOwner is host-pid-random, unique per New.
 func defaultOwner() string {
@@ -70,18 +30,37 @@ type led struct {
 	stop, kill context.CancelFunc
 	// lost says the lease is gone and the partition was killed; it is still exiting.
 	lost bool
+	// expiring fires kill shortly before the lease expires unless a renewal moves it;
+	// expired says it fired.
+	expiring *time.Timer
+	expired  atomic.Bool
 }
 
-// runLeased is Run with Options.Leases: every LeaseTTL/3 it renews the leases it holds and
-// tries to take free or expired ones, running each leased partition until the lease is lost
-// (killed at once: its writes are fenced by the term anyway), the partition fails for good
-// (Run returns the error), or ctx is done (each partition shuts down gracefully, then the
-// leases are released).
+// runLeased is Run with Options.Leases: it claims the instance id (see instance.claim), then
+// every LeaseTTL/3 (sooner, with backoff, while the store fails) renews the leases it holds
+// and tries to take free, expired or its own ones, running each leased partition until the
+// lease is lost (killed at once: its writes are fenced by the term anyway), the partition
+// fails for good (Run returns the error), or ctx is done (each partition shuts down
+// gracefully, then the leases are released). A partition whose lease could not be renewed is
+// killed LeaseTTL/5 before the lease expires, so it stops writing before a successor may start.
 func (w *Watcher) runLeased(ctx context.Context) error {
 	owner := w.opts.Owner
 	if owner == "" {
 		owner = defaultOwner()
 	}
+	in := newInstance(w.db, owner, w.opts.Heartbeat, w.now)
+	if w.instanceHook != nil {
+		w.instanceHook(in)
+	}
+	if err := w.claim(ctx, in); err != nil {
+		return shutdownOr(ctx, err)
+	}
+	w.log.Info("claimed instance id", zap.String("owner", owner), zap.String("incarnation", in.incarnation))
+	beatCtx, stopBeat := context.WithCancel(ctx)
+	beatDone := make(chan error, 1)
+	go func() { beatDone <- in.run(beatCtx, w.log) }()
+	defer stopBeat()
+
 	ls := leases{coll: w.db.Collection(LeasesCollection, durable()), owner: owner, ttl: w.opts.LeaseTTL, now: w.now}
 	parentTerm := w.parentTerm()
 	if !parentTerm {
@@ -90,18 +69,43 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 	parts := w.opts.Partitions
 	running := map[int]*led{}
 	exited := make(chan int, len(parts))
+	expiring := make(chan struct{}, 1)
 	results := make([]error, len(parts))
 	var failed error
 	// Start acquiring at an offset of our own, so instances do not all contend for the
 	// first partitions.
 	offset := int(projectHash(owner) % uint32(len(parts)))
+	margin := w.opts.LeaseTTL / 5
 
+	// arm (re)schedules the end of partition i shortly before its lease expires.
+	arm := func(i int, r *led) {
+		if r.expiring != nil {
+			r.expiring.Stop()
+		}
+		if w.writePastExpiry {
+			r.expiring = time.NewTimer(time.Hour) // never fires before the test ends
+			return
+		}
+		term := r.ls.term
+		r.expiring = time.AfterFunc(max(0, r.ls.expires.Sub(w.now())-margin), func() {
+			r.expired.Store(true)
+			r.kill()
+			r.stop()
+			w.leaders.drop(i, term)
+			select {
+			case expiring <- struct{}{}:
+			default:
+			}
+		})
+	}
 	start := func(i int, l lease) {
 		f := &fence{term: l.term, parentTerm: parentTerm, check: func(ctx context.Context) error { return ls.check(ctx, l) }}
-		pw := w.forPartition(parts[i], f)
+		pw := w.forPartition(i, parts[i], f)
 		pctx, stop := context.WithCancel(ctx)
 		hard, kill := context.WithCancel(context.WithoutCancel(ctx))
-		running[i] = &led{ls: l, stop: stop, kill: kill}
+		r := &led{ls: l, stop: stop, kill: kill}
+		running[i] = r
+		arm(i, r)
 		w.stats.takeovers.Add(1)
 		w.leaders.set(i, true, l.term, w.now())
 		w.log.Info("leading partition", zap.String("lease", l.id), zap.Int64("term", l.term), zap.String("owner", owner))
@@ -116,14 +120,22 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 			return
 		}
 		r.lost = true
+		r.expiring.Stop()
 		r.kill()
 		r.stop()
 		w.stats.leaseLosses.Add(1)
 		w.leaders.set(i, false, 0, time.Time{})
 		w.log.Warn("lease lost; partition stopped", zap.String("lease", r.ls.id), zap.Int64("term", r.ls.term), zap.String("why", why), zap.Error(err))
 	}
+	// shutdownBy bounds the lease releases and the instance's stop once Run ends, with the
+	// partitions' own ShutdownTimeout, so a store that is down cannot hold the shutdown.
+	var shutdownBy time.Time
 	reap := func(i int) {
 		r := running[i]
+		r.expiring.Stop()
+		if r.expired.Load() && !r.lost {
+			lose(i, "not renewed before it expired", nil)
+		}
 		delete(running, i)
 		r.kill()
 		r.stop()
@@ -135,80 +147,166 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 				w.log.Warn("partition fenced by a newer term; standing by", zap.String("lease", r.ls.id), zap.Int64("term", r.ls.term))
 			}
 			if err == nil && !r.lost {
-				w.releaseLease(ctx, ls, r.ls)
+				w.releaseLease(ctx, ls, r.ls, shutdownBy)
 			}
 		default:
 			if failed == nil {
 				failed = fmt.Errorf("partition %s: %w", r.ls.id, err)
 			}
-			w.releaseLease(ctx, ls, r.ls)
+			w.releaseLease(ctx, ls, r.ls, shutdownBy)
 		}
 		w.leaders.set(i, false, 0, time.Time{})
 	}
 
 	interval := w.opts.LeaseTTL / 3
+	failures := 0
+	var logged time.Time
 	for ctx.Err() == nil && failed == nil {
 		if w.pauseLeases != nil {
 			w.pauseLeases()
 		}
+		var roundErr error
+		takenOver, tried := false, false
 		for i, r := range running {
 			if r.lost {
 				continue
 			}
+			if r.expired.Load() {
+				lose(i, "not renewed before it expired", nil)
+				continue
+			}
+			tried = true
 			nl, ok, err := ls.renew(ctx, r.ls)
 			switch {
 			case err == nil && !ok:
 				lose(i, "taken over", nil)
+				takenOver = true
 			case err == nil:
 				r.ls = nl
-			case !w.now().Before(r.ls.expires):
-				lose(i, "not renewed before it expired", err)
+				arm(i, r)
 			case ctx.Err() == nil:
-				w.log.Warn("lease renewal failed; retrying", zap.String("lease", r.ls.id), zap.Error(err))
+				roundErr = err
+			}
+		}
+		if takenOver {
+			// A lease of ours has a newer term: maybe our own id, run by another process.
+			// Ask the instance document before taking anything back.
+			var over *TakenOverError
+			if err := in.heartbeat(ctx); errors.As(err, &over) {
+				failed = err
+				for i := range running {
+					lose(i, "instance id taken over", err)
+				}
+				break
+			}
+		}
+		leading := 0
+		for _, r := range running {
+			if !r.lost {
+				leading++
 			}
 		}
 		for k := range parts {
 			i := (offset + k) % len(parts)
-			if len(running) >= w.opts.MaxPartitions || ctx.Err() != nil {
-				break
-			}
-			if running[i] != nil {
+			if running[i] != nil || ctx.Err() != nil {
 				continue
 			}
+			if leading >= w.opts.MaxPartitions {
+				w.leaders.away(i, false, true)
+				continue
+			}
+			tried = true
 			l, ok, err := ls.acquire(ctx, parts[i].id(w.opts.Name))
-			if err != nil {
+			switch {
+			case err != nil:
 				if ctx.Err() == nil {
-					w.log.Warn("lease acquisition failed", zap.String("lease", parts[i].id(w.opts.Name)), zap.Error(err))
+					roundErr = err
 				}
-				continue
-			}
-			if ok {
+				w.leaders.away(i, false, false)
+			case ok:
 				start(i, l)
+				leading++
+			default:
+				w.leaders.away(i, true, false)
 			}
 		}
-		t := time.NewTimer(interval)
+		wait := interval
+		if roundErr != nil {
+			failures++
+			wait = min(interval, w.opts.Backoff.Delay(failures))
+			w.leaders.block("lease store: " + roundErr.Error())
+			if time.Since(logged) >= 30*time.Second {
+				w.log.Warn("lease round failed; retrying", zap.Int("attempt", failures), zap.Error(roundErr))
+				logged = time.Now()
+			}
+		} else if tried {
+			if failures > 0 {
+				w.log.Info("lease rounds recovered", zap.Int("failed_rounds", failures))
+			}
+			failures = 0
+			w.leaders.block("")
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case i := <-exited:
 			reap(i)
+		case <-expiring:
+		case err := <-beatDone:
+			beatDone = nil
+			if err != nil && failed == nil {
+				failed = err
+				for i := range running {
+					lose(i, "instance id taken over", err)
+				}
+			}
 		case <-t.C:
 		}
 		t.Stop()
 	}
 	// Shutdown (or a failure): every partition stops gracefully, then its lease is released.
+	shutdownBy = time.Now().Add(w.opts.ShutdownTimeout)
 	for _, r := range running {
 		r.stop()
 	}
 	for len(running) > 0 {
 		reap(<-exited)
 	}
+	stopBeat()
+	if beatDone != nil {
+		if err := <-beatDone; err != nil && failed == nil {
+			failed = err
+		}
+	}
+	var over *TakenOverError
+	if !errors.As(failed, &over) {
+		in.stop(ctx, shutdownBy, w.log)
+	}
 	return failed
 }
 
-// releaseLease releases l under a short context that outlives ctx; a failure only delays
-// the takeover until the lease expires.
-func (w *Watcher) releaseLease(ctx context.Context, ls leases, l lease) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// claim claims the instance id, retrying store errors with backoff until ctx ends.
+func (w *Watcher) claim(ctx context.Context, in *instance) error {
+	return retry.Do(ctx, retry.Policy{Backoff: w.opts.Backoff, What: "claim instance id " + in.id, Log: w.log}, func(ctx context.Context) error {
+		w.leaders.block("claiming instance id " + in.id)
+		err := in.claim(ctx)
+		switch {
+		case err == nil:
+			w.leaders.block("")
+		case ctx.Err() == nil:
+			w.leaders.block(fmt.Sprintf("claiming instance id %s: %v", in.id, err))
+		}
+		return err
+	})
+}
+
+// releaseLease releases l under a short context that outlives ctx (until by, when set); a
+// failure only delays the takeover until the lease expires.
+func (w *Watcher) releaseLease(ctx context.Context, ls leases, l lease, by time.Time) {
+	if by.IsZero() {
+		by = time.Now().Add(5 * time.Second)
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	if err := ls.release(rctx, l); err != nil {
 		w.log.Warn("could not release the lease; a standby takes over when it expires", zap.String("lease", l.id), zap.Error(err))

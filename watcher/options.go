@@ -3,6 +3,9 @@ package watcher
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/retry"
 )
 
 // Options tune a Watcher (and Replay). Zero fields take their defaults.
@@ -39,9 +42,13 @@ type Options struct {
 	// ShutdownTimeout bounds how long the batch in progress may still be written after the
 	// Run context is done (default 10s).
 	ShutdownTimeout time.Duration
-	// MaxRestarts is how many consecutive failures without progress Run absorbs by
-	// restarting the stream from the last safe position (default 5).
-	MaxRestarts int
+	// Backoff spaces the restarts of a failing stream and the lease rounds while the store
+	// fails (default: retry.Backoff's defaults). Run retries store errors for as long as its
+	// context lives.
+	Backoff retry.Backoff
+	// Status, when set, says whether the watcher makes progress (see Run); nil reports
+	// nowhere.
+	Status *status.Tracker
 	// ReplayChunk is the number of leaves recomputed together when a lost window is replayed
 	// (default 10,000).
 	ReplayChunk int
@@ -57,9 +64,13 @@ type Options struct {
 	// LeaseTTL is how long a lease lasts without renewal (default 10s); it is renewed every
 	// LeaseTTL/3, and standbys try to take expired leases as often.
 	LeaseTTL time.Duration
-	// Owner identifies this instance in lease documents (default host name, pid and a
-	// random suffix).
+	// Owner identifies this instance in lease and instance documents (default host name,
+	// pid and a random suffix). A stable Owner lets a restarted instance reclaim its leases at
+	// once; Run refuses to start while another live process uses it.
 	Owner string
+	// Heartbeat is how often a leased watcher proves its Owner is alive (default 1s); a
+	// process that finds the heartbeat moving refuses the Owner.
+	Heartbeat time.Duration
 	// MaxPartitions bounds how many partitions this instance leads at once (default: all).
 	MaxPartitions int
 }
@@ -77,7 +88,7 @@ const (
 	DefaultMaxConflicts       = 20
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultReplayChunk        = 10_000
-	DefaultMaxRestarts        = 5
+	DefaultHeartbeat          = time.Second
 	DefaultLeaseTTL           = 10 * time.Second
 )
 
@@ -112,8 +123,8 @@ func (o Options) withDefaults() Options {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if o.MaxRestarts <= 0 {
-		o.MaxRestarts = DefaultMaxRestarts
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
 	}
 	if o.ReplayChunk <= 0 {
 		o.ReplayChunk = DefaultReplayChunk

@@ -39,6 +39,10 @@ type engine struct {
 	pause func()
 }
 
+// maxUnknown is how many unknown outcomes in a row writeChunk re-reads at once before it
+// returns the error.
+const maxUnknown = 1
+
 // errCrashed is what a round abandoned by the test crash hook returns.
 var errCrashed = errors.New("watcher: simulated crash")
 
@@ -224,6 +228,7 @@ func childSet(dp *dirtyParent) rollup.ChildSet {
 func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pkey]rollup.Parent, error) {
 	done := make(map[pkey]rollup.Parent, len(keys))
 	pending := keys
+	unknown := 0
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > e.opts.MaxConflicts {
 			return done, fmt.Errorf("write parents: %d still conflicting after %d attempts (first %s at %s)",
@@ -278,7 +283,10 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 		}
 		e.stats.parentWrites.Add(int64(len(ws)))
 		conflicts, err := e.writeParents(ctx, ws)
-		if errors.Is(err, errUnknownOutcome) && ctx.Err() == nil {
+		if errors.Is(err, errUnknownOutcome) && ctx.Err() == nil && unknown < maxUnknown {
+			// Once more at once (a blip); a second unknown outcome in a row is an outage,
+			// left to the caller's backoff.
+			unknown++
 			e.log.Warn("parent writes have an unknown outcome; re-reading them", zap.Int("parents", len(ws)), zap.Error(err))
 			pending = wkeys
 			continue
@@ -286,6 +294,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 		if err != nil {
 			return done, err
 		}
+		unknown = 0
 		e.stats.conflicts.Add(int64(len(conflicts)))
 		lost := make(map[int]bool, len(conflicts))
 		pending = pending[:0:0]

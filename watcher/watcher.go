@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/retry"
 )
 
 // Watcher consumes the change stream of the counts collection and keeps every parent and root
@@ -30,6 +31,15 @@ type Watcher struct {
 	parentTerm func() bool
 	// pauseLeases, set by tests only, is called before each round of lease renewals.
 	pauseLeases func()
+	// instanceHook, set by tests only, adjusts the instance before it is claimed.
+	instanceHook func(*instance)
+	// writePastExpiry, set by tests only, keeps a leader writing after its lease expired (as a
+	// process paused past its timers would), to test the fencing.
+	writePastExpiry bool
+	// idx is the partition's index in Options.Partitions (a partition's watcher).
+	idx int
+	// healthy says the partition's status is "streaming" (avoids taking the lock per batch).
+	healthy atomic.Bool
 }
 
 // New returns a watcher of db's counts collection. It writes parents and checkpoints with
@@ -79,10 +89,12 @@ func isHistoryLost(err error) bool {
 }
 
 // Run watches until ctx is done, then finishes the burst in progress (bounded by
-// Options.ShutdownTimeout), saves the last safe checkpoint and returns nil. Other failures
-// (a read or write that still fails after the driver's retry, a tree that cannot be loaded)
-// restart the stream from the last safe position after a backoff; Run returns the error after
-// Options.MaxRestarts consecutive failures without progress. Run may be called once.
+// Options.ShutdownTimeout), saves the last safe checkpoint and returns nil. A failure (a read
+// or write that still fails after the driver's retry, a tree that cannot be loaded) restarts
+// the stream from the last safe position after a backoff (Options.Backoff), for as long as ctx
+// lives; Run returns only a permanent error (retry.IsPermanent: configuration or programming,
+// such as a store without change streams) or, for a leased watcher, a duplicate instance id.
+// Run may be called once.
 //
 // Start-up: with a checkpoint the stream resumes after its token (startAfter, which also
 // works after an invalidate). Without a checkpoint, or when the server no longer has the
@@ -92,11 +104,12 @@ func isHistoryLost(err error) bool {
 // afterwards, and the overlap is harmless because recomputing is idempotent.
 //
 // Partitions: each partition runs its own stream and checkpoint as described above, all at
-// once; the first to fail for good stops the others. With Options.Leases, Run instead runs
-// only the partitions whose lease it holds (see runLeased in lease_run.go): it takes free or
-// expired leases (at most Options.MaxPartitions), renews them every LeaseTTL/3, stops a
-// partition at once when its lease is lost, and releases its leases at shutdown so a standby
-// takes over without waiting for the TTL.
+// once; a permanent failure of one stops the others. With Options.Leases, Run instead runs
+// only the partitions whose lease it holds (see runLeased in lease_run.go).
+//
+// Status (Options.Status) is ready when every partition this instance leads has a stream
+// that made progress since its last failure and every other partition is held by another
+// owner (or this instance leads Options.MaxPartitions); otherwise it names what waits.
 func (w *Watcher) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("watcher: Run called twice")
@@ -111,7 +124,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	p := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
 	for i, part := range w.opts.Partitions {
-		pw := w.forPartition(part, nil)
+		pw := w.forPartition(i, part, nil)
 		p.Go(func(ctx context.Context) error {
 			w.leaders.set(i, true, 0, w.now())
 			defer w.leaders.set(i, false, 0, time.Time{})
@@ -123,8 +136,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // forPartition returns a watcher of one partition sharing w's counters, trees and hooks; f
 // fences its writes (nil: unfenced).
-func (w *Watcher) forPartition(part Partition, f *fence) *Watcher {
-	c := &Watcher{db: w.db, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, parentTerm: w.parentTerm}
+func (w *Watcher) forPartition(i int, part Partition, f *fence) *Watcher {
+	c := &Watcher{db: w.db, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, parentTerm: w.parentTerm, idx: i}
 	c.engine = w.engine
 	c.part, c.fence = part, f
 	if f != nil {
@@ -148,22 +161,17 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 	})
 	defer stopTimer()
 
-	cp, ok, err := w.cps.load(ctx)
-	if err != nil {
-		return shutdownOr(ctx, err)
+	s, err := w.loadState(ctx)
+	if s == nil {
+		return err
 	}
-	s := &streamState{}
-	if ok {
-		s.resume, s.safe = cp.Token, cp
-	} else {
-		s.recover, s.reason = true, "no checkpoint"
-	}
-	failures := 0
+	attempt := 0
+	var logged time.Time
 	for {
-		before := w.stats.events.Load()
+		s.progress = false
 		err := w.runStream(ctx, work, s)
-		if w.stats.events.Load() > before {
-			failures = 0 // it made progress since the last failure
+		if s.progress {
+			attempt = 0 // it made progress since the last failure
 		}
 		switch {
 		case errors.Is(err, errCrashed), errors.Is(err, errFenced):
@@ -181,24 +189,68 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 			s.resume, s.recover, s.reason = nil, true, "change stream history lost"
 			s.from = from.Add(-w.opts.ReplayMargin)
 			continue
-		case failures < w.opts.MaxRestarts:
-			failures++
-			delay := min(100*time.Millisecond<<failures, 10*time.Second)
-			w.log.Warn("watcher failed; restarting from the last safe position",
-				zap.Int("attempt", failures), zap.Duration("backoff", delay), zap.Error(err))
-			if s.token != nil {
-				s.resume = s.token
-			}
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return w.shutdown(work, s)
-			case <-t.C:
-			}
-		default:
+		case retry.IsPermanent(err):
+			w.failing(err)
 			return err
 		}
+		attempt++
+		w.failing(err)
+		delay := w.opts.Backoff.Delay(attempt)
+		if attempt == 1 || time.Since(logged) >= 30*time.Second {
+			w.log.Warn("watcher failed; restarting from the last safe position",
+				zap.Int("attempt", attempt), zap.Duration("backoff", delay), zap.Error(err))
+			logged = time.Now()
+		}
+		if s.token != nil {
+			s.resume = s.token
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return w.shutdown(work, s)
+		case <-t.C:
+		}
+	}
+}
+
+// loadState reads the checkpoint, retrying store errors with backoff; a nil state comes with
+// a permanent error, or nil when ctx ended.
+func (w *Watcher) loadState(ctx context.Context) (*streamState, error) {
+	for attempt := 1; ; attempt++ {
+		cp, ok, err := w.cps.load(ctx)
+		switch {
+		case err == nil && ok:
+			return &streamState{resume: cp.Token, safe: cp}, nil
+		case err == nil:
+			return &streamState{recover: true, reason: "no checkpoint"}, nil
+		case ctx.Err() != nil:
+			return nil, nil
+		case retry.IsPermanent(err):
+			w.failing(err)
+			return nil, err
+		}
+		w.failing(err)
+		if attempt == 1 {
+			w.log.Warn("could not load the checkpoint; retrying", zap.Error(err))
+		}
+		if w.opts.Backoff.Wait(ctx, attempt) != nil {
+			return nil, nil
+		}
+	}
+}
+
+// failing records that the partition's stream failed with err.
+func (w *Watcher) failing(err error) {
+	w.healthy.Store(false)
+	w.leaders.streaming(w.idx, false, err.Error())
+}
+
+// progressed records that the partition's stream made progress.
+func (w *Watcher) progressed(s *streamState) {
+	s.progress = true
+	if !w.healthy.Swap(true) {
+		w.leaders.streaming(w.idx, true, "")
 	}
 }
 
@@ -221,6 +273,8 @@ type streamState struct {
 	recover bool
 	from    time.Time
 	reason  string
+	// progress says the current stream wrote, saved or caught up since it was opened.
+	progress bool
 }
 
 // errInvalidated ends a stream on an invalidate event; streamState.resume is then its token.
@@ -252,7 +306,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cctx, cancel := context.WithTimeout(work, 5*time.Second) // bounded by the shutdown too
 		defer cancel()
 		_ = cs.Close(cctx)
 	}()
@@ -265,6 +319,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if err := w.save(work, s, s.token); err != nil {
 			return err
 		}
+		w.progressed(s)
 	}
 	// A burst is the leaves of consecutive server batches, recomputed together: each dirty
 	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
@@ -278,6 +333,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 			if err := w.processBurst(work, burst); err != nil {
 				return err
 			}
+			w.progressed(s)
 		}
 		burst = burst[:0]
 		if pending != nil {
@@ -322,10 +378,14 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if len(burst) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token) {
+		switch {
+		case len(burst) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token):
 			if err := w.save(work, s, s.token); err != nil {
 				return err
 			}
+			w.progressed(s)
+		case n == 0 && len(burst) == 0:
+			w.progressed(s) // caught up, nothing to save yet
 		}
 	}
 }

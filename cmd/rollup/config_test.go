@@ -338,6 +338,14 @@ func TestParseServeConfig(t *testing.T) {
 			[]string{"--mongodb-uri (from flag)", "timeoutMS=5000", "retry"}},
 		{"unknown file key", []string{"--config", writeFile(t, "typo.yaml", "lisen: ':1'\n")}, nil, nil, []string{`unknown setting "lisen"`}},
 		{"argument", []string{"extra"}, nil, nil, []string{`unexpected argument "extra"`}},
+		{"instance id: flag > env", []string{"--instance-id", "a-1"}, map[string]string{"ROLLUP_INSTANCE_ID": "b"}, func(c serveConfig) bool {
+			return c.instanceID == "a-1"
+		}, nil},
+		{"instance id from the environment", nil, map[string]string{"ROLLUP_INSTANCE_ID": "pod-7"}, func(c serveConfig) bool {
+			return c.instanceID == "pod-7" && c.sources.source("instance-id") == "environment variable ROLLUP_INSTANCE_ID"
+		}, nil},
+		{"instance id with a space", []string{"--instance-id", "a b"}, nil, nil, []string{"--instance-id (from flag)", "space"}},
+		{"instance id too long", []string{"--instance-id", strings.Repeat("x", 201)}, nil, nil, []string{"--instance-id (from flag)", "at most 200"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,6 +369,27 @@ func TestParseServeConfig(t *testing.T) {
 				t.Errorf("error %q shows the password", err)
 			}
 		})
+	}
+}
+
+// TestDefaultInstanceID: the embedded store keeps its id in the data directory (the same after
+// a restart); an external store's default is host@listen.
+func TestDefaultInstanceID(t *testing.T) {
+	dir := t.TempDir()
+	first, err := defaultInstanceID(dir, "127.0.0.1:8080")
+	if err != nil || first == "" || checkInstanceID(first) != nil {
+		t.Fatalf("first = %q, %v", first, err)
+	}
+	again, err := defaultInstanceID(dir, ":9999")
+	if err != nil || again != first {
+		t.Fatalf("after a restart: %q, %v; want %q", again, err, first)
+	}
+	if other, _ := defaultInstanceID(t.TempDir(), "127.0.0.1:8080"); other == first {
+		t.Fatalf("two data directories share the id %q", first)
+	}
+	host, _ := os.Hostname()
+	if id, err := defaultInstanceID("", ":8080"); err != nil || id != host+"@:8080" {
+		t.Fatalf("external store: %q, %v; want %q", id, err, host+"@:8080")
 	}
 }
 

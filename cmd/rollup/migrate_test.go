@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/gameops/rollup/internal/testctx"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +47,7 @@ func TestRunMigrateNoURIIsUsageError(t *testing.T) {
 // TestRunMigrate drives the command end to end: status, dry run over seeded duplicates, up,
 // status again, and a second up.
 func TestRunMigrate(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+	ctx := testctx.Context(t)
 	store := embeddedtest.Start(t)
 	db := store.Database(t, store.Client(t))
 	ts := time.Date(2024, 1, 1, 0, 5, 0, 0, time.UTC)

@@ -35,6 +35,8 @@ Run rollup: the ingest and read API, the dashboard (at /), the bulk writer, the 
 keeps parent and root totals, and (with --demo) simulated agents. Without
 --mongodb-uri it starts the embedded MongoDB-compatible server in-process (the embedded
 default): durable in --data, or in memory with --demo. Pending migrations are applied at start.
+The HTTP port answers at once (/healthz 200, /readyz 503 until ready); store faults are waited
+out with backoff, never fatal; only configuration errors end it (exit status 1).
 
 Examples:
   rollup serve --demo                                   # in memory, demo project, token and agents
@@ -60,6 +62,8 @@ type serveConfig struct {
 	maxPartitions int
 	// totals are the business metrics' settings (serve_totals.go).
 	totals totalsConfig
+	// instanceID names this instance in watcher leases ("" = the default, see instanceID).
+	instanceID string
 	// sources says where each setting came from (flag, environment, config file, default).
 	sources *settings
 }
@@ -74,7 +78,7 @@ func (c serveConfig) logFields() []zap.Field {
 	return append([]zap.Field{
 		zap.String("mongodb_uri", uri), zap.String("database", c.database), zap.String("data", c.dataDir),
 		zap.Bool("demo", c.demo), zap.Int("demo_agents", c.demoAgents), zap.String("embedded_listen", c.embeddedAddr),
-		zap.String("listen", c.listen), zap.String("log_level", c.logLevel),
+		zap.String("listen", c.listen), zap.String("log_level", c.logLevel), zap.String("instance_id", c.instanceID),
 	}, c.totals.logFields()...)
 }
 
@@ -99,6 +103,8 @@ func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool))
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")
 	fs.IntVar(&c.maxPartitions, "max-partitions", 0, "most partitions this instance leads (0 = all it can; set ≈ partitions ÷ instances to spread the work)")
 	c.totals.register(fs)
+	fs.StringVar(&c.instanceID, "instance-id", "", "stable id of this instance in watcher leases: a restart with the same id leads again at once; "+
+		"never share one between live processes (default: kept in --data for the embedded store, else host@listen)")
 	src, err := parseConfigFlags(fs, args, lookupEnv)
 	c.sources = src
 	if err != nil {
@@ -149,6 +155,9 @@ func (c serveConfig) validate() error {
 	if c.maxPartitions < 0 {
 		return s.errorf("max-partitions", "must not be negative, got %d", c.maxPartitions)
 	}
+	if err := checkInstanceID(c.instanceID); err != nil {
+		return s.errorf("instance-id", "%w", err)
+	}
 	return c.totals.validate(s)
 }
 
@@ -163,7 +172,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	defer func() { _ = log.Sync() }()
-	log.Info("starting", cfg.logFields()...)
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	uri := cfg.mongoURI
@@ -171,19 +179,27 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// have drained, and its failure stops them through the pool.
 	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStore()
+	embeddedDir := ""
 	if uri == "" {
-		dir := cfg.dataDir
-		if cfg.demo {
-			dir = ""
+		if !cfg.demo {
+			embeddedDir = cfg.dataDir
 		}
-		srv, err := embedded.New(embedded.Config{Listen: cfg.embeddedAddr, DataDir: dir, Logger: log.Named("mongod")})
+		srv, err := embedded.New(embedded.Config{Listen: cfg.embeddedAddr, DataDir: embeddedDir, Logger: log.Named("mongod")})
 		if err != nil {
 			return fmt.Errorf("start embedded server: %w", err)
 		}
 		uri = srv.URI()
-		log.Info("embedded store started", zap.String("addr", srv.Addr()), zap.String("data", dirOrMemory(dir)))
+		log.Info("embedded store started", zap.String("addr", srv.Addr()), zap.String("data", dirOrMemory(embeddedDir)))
 		p.Go(func(context.Context) error { return srv.Run(storeCtx) })
 	}
+	if cfg.instanceID == "" {
+		if cfg.instanceID, err = defaultInstanceID(embeddedDir, cfg.listen); err != nil {
+			stopStore()
+			_ = p.Wait()
+			return err
+		}
+	}
+	log.Info("starting", cfg.logFields()...)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		stopStore()
@@ -200,33 +216,35 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// serveApp runs the components that use the store until ctx is done.
+// serveApp runs the components that use the store until ctx is done. The HTTP server starts
+// first and never waits for the store: migrations, the watcher and the demo wait for it with
+// backoff (see serve_start.go) while /readyz says what waits and ingest answers 503.
 func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri string, ln net.Listener) error {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).
+	// A short heartbeat (the URI's heartbeatFrequencyMS wins) notices a store that came back
+	// soon; the driver's default would delay every component's recovery.
+	client, err := mongo.Connect(options.Client().SetHeartbeatInterval(time.Second).ApplyURI(uri).
 		SetAppName("rollup").
 		SetServerSelectionTimeout(5 * time.Second))
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("connect to store: %w", err)
 	}
-	defer func() { _ = client.Disconnect(context.WithoutCancel(ctx)) }()
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = client.Disconnect(dctx)
+	}()
 	db := client.Database(cfg.database, options.Database().SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: boolPtr(true)}))
 
-	report, err := migrations.New(db, log.Named("migrations")).Up(ctx, migrations.UpOptions{})
-	if err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if !report.UpToDate() {
-		log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
-	}
-
+	st := newServeStatus()
 	trees := treedb.New(db)
 	treeCache := watcher.NewTreeCache(trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
 	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
-	apiServer := api.NewServer(api.Config{DB: db, Sink: writer, TreeStore: trees, Trees: directory, Logger: log})
+	st.bulk = writer.Tracker()
+	migrated := make(chan struct{}) // closed once the schema is in place
+	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiServer.Handler())
 	mux.Handle("/", web.Handler())
@@ -239,12 +257,13 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	}
 	w := watcher.New(db, treeCache, watcher.Options{
 		Partitions: parts, Leases: true, LeaseTTL: cfg.leaseTTL, MaxPartitions: cfg.maxPartitions,
+		Owner: cfg.instanceID, Status: st.watcher,
 	}, log)
 
 	// Observability: Prometheus metrics and health endpoints on the same listener.
 	reg := metrics.NewRegistry()
 	sources := metrics.Sources{API: apiServer.Stats, Bulk: writer.Stats, Watcher: w.Stats,
-		Progress: w.Progress, Leadership: w.Leadership}
+		Progress: w.Progress, Leadership: w.Leadership, Components: st.states}
 	var projectTotals *totals.Reader // business metrics, unless --totals-max-projects 0
 	if cfg.totals.enabled() {
 		projectTotals = totals.New(db, cfg.totals.options(), log.Named("totals"))
@@ -254,19 +273,13 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 		_ = ln.Close()
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	var watcherRunning metrics.RunFlag
-	health := &metrics.Health{
-		Ping:    func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
-		Pending: migrations.New(db, log.Named("migrations")).Pending,
-		Running: watcherRunning.Running,
-	}
+	health := &metrics.Health{Components: st.states}
 	mux.Handle("/metrics", metrics.Handler(reg))
 	mux.Handle("/healthz", health.Live())
 	mux.Handle("/readyz", health.Ready())
+	probe := &metrics.Probe{Ping: func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) }, Tracker: st.store}
 
 	p := pool.New().WithContext(ctx).WithCancelOnError()
-	p.Go(writer.Run)
-	p.Go(watcherRunning.Wrap(w.Run))
 	if projectTotals != nil {
 		p.Go(projectTotals.Run)
 	}
@@ -274,14 +287,34 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	baseURL := "http://" + ln.Addr().String()
 	log.Info("api listening", zap.String("url", baseURL))
 	_, _ = fmt.Fprintf(e.stdout, "rollup API: %s\n", baseURL)
-	if cfg.demo {
-		demo, err := setupDemo(ctx, db, trees, baseURL, cfg.demoAgents, log.Named("demo"))
-		if err != nil {
-			p.Go(func(context.Context) error { return err })
-		} else {
-			_, _ = fmt.Fprintf(e.stdout, "demo project %q, token %s\ndashboard: %s/#token=%s&project=%s\n", demo.project, demo.token, baseURL, url.QueryEscape(demo.token), url.QueryEscape(demo.project))
-			p.Go(demo.Run)
+	p.Go(probe.Run)
+	p.Go(writer.Run)
+	p.Go(func(ctx context.Context) error {
+		if err := migrateAtStart(ctx, db, log.Named("migrations"), st.migrations); err != nil {
+			return err
 		}
+		close(migrated)
+		return nil
+	})
+	p.Go(func(ctx context.Context) error {
+		if !waitFor(ctx, migrated) {
+			return nil
+		}
+		st.watcher.NotReady("starting")
+		return w.Run(ctx)
+	})
+	if cfg.demo {
+		p.Go(func(ctx context.Context) error {
+			if !waitFor(ctx, migrated) {
+				return nil
+			}
+			demo, err := startDemo(ctx, db, trees, baseURL, cfg.demoAgents, log.Named("demo"))
+			if err != nil || demo == nil {
+				return err
+			}
+			_, _ = fmt.Fprintf(e.stdout, "demo project %q, token %s\ndashboard: %s/#token=%s&project=%s\n", demo.project, demo.token, baseURL, url.QueryEscape(demo.token), url.QueryEscape(demo.project))
+			return demo.Run(ctx)
+		})
 	}
 	return p.Wait()
 }

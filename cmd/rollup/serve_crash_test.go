@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,11 +26,13 @@ import (
 	"github.com/gameops/rollup/tree/treedb"
 )
 
-// serveChild is a `rollup serve` process on a data directory.
+// serveChild is a `rollup serve` process.
 type serveChild struct {
 	cmd     *exec.Cmd
 	apiURL  string
+	api     chan string
 	stopped chan struct{}
+	stderr  *syncBuffer
 }
 
 func freeAddr(t *testing.T) string {
@@ -43,14 +46,14 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// startServe runs `rollup serve` (this test binary, see TestMain) and waits for its API.
-func startServe(t *testing.T, dir, storeAddr, apiAddr string) *serveChild {
+// launchServe runs `rollup serve args...` (this test binary, see TestMain) without waiting.
+func launchServe(t *testing.T, args ...string) *serveChild {
 	t.Helper()
-	// A short lease: the restarted process takes over from the killed one quickly.
-	args, _ := json.Marshal([]string{"serve", "--data", dir, "--embedded-listen", storeAddr, "--listen", apiAddr, "--log-level", "warn", "--lease-ttl", "1s"})
+	raw, _ := json.Marshal(append([]string{"serve"}, args...))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(args))
-	cmd.Stderr = os.Stderr
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw))
+	c := &serveChild{cmd: cmd, api: make(chan string, 1), stopped: make(chan struct{}), stderr: &syncBuffer{}}
+	cmd.Stderr = c.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -58,27 +61,59 @@ func startServe(t *testing.T, dir, storeAddr, apiAddr string) *serveChild {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &serveChild{cmd: cmd, stopped: make(chan struct{})}
-	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if url, ok := strings.CutPrefix(sc.Text(), "rollup API: "); ok {
-				ready <- url
+				c.api <- url
 			}
 		}
 		_ = cmd.Wait()
 		close(c.stopped)
 	}()
+	t.Cleanup(func() {
+		c.kill()
+		if t.Failed() {
+			logs := c.stderr.String()
+			t.Logf("serve pid %d stderr (last 8 KiB):\n%s", cmd.Process.Pid, logs[max(0, len(logs)-8<<10):])
+		}
+	})
+	return c
+}
+
+// waitAPI waits for the child's API line.
+func (c *serveChild) waitAPI(t *testing.T) {
+	t.Helper()
 	select {
-	case c.apiURL = <-ready:
+	case c.apiURL = <-c.api:
 	case <-c.stopped:
-		t.Fatal("rollup serve exited before serving")
+		t.Fatalf("rollup serve exited before serving: %s", c.stderr.String())
 	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
 		t.Fatal("rollup serve did not start within 30s")
 	}
-	t.Cleanup(func() { c.kill() })
+}
+
+// waitReady waits until the child's /readyz answers 200 and returns how long that took.
+func (c *serveChild) waitReady(t *testing.T) time.Duration {
+	t.Helper()
+	return waitUntil(t, 60*time.Second, "/readyz 200", func() bool {
+		select {
+		case <-c.stopped:
+			t.Fatalf("rollup serve exited: %s", c.stderr.String())
+		default:
+		}
+		code, _ := readyz(c.apiURL)
+		return code == http.StatusOK
+	})
+}
+
+// startServe runs `rollup serve` on an embedded store in dir and waits until it is ready.
+func startServe(t *testing.T, dir, storeAddr, apiAddr string) *serveChild {
+	t.Helper()
+	// A short lease: the restarted process takes over from the killed one quickly.
+	c := launchServe(t, "--data", dir, "--embedded-listen", storeAddr, "--listen", apiAddr, "--log-level", "warn", "--lease-ttl", "1s")
+	c.waitAPI(t)
+	c.waitReady(t)
 	return c
 }
 

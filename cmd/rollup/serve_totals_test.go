@@ -66,15 +66,15 @@ func TestParseServeTotals(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer whose lines a test reads while serve writes them.
-type syncBuffer struct {
+// lineBuffer is an io.Writer whose lines a test reads while serve writes them.
+type lineBuffer struct {
 	w     *io.PipeWriter
 	lines chan string
 }
 
-func newSyncBuffer() *syncBuffer {
+func newLineBuffer() *lineBuffer {
 	r, w := io.Pipe()
-	b := &syncBuffer{w: w, lines: make(chan string, 100)}
+	b := &lineBuffer{w: w, lines: make(chan string, 100)}
 	go func() {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
@@ -88,14 +88,14 @@ func newSyncBuffer() *syncBuffer {
 	return b
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) { return b.w.Write(p) }
+func (b *lineBuffer) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // TestServeExportsTotals runs serve --demo in process and scrapes /metrics from outside, as
 // Prometheus does, until the demo project's last complete tick is exported complete: the
 // simulated agents report every leaf, so its completeness is 1 and its total positive.
 func TestServeExportsTotals(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout := newSyncBuffer()
+	stdout := newLineBuffer()
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, &env{stdout: stdout, stderr: io.Discard}, []string{"serve", "--demo", "--listen", "127.0.0.1:0",

@@ -48,6 +48,9 @@ func (c *pair) answered(responseTo int32) string {
 }
 
 func (p *Proxy) serve(ctx context.Context, client net.Conn) {
+	p.mu.Lock()
+	p.stats.Conns++
+	p.mu.Unlock()
 	var d net.Dialer
 	server, err := d.DialContext(ctx, "tcp", p.target)
 	if err != nil {

@@ -33,6 +33,8 @@ type Stats struct {
 	Requests int64
 	// BytesUp and BytesDown count bytes forwarded client→server and server→client.
 	BytesUp, BytesDown int64
+	// Conns counts client connections accepted, those the target refused included.
+	Conns int64
 }
 
 type stall struct {

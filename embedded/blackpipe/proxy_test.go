@@ -338,7 +338,7 @@ func TestStatsAndReset(t *testing.T) {
 	}
 	s := p.Stats()
 	if s.Commands["ping"] != clients*pings || s.Requests != clients*pings || len(s.Commands) != 1 ||
-		s.BytesUp != up.Load() || s.BytesDown != down.Load() {
+		s.BytesUp != up.Load() || s.BytesDown != down.Load() || s.Conns != clients {
 		t.Fatalf("stats %+v; want %d pings, %d bytes up, %d down", s, clients*pings, up.Load(), down.Load())
 	}
 	if n := len(p.Commands("ping")); n != clients*pings {
@@ -349,7 +349,7 @@ func TestStatsAndReset(t *testing.T) {
 		t.Fatal("Stats returned the proxy's own map")
 	}
 	p.ResetStats()
-	if s := p.Stats(); s.Requests != 0 || s.BytesUp != 0 || s.BytesDown != 0 || len(s.Commands) != 0 || len(p.Commands("ping")) != 0 {
+	if s := p.Stats(); s.Requests != 0 || s.BytesUp != 0 || s.BytesDown != 0 || s.Conns != 0 || len(s.Commands) != 0 || len(p.Commands("ping")) != 0 {
 		t.Fatalf("after reset: %+v", s)
 	}
 	cs[0].mustCall("hello")

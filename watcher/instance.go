@@ -1,0 +1,233 @@
+package watcher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
+)
+
+// InstancesCollection holds one document per instance id (Options.Owner): {_id, incarnation,
+// host, pid, started_at, beat, beat_at, stopped}. The process that holds the id increments
+// beat every Options.Heartbeat.
+const InstancesCollection = "instances"
+
+// DuplicateInstanceError means another live process runs with this instance id.
+type DuplicateInstanceError struct {
+	// ID is the instance id; Host and PID are the other process's.
+	ID, Host string
+	PID      int
+}
+
+// Error names the other process and the fix.
+func (e *DuplicateInstanceError) Error() string {
+	return fmt.Sprintf("instance id %q is in use by a live process (host %s, pid %d): give every instance its own --instance-id",
+		e.ID, e.Host, e.PID)
+}
+
+// Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).
+func (e *DuplicateInstanceError) Permanent() bool { return true }
+
+// TakenOverError means another process claimed this instance's id while it ran: two processes
+// share it.
+type TakenOverError struct {
+	// ID is the instance id; Host and PID are the other process's.
+	ID, Host string
+	PID      int
+}
+
+// Error names the other process and the fix.
+func (e *TakenOverError) Error() string {
+	return fmt.Sprintf("instance id %q was taken over by another process (host %s, pid %d): give every instance its own --instance-id",
+		e.ID, e.Host, e.PID)
+}
+
+// Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).
+func (e *TakenOverError) Permanent() bool { return true }
+
+// instanceDoc is the stored instance document.
+type instanceDoc struct {
+	Incarnation string    `bson:"incarnation"`
+	Host        string    `bson:"host"`
+	PID         int       `bson:"pid"`
+	StartedAt   time.Time `bson:"started_at"`
+	Beat        int64     `bson:"beat"`
+	Stopped     bool      `bson:"stopped"`
+}
+
+// instance holds one instance id for this process: it claims it at start, proves it alive
+// with a heartbeat, and marks it stopped at shutdown.
+type instance struct {
+	coll        *mongo.Collection // w:majority, j:true
+	id          string
+	incarnation string
+	host        string
+	pid         int
+	beat        time.Duration
+	// alive reports whether a process of this host runs pid.
+	alive func(pid int) bool
+	now   func() time.Time
+	// pause, set by tests only, is called before each heartbeat.
+	pause func()
+}
+
+func newInstance(db *mongo.Database, id string, beat time.Duration, now func() time.Time) *instance {
+	host, _ := os.Hostname()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &instance{
+		coll: db.Collection(InstancesCollection, durable()), id: id, incarnation: hex.EncodeToString(b[:]),
+		host: host, pid: os.Getpid(), beat: beat, alive: processAlive, now: now,
+	}
+}
+
+// claim takes the id. It does so at once when no live process can hold it: no document, a
+// stopped one, or one of a process of this host that is gone (a restart after a crash).
+// Otherwise it watches the heartbeat for three beats: a moving heartbeat means a live
+// process holds the id (DuplicateInstanceError); a still one, a dead process elsewhere.
+func (in *instance) claim(ctx context.Context) error {
+	for {
+		cur, found, err := in.read(ctx)
+		if err != nil {
+			return err
+		}
+		if found && cur.Incarnation != in.incarnation && !cur.Stopped && !in.gone(cur) {
+			if err := in.watch(ctx, cur); err != nil {
+				return err
+			}
+		}
+		ok, err := in.take(ctx, cur, found)
+		if err != nil || ok {
+			return err
+		}
+		// Another process changed the document meanwhile: look again.
+	}
+}
+
+// gone reports whether the holder in doc was a process of this host that no longer runs (or
+// had this process's pid).
+func (in *instance) gone(doc instanceDoc) bool {
+	return doc.Host == in.host && (doc.PID == in.pid || !in.alive(doc.PID))
+}
+
+// watch polls the holder's heartbeat for three beats.
+func (in *instance) watch(ctx context.Context, cur instanceDoc) error {
+	deadline := time.Now().Add(3 * in.beat)
+	for time.Now().Before(deadline) {
+		t := time.NewTimer(in.beat / 4)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		next, found, err := in.read(ctx)
+		if err != nil {
+			return err
+		}
+		if !found || next.Stopped {
+			return nil
+		}
+		if next.Incarnation != cur.Incarnation || next.Beat != cur.Beat {
+			return &DuplicateInstanceError{ID: in.id, Host: next.Host, PID: next.PID}
+		}
+	}
+	return nil
+}
+
+func (in *instance) read(ctx context.Context) (instanceDoc, bool, error) {
+	var d instanceDoc
+	err := in.coll.FindOne(ctx, bson.D{{Key: "_id", Value: in.id}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, fmt.Errorf("read instance %s: %w", in.id, err)
+	}
+	return d, true, nil
+}
+
+// take writes this process into the document, provided it is still cur (absent: !found).
+func (in *instance) take(ctx context.Context, cur instanceDoc, found bool) (bool, error) {
+	mine := bson.D{
+		{Key: "incarnation", Value: in.incarnation}, {Key: "host", Value: in.host}, {Key: "pid", Value: in.pid},
+		{Key: "started_at", Value: in.now()}, {Key: "beat", Value: int64(0)}, {Key: "beat_at", Value: in.now()},
+		{Key: "stopped", Value: false},
+	}
+	if !found {
+		_, err := in.coll.InsertOne(ctx, append(bson.D{{Key: "_id", Value: in.id}}, mine...))
+		if mongo.IsDuplicateKeyError(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("claim instance %s: %w", in.id, err)
+		}
+		return true, nil
+	}
+	res, err := in.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: cur.Incarnation}, {Key: "beat", Value: cur.Beat}},
+		bson.D{{Key: "$set", Value: mine}})
+	if err != nil {
+		return false, fmt.Errorf("claim instance %s: %w", in.id, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// heartbeat advances the beat; a *TakenOverError means another process claimed the id.
+func (in *instance) heartbeat(ctx context.Context) error {
+	res, err := in.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: in.incarnation}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "beat", Value: int64(1)}}}, {Key: "$set", Value: bson.D{{Key: "beat_at", Value: in.now()}}}})
+	if err != nil {
+		return fmt.Errorf("instance %s heartbeat: %w", in.id, err)
+	}
+	if res.MatchedCount == 0 {
+		other, _, _ := in.read(ctx)
+		return &TakenOverError{ID: in.id, Host: other.Host, PID: other.PID}
+	}
+	return nil
+}
+
+// run beats every in.beat until ctx is done (nil) or the id is taken over. Store errors only
+// delay the next beat.
+func (in *instance) run(ctx context.Context, log *zap.Logger) error {
+	t := time.NewTicker(in.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if in.pause != nil {
+			in.pause()
+		}
+		err := in.heartbeat(ctx)
+		var over *TakenOverError
+		switch {
+		case errors.As(err, &over):
+			return err
+		case err != nil && ctx.Err() == nil:
+			log.Debug("instance heartbeat failed", zap.Error(err))
+		}
+	}
+}
+
+// stop marks the id free for the next process, by the deadline even after ctx ends.
+func (in *instance) stop(ctx context.Context, by time.Time, log *zap.Logger) {
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
+	defer cancel()
+	_, err := in.coll.UpdateOne(sctx,
+		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: in.incarnation}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "stopped", Value: true}}}})
+	if err != nil {
+		log.Warn("could not mark the instance stopped; the next start with its id waits three heartbeats", zap.Error(err))
+	}
+}
