@@ -98,6 +98,15 @@
 // about a second and the first one after the store's return is written. A background prober
 // (backing off to 2s) sees the return without traffic. RetryAfter grows with the outage.
 //
+// With a StoreMonitor (Options.StoreMonitor, registered on the collection's client) the writer
+// also follows the driver's view of the deployment: once the driver has seen no writable
+// server for a second (the store stopped or unreachable, no primary), the store is down at
+// once and the writes in flight are ended (outcome unknown) rather than left waiting for the
+// driver's server selection timeout, so even the submission that discovers an outage is
+// answered within about a second; and when the driver sees a writable server again, the
+// writer probes at once rather than at its next probe slot. Going down ends every write in
+// flight, whoever found the outage.
+//
 // # What it does not do
 //
 // It does not validate ids, types, counts or timestamps (package api and package tree do), does

@@ -64,6 +64,9 @@ type health struct {
 	jitter  func() float64 // in [0, 1)
 	probes  [2]atomic.Int64
 	wake    chan struct{} // cap 1: an outage began (for the background prober)
+	// back is signaled when a StoreMonitor (see watch) sees a writable server again after
+	// an outage it reported.
+	back chan struct{} // cap 1: the monitor sees a writable server again (probe now)
 
 	mu        sync.Mutex
 	down      bool
@@ -71,13 +74,61 @@ type health struct {
 	reason    string
 	lastProbe time.Time // when the last probe ended
 	running   *probeCall
+	backHint  bool // the monitor saw a writable server again since the last probe started
 	closed    bool // Run is over: no new probe goroutines
 	wg        sync.WaitGroup
+	// attempts are the cancel functions of the writes in flight, ended when the store goes
+	// down (their outcome is unknown; waiting on would only delay the 503).
+	attempts    map[uint64]func()
+	nextAttempt uint64
 }
 
 func newHealth(probe func() error, tracker *status.Tracker, gap time.Duration, log *zap.Logger) *health {
 	return &health{probe: probe, tracker: tracker, log: log, gap: gap, now: time.Now, jitter: rand.Float64,
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), back: make(chan struct{}, 1), attempts: map[uint64]func(){}}
+}
+
+// watch makes the health follow m (see StoreMonitor).
+func (h *health) watch(m *StoreMonitor) { m.subscribe(h.topology) }
+
+// topology is told by the StoreMonitor that the driver has seen no writable server for its
+// grace period (the store is down from now), or that it sees one again (probe now).
+func (h *health) topology(writable bool, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if !writable {
+		h.failedLocked(errors.New("store unreachable: " + reason))
+		return
+	}
+	if h.down {
+		h.backHint = true
+		select {
+		case h.back <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// track registers the cancel function of a write in flight; the returned function
+// unregisters it. A write that starts while the store is down is canceled at once.
+func (h *health) track(cancel func()) (untrack func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.down {
+		cancel()
+		return func() {}
+	}
+	id := h.nextAttempt
+	h.nextAttempt++
+	h.attempts[id] = cancel
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.attempts, id)
+	}
 }
 
 // up reports whether the store is not known to be down (it does not wait).
@@ -118,6 +169,10 @@ func (h *health) failedLocked(err error) {
 	}
 	h.down, h.since = true, h.now()
 	h.log.Warn("store unavailable: refusing writes until a probe succeeds", zap.Error(err))
+	for id, cancel := range h.attempts {
+		cancel()
+		delete(h.attempts, id)
+	}
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -165,7 +220,9 @@ func (h *health) check(ctx context.Context) error {
 		h.mu.Unlock()
 		return nil
 	}
-	if h.running == nil {
+	// The slot spaces probes while the store refuses; once the StoreMonitor says the driver
+	// sees a writable server again, the next probe goes at once.
+	if h.running == nil && !h.backHint {
 		if wait := h.lastProbe.Add(h.gap).Sub(h.now()); wait > 0 {
 			h.mu.Unlock()
 			t := time.NewTimer(wait)
@@ -219,7 +276,7 @@ func (h *health) startLocked() *probeCall {
 		return nil
 	}
 	call := &probeCall{done: make(chan struct{})}
-	h.running = call
+	h.running, h.backHint = call, false
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -254,15 +311,19 @@ func (h *health) run(ctx context.Context) {
 	for {
 		if !h.up() {
 			t := time.NewTimer(interval/2 + time.Duration(h.jitter()*float64(interval/2)))
+			now := false
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return
 			case <-t.C:
+			case <-h.back:
+				t.Stop()
+				now = true
 			}
 			h.mu.Lock()
 			var call *probeCall
-			if h.down && h.now().Sub(h.lastProbe) >= interval/2 {
+			if h.down && (now || h.now().Sub(h.lastProbe) >= interval/2) {
 				call = h.startLocked()
 			}
 			h.mu.Unlock()
@@ -304,6 +365,7 @@ func (w *Writer) probeStore() error {
 var (
 	errAttemptTimeout = errors.New("bulk write attempt timed out (Options.AttemptTimeout)")
 	errProbeTimeout   = errors.New("store probe timed out (Options.ProbeTimeout)")
+	errStoreDown      = errors.New("bulk write attempt ended: the store went down")
 )
 
 // Available returns nil while the store is not known to be down. During an outage it waits
