@@ -252,3 +252,73 @@ func TestAuthCacheBounded(t *testing.T) {
 		t.Fatalf("%d entries, want at most %d", len(a.entries), maxCacheEntries)
 	}
 }
+
+// TestAuthCacheStaleWaitsBounded: once a valid token's entry has expired, a request waits at
+// most staleWait for the lookup that refreshes it (a store that does not answer gives a fast
+// 503, not a wait for server selection), and the token is only trusted again once a lookup
+// answers: a revocation seen by that lookup applies at once. A token never seen waits for its
+// lookup as before.
+func TestAuthCacheStaleWaitsBounded(t *testing.T) {
+	store := newFakeTokens()
+	clock := &fakeClock{now: testNow()}
+	a := newAuthCache(store, 30*time.Second, clock.Now)
+	ctx := context.Background()
+	if _, found, err := a.lookup(ctx, HashToken(tokenA)); err != nil || !found {
+		t.Fatalf("first lookup: %v %v", found, err)
+	}
+	clock.Advance(31 * time.Second) // expired
+	store.mu.Lock()
+	store.block = make(chan struct{})       // the store does not answer,
+	delete(store.tokens, HashToken(tokenA)) // and the token was revoked meanwhile
+	store.mu.Unlock()
+	start := time.Now()
+	_, _, err := a.lookup(ctx, HashToken(tokenA))
+	if took := time.Since(start); !errors.Is(err, errLookupSlow) || took < staleWait {
+		t.Fatalf("stale entry, store silent: %v after %v, want errLookupSlow after %v", err, took, staleWait)
+	}
+	// The refresh answers: the revocation applies.
+	store.mu.Lock()
+	close(store.block)
+	store.block = nil
+	store.mu.Unlock()
+	waitRevoked := time.Now().Add(10 * time.Second)
+	for {
+		_, found, err := a.lookup(ctx, HashToken(tokenA))
+		if err == nil && !found {
+			break
+		}
+		if time.Now().After(waitRevoked) {
+			t.Fatalf("revocation never applied: found %v err %v", found, err)
+		}
+		time.Sleep(time.Millisecond) // polling interval, not a wait for an event
+	}
+
+	// Past maxStale the entry no longer bounds the wait.
+	store.mu.Lock()
+	store.tokens[HashToken(tokenB)] = tokenInfo{project: "proj-b", projectExists: true}
+	store.mu.Unlock()
+	if _, found, err := a.lookup(ctx, HashToken(tokenB)); err != nil || !found {
+		t.Fatalf("token B: %v %v", found, err)
+	}
+	clock.Advance(30*time.Second + maxStale)
+	store.mu.Lock()
+	store.block = make(chan struct{})
+	store.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := a.lookup(ctx, HashToken(tokenB))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a long-expired entry bounded the wait: %v", err)
+	case <-time.After(staleWait + 500*time.Millisecond):
+	}
+	store.mu.Lock()
+	close(store.block)
+	store.block = nil
+	store.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
