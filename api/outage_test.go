@@ -56,9 +56,12 @@ func newProxiedStack(t *testing.T) *proxiedStack {
 	s.startProxy(t, "127.0.0.1:0")
 	t.Cleanup(func() { s.stop() })
 
-	// As serve connects: server selection 5s, the default heartbeat, no client timeout.
+	// As serve connects: server selection 2s, a 1s heartbeat, no client timeout, the writer
+	// following the driver's view of the deployment.
+	monitor := bulk.NewStoreMonitor(0)
 	ps := &embeddedtest.Store{URI: fmt.Sprintf("mongodb://%s/?directConnection=true", s.addr)}
-	client := ps.Client(t, options.Client().SetServerSelectionTimeout(5*time.Second).SetHeartbeatInterval(10*time.Second))
+	client := ps.Client(t, options.Client().SetServerSelectionTimeout(2*time.Second).SetHeartbeatInterval(time.Second).
+		SetServerMonitor(monitor.ServerMonitor()))
 	s.db = client.Database(s.check.Name())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -71,7 +74,7 @@ func newProxiedStack(t *testing.T) *proxiedStack {
 		t.Fatal(err)
 	}
 	s.token = tok
-	s.writer = bulk.New(s.db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log)
+	s.writer = bulk.New(s.db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: monitor}, log)
 	wctx, wcancel := context.WithCancel(context.Background())
 	wdone := make(chan error, 1)
 	go func() { wdone <- s.writer.Run(wctx) }()
@@ -310,6 +313,11 @@ func TestIngestStoreStopped(t *testing.T) {
 	t.Logf("the submission that found the store down: status %d after %v", first.status, first.took)
 	if first.status != http.StatusServiceUnavailable || first.retryAfter < 1 || first.retryAfter > 2 {
 		t.Fatalf("first submission: status %d Retry-After %d: %s", first.status, first.retryAfter, first.body)
+	}
+	// Discovering the outage is fast too: the writer follows the driver's view (no writable
+	// server for a second), not its server selection timeout.
+	if first.took > 2*time.Second {
+		t.Errorf("the submission that found the store down took %v, want at most 2s", first.took)
 	}
 	down := time.Now()
 	var answers []answer
