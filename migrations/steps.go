@@ -33,6 +33,7 @@ func Steps() []Step {
 		{Version: 4, Name: "trees, tree_nodes: indexes of versioned trees", Up: treeIndexes},
 		{Version: 5, Name: "counts: index " + CountsWrittenAtIndex + " (replay of a lost change-stream window)", Up: countsWrittenAtIndex},
 		{Version: 6, Name: "counts: index " + CountsProjectTickIndex + " (a project's nodes at a tick)", Up: countsProjectTickIndex},
+		{Version: 7, Name: "instances: TTL index " + InstancesBeatTTLIndex + " (instance ids expire a day after their last heartbeat)", Up: instancesTTL},
 	}
 }
 
