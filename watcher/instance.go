@@ -16,7 +16,8 @@ import (
 
 // InstancesCollection holds one document per instance id (Options.Owner): {_id, incarnation,
 // host, pid, started_at, beat, beat_at, stopped}. The process that holds the id increments
-// beat every Options.Heartbeat.
+// beat every Options.Heartbeat. A document expires a day after its last heartbeat (migration
+// step 7, a TTL index on beat_at); a live process whose document expired claims it again.
 const InstancesCollection = "instances"
 
 // DuplicateInstanceError means another live process runs with this instance id.
@@ -189,7 +190,18 @@ func (in *instance) heartbeat(ctx context.Context) error {
 		return fmt.Errorf("instance %s heartbeat: %w", in.id, err)
 	}
 	if res.MatchedCount == 0 {
-		other, _, _ := in.read(ctx)
+		other, found, err := in.read(ctx)
+		if err != nil {
+			return err
+		}
+		if !found {
+			// The document expired (the instances TTL index: no heartbeat reached the store
+			// for a day) or was deleted: nobody holds the id, take it again.
+			if ok, err := in.take(ctx, instanceDoc{}, false); err != nil || ok {
+				return err
+			}
+			other, _, _ = in.read(ctx)
+		}
 		return &TakenOverError{ID: in.id, Host: other.Host, PID: other.PID}
 	}
 	return nil

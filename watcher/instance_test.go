@@ -237,3 +237,41 @@ func TestRestartReclaimsLease(t *testing.T) {
 		t.Fatalf("restarted process: %v", err)
 	}
 }
+
+// TestInstanceDocumentExpired: when the instance's document disappears while its process
+// lives (the TTL index expired it after a day without a heartbeat reaching the store), the
+// next heartbeat claims the id again instead of reporting a takeover.
+func TestInstanceDocumentExpired(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	in := newInstance(e.db, "expired", time.Hour, time.Now)
+	if err := in.claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coll := e.db.Collection(InstancesCollection)
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: "expired"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.heartbeat(ctx); err != nil {
+		t.Fatalf("heartbeat after the document expired: %v", err)
+	}
+	var d instanceDoc
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "expired"}}).Decode(&d); err != nil || d.Incarnation != in.incarnation || d.Stopped {
+		t.Fatalf("document after the heartbeat: %+v %v", d, err)
+	}
+	if err := in.heartbeat(ctx); err != nil {
+		t.Fatalf("next heartbeat: %v", err)
+	}
+	// Another process claimed it meanwhile: a takeover, as before.
+	other := newInstance(e.db, "expired", time.Hour, time.Now)
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: "expired"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var over *TakenOverError
+	if err := in.heartbeat(ctx); !errors.As(err, &over) {
+		t.Fatalf("heartbeat after another process claimed the id: %v, want a TakenOverError", err)
+	}
+}
