@@ -50,19 +50,28 @@ func (g *gatedSink) Submit(ctx context.Context, items []bulk.Item) ([]bulk.Resul
 	}
 }
 
-// migrateAtStart applies pending migrations and checks the schema, retrying store errors
+// migrateAtStart applies pending migrations (under the migration lock; none is taken when
+// nothing is pending) and checks the schema, retrying store errors
 // with backoff until ctx ends (then it returns nil); a permanent error (a conflicting or
 // missing index) is returned for the operator.
 func migrateAtStart(ctx context.Context, db *mongo.Database, log *zap.Logger, tr *status.Tracker) error {
 	m := migrations.New(db, log)
 	err := retry.Do(ctx, retry.Policy{Tracker: tr, What: "apply migrations", Log: log}, func(ctx context.Context) error {
-		// A short lock wait: a held lock shows in /readyz with its holder, then is retried.
-		report, err := m.Up(ctx, migrations.UpOptions{LockWait: 5 * time.Second})
+		// Nothing pending (every start but an upgrade's): no lock is taken, so a process
+		// killed while it held the lock does not hold this start back until the lock expires.
+		pending, err := m.Pending(ctx)
 		if err != nil {
 			return err
 		}
-		if !report.UpToDate() {
-			log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
+		if pending > 0 {
+			// A short lock wait: a held lock shows in /readyz with its holder, then is retried.
+			report, err := m.Up(ctx, migrations.UpOptions{LockWait: 5 * time.Second})
+			if err != nil {
+				return err
+			}
+			if !report.UpToDate() {
+				log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
+			}
 		}
 		return migrations.CheckSchema(ctx, db)
 	})

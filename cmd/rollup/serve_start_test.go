@@ -15,6 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/api/agentclient"
@@ -151,6 +152,36 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	waitUntil(t, 30*time.Second, "/readyz 200 after the migrations", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatalf("submission after the migrations: %v", err)
+	}
+	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
+}
+
+// TestServeStartsPastStaleMigrationLock: a process killed while it held the migration lock
+// (serve takes it at every start to check for pending steps) left the lock behind. On an
+// up-to-date schema the next start takes no lock: it is ready and takes submissions at once,
+// not when the lock expires. (Found by the soak: kill -9 during serve's start-up stalled
+// ingest and the watcher for the lock's 30 s TTL.)
+func TestServeStartsPastStaleMigrationLock(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		t.Skip("prepares the embedded server's data directory")
+	}
+	t.Parallel()
+	ctx := testctx.Context(t)
+	store := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
+	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProject(ctx, t, db, "stale-lock")
+	if _, err := db.Collection(migrations.LockCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "lock"}, {Key: "owner", Value: "killed-instance"},
+		{Key: "acquired_at", Value: time.Now()}, {Key: "expires_at", Value: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	took := waitUntil(t, 30*time.Second, "/readyz 200 with the lock still held", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
+	t.Logf("ready %v after the API answered", took)
+	if err := p.submit(ctx, s.url); err != nil {
+		t.Fatalf("submission: %v", err)
 	}
 	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
 }
