@@ -15,8 +15,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.uber.org/zap"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/embedded/embeddedtest"
