@@ -123,17 +123,7 @@ const (
 	maxNegativeTTL  = 5 * time.Second
 	maxCacheEntries = 10_000
 	lookupTimeout   = 5 * time.Second
-	// staleWait bounds how long a request whose token was found valid within maxStale waits
-	// for the lookup that refreshes it: past it the answer is a 503 (the store is slow or
-	// down), not a wait for the driver's server selection. The token is never trusted
-	// without a fresh lookup, so a revoked token stops working TokenCacheTTL after its
-	// revocation, whatever the store does.
-	staleWait = time.Second
-	maxStale  = time.Hour
 )
-
-// errLookupSlow is the error of a token lookup that did not answer within staleWait.
-var errLookupSlow = errors.New("the token lookup did not answer within 1s")
 
 // authCache caches token lookups (found and not found; errors are not cached) for a short
 // time and lets concurrent lookups of one token share a single query, so the tick's burst of
@@ -185,20 +175,12 @@ func (a *authCache) lookupByToken(ctx context.Context, token string, now time.Ti
 }
 
 // lookup returns what the token of the given hash grants: from the cache, else from the
-// store (one query shared by concurrent lookups of the hash). A token found valid within
-// maxStale waits at most staleWait for the store (errLookupSlow after).
+// store (one query shared by concurrent lookups of the hash).
 func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, error) {
 	a.mu.Lock()
-	e, cached := a.entries[hash]
-	if cached && a.now().Before(e.expires) {
+	if e, ok := a.entries[hash]; ok && a.now().Before(e.expires) {
 		a.mu.Unlock()
 		return e.info, e.found, nil
-	}
-	var slow <-chan time.Time
-	if cached && e.found && a.now().Before(e.expires.Add(maxStale)) {
-		t := time.NewTimer(staleWait)
-		defer t.Stop()
-		slow = t.C
 	}
 	call, running := a.inflight[hash]
 	if running {
@@ -214,8 +196,6 @@ func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, e
 	select {
 	case <-call.done:
 		return call.info, call.found, call.err
-	case <-slow:
-		return tokenInfo{}, false, errLookupSlow
 	case <-ctx.Done():
 		return tokenInfo{}, false, fmt.Errorf("token lookup: %w", ctx.Err())
 	}

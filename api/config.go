@@ -85,10 +85,7 @@ type Config struct {
 	// SubmitTimeout bounds how long a request waits for the Sink (503 after; default 30s).
 	SubmitTimeout time.Duration
 	// TokenCacheTTL is how long a token lookup is cached: a revoked token or deleted project
-	// still works that long (default 30s; unknown tokens are cached at most 5s). A token
-	// found valid within the last hour whose entry expired waits at most 1s for the lookup
-	// that refreshes it, then gets a 503 (the store is slow or down): it is never trusted
-	// without a fresh lookup.
+	// still works that long (default 30s; unknown tokens are cached at most 5s).
 	TokenCacheTTL time.Duration
 	// DB holds the tokens and projects collections.
 	DB *mongo.Database
