@@ -169,12 +169,20 @@ func countsBody(t *testing.T, n int, observed time.Time, online int64) []byte {
 
 func (s *proxiedStack) post(t *testing.T, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url+apiv1.CountsPath, bytes.NewReader(body))
+	return s.do(t, http.MethodPost, apiv1.CountsPath, s.token, body)
+}
+
+// do sends one request with token.
+func (s *proxiedStack) do(t *testing.T, method, path, token string, body []byte) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	start := time.Now()
 	resp, err := s.http.Do(req)
 	if err != nil {
@@ -359,5 +367,43 @@ func TestIngestStoreStopped(t *testing.T) {
 		{Key: "timestamp", Value: tree.AlignTick(backAt, tree.DefaultTick)}}).Decode(&doc) // the test may span two ticks
 	if err != nil || doc.Online != 4 {
 		t.Fatalf("leaf-02999: %+v %v", doc, err)
+	}
+}
+
+// TestLookupsBoundedDuringDroppedConnections: while the store drops every connection that
+// sends it a find, a submission and a read whose tokens are not cached each cost their token
+// lookup's find and the driver's one retry — not a loop for as long as a context deadline
+// allows (about 200 finds in the lookup's 5 s before) — and are answered 503.
+func TestLookupsBoundedDuringDroppedConnections(t *testing.T) {
+	t.Parallel()
+	s := newProxiedStack(t)
+	ctx := context.Background()
+	var toks []string
+	for _, name := range []string{"agent-2", "dashboard"} {
+		tok, err := api.CreateToken(ctx, s.check, "proj-a", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	s.store.FailPoint(t, s.direct, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "closeConnection", Value: true}}}})
+	for i, req := range []struct {
+		method, path string
+		body         []byte
+	}{
+		{http.MethodPost, apiv1.CountsPath, countsBody(t, 20, time.Now(), 1)},
+		{http.MethodGet, "/v1/projects", nil},
+	} {
+		before := s.total()["find"]
+		a := s.do(t, req.method, req.path, toks[i], req.body)
+		finds := s.total()["find"] - before
+		t.Logf("%s %s: %d after %v, %d finds reached the store", req.method, req.path, a.status, a.took, finds)
+		if a.status != http.StatusServiceUnavailable {
+			t.Errorf("%s %s: status %d: %s", req.method, req.path, a.status, a.body)
+		}
+		if finds > 4 {
+			t.Errorf("%s %s: %d finds reached the store, want at most 4 (a lookup and the driver's one retry)", req.method, req.path, finds)
+		}
 	}
 }
