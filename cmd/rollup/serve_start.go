@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/migrations"
@@ -49,6 +50,16 @@ func (g *gatedSink) Submit(ctx context.Context, items []bulk.Item) ([]bulk.Resul
 		return nil, fmt.Errorf("schema migrations not applied yet: %w", bulk.ErrUnavailable)
 	}
 }
+
+// The writer's store gate: during an outage the API answers 503 before any store work,
+// with the writer's Retry-After (api.StoreGate).
+var _ api.StoreGate = (*gatedSink)(nil)
+
+// Available is the writer's: nil unless the store is known down.
+func (g *gatedSink) Available(ctx context.Context) error { return g.next.Available(ctx) }
+
+// RetryAfter is the writer's suggestion (0 while the store is up).
+func (g *gatedSink) RetryAfter() time.Duration { return g.next.RetryAfter() }
 
 // migrateAtStart applies pending migrations (under the migration lock; none is taken when
 // nothing is pending) and checks the schema, retrying store errors
