@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -405,5 +406,38 @@ func TestLookupsBoundedDuringDroppedConnections(t *testing.T) {
 		if finds > 4 {
 			t.Errorf("%s %s: %d finds reached the store, want at most 4 (a lookup and the driver's one retry)", req.method, req.path, finds)
 		}
+	}
+}
+
+// TestFirstSubmissionAfterReturn: ten times, the store becomes unreachable long enough to be
+// known down, then comes back; the first submission sent once it is back is acknowledged
+// within 1s. What it waits for is the driver's monitor: it checks a server it lost at most
+// every 500ms, however soon after the return the submission comes.
+func TestFirstSubmissionAfterReturn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ten outages")
+	}
+	t.Parallel()
+	s := newProxiedStack(t)
+	wantApplied(t, "before", s.post(t, countsBody(t, 100, time.Now(), 1)))
+	var took []time.Duration
+	for i := range 10 {
+		s.stop()
+		down := s.post(t, countsBody(t, 100, time.Now(), int64(i)))
+		if down.status != http.StatusServiceUnavailable {
+			t.Fatalf("outage %d: status %d", i, down.status)
+		}
+		// Known down; the outage lasts a little longer, differently each time.
+		pause := time.NewTimer(time.Duration(300+97*i) * time.Millisecond)
+		<-pause.C
+		s.startProxy(t, s.addr)
+		back := s.post(t, countsBody(t, 100, time.Now(), int64(100+i)))
+		wantApplied(t, fmt.Sprintf("outage %d: the first submission after the return", i), back)
+		took = append(took, back.took)
+	}
+	slices.Sort(took)
+	t.Logf("the first submission after the store's return, acknowledged after: %v", took)
+	if took[len(took)-1] > time.Second {
+		t.Errorf("slowest: %v, want at most 1s", took[len(took)-1])
 	}
 }

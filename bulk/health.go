@@ -47,14 +47,24 @@ func (e *StoreDownError) Unwrap() error { return ErrUnavailable }
 
 // probeCall is one probe of the store; err is set before done is closed.
 type probeCall struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	seq     uint64    // probes are numbered in the order they start
+	started time.Time // when it started
 }
+
+// maxJoinAge is how old a running probe may be for a caller to wait for it rather than
+// start another: a probe that began before the store came back may run out its timeout
+// waiting for the driver to see the store again, and a submission that joined it would be
+// refused although the store is back. So while the store does not answer, probes start at
+// most this often (each bounded by Options.ProbeTimeout).
+const maxJoinAge = 250 * time.Millisecond
 
 // health is the writer's view of the store: up until a batch fails with a store fault its
 // resend could not get past (unreachable, not writable, not confirming writes), then down
 // until a write or a probe succeeds. While it is down, batches and Submits fail at once and
-// probes (one at a time, at least gap apart) find the store's return.
+// probes (at least gap apart while the store refuses fast, at most one starting per
+// maxJoinAge while it does not answer) find the store's return.
 type health struct {
 	probe   func() error // one bounded probe of the store
 	tracker *status.Tracker
@@ -73,7 +83,9 @@ type health struct {
 	since     time.Time // start of the outage
 	reason    string
 	lastProbe time.Time // when the last probe ended
-	running   *probeCall
+	running   *probeCall // the newest probe, while it runs
+	probeSeq  uint64     // the number of the newest probe
+	okSeq     uint64     // the number of the newest probe that succeeded
 	backHint  bool // the monitor saw a writable server again since the last probe started
 	closed    bool // Run is over: no new probe goroutines
 	wg        sync.WaitGroup
@@ -212,8 +224,9 @@ func (h *health) retryAfter() time.Duration {
 }
 
 // check returns nil while the store is up. While it is down it waits for the next probe slot
-// (at most gap), runs or joins one probe and returns nil if the store answered, else a
-// *StoreDownError. It takes at most about gap plus one probe, less if ctx ends first.
+// (at most gap), runs or joins one probe (one that began at most maxJoinAge ago) and returns
+// nil if the store answered, else a *StoreDownError. It takes at most about gap plus one
+// probe, less if ctx ends first.
 func (h *health) check(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.down {
@@ -267,29 +280,38 @@ func (h *health) verify() error {
 	return call.err
 }
 
-// startLocked returns the running probe, or starts one; nil once Run is over.
+// startLocked returns the running probe if it began at most maxJoinAge ago, or starts one;
+// nil once Run is over. A probe's success always counts; its failure only when no probe that
+// started later has succeeded.
 func (h *health) startLocked() *probeCall {
-	if h.running != nil {
+	if h.running != nil && h.now().Sub(h.running.started) <= maxJoinAge {
 		return h.running
 	}
 	if h.closed {
 		return nil
 	}
-	call := &probeCall{done: make(chan struct{})}
+	h.probeSeq++
+	call := &probeCall{done: make(chan struct{}), seq: h.probeSeq, started: h.now()}
 	h.running, h.backHint = call, false
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		err := h.probe()
 		h.mu.Lock()
-		h.lastProbe, h.running = h.now(), nil
+		h.lastProbe = h.now()
+		if h.running == call {
+			h.running = nil
+		}
 		if err == nil {
 			h.probes[0].Add(1)
+			h.okSeq = max(h.okSeq, call.seq)
 			h.upLocked()
 		} else {
 			h.probes[1].Add(1)
 			call.err = fmt.Errorf("probe: %w", err)
-			h.failedLocked(call.err)
+			if call.seq > h.okSeq {
+				h.failedLocked(call.err)
+			}
 		}
 		h.mu.Unlock()
 		close(call.done)
