@@ -82,12 +82,12 @@ type health struct {
 	down      bool
 	since     time.Time // start of the outage
 	reason    string
-	lastProbe time.Time // when the last probe ended
+	lastProbe time.Time  // when the last probe ended
 	running   *probeCall // the newest probe, while it runs
 	probeSeq  uint64     // the number of the newest probe
 	okSeq     uint64     // the number of the newest probe that succeeded
-	backHint  bool // the monitor saw a writable server again since the last probe started
-	closed    bool // Run is over: no new probe goroutines
+	backHint  bool       // the monitor saw a writable server again since the last probe started
+	closed    bool       // Run is over: no new probe goroutines
 	wg        sync.WaitGroup
 	// attempts are the cancel functions of the writes in flight, ended when the store goes
 	// down (their outcome is unknown; waiting on would only delay the 503).
