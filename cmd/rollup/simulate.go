@@ -66,36 +66,35 @@ func parseSimulate(e *env, args []string) (simulateConfig, error) {
 	if err := e.parse(fs, args); err != nil {
 		return c, err
 	}
-	s := fs
 	if generate != "" {
 		var err error
 		if c.generate, err = parseGenerate(generate); err != nil {
-			return c, s.Errorf("generate", "%w", err)
+			return c, fs.Errorf("generate", "%w", err)
 		}
 	}
 	switch {
 	case c.url == "":
-		return c, s.Errorf("url", "is required: the base URL of a rollup API, such as http://127.0.0.1:8080")
+		return c, fs.Errorf("url", "is required: the base URL of a rollup API, such as http://127.0.0.1:8080")
 	case !strings.HasPrefix(c.url, "http://") && !strings.HasPrefix(c.url, "https://"):
-		return c, s.Errorf("url", "want an http:// or https:// URL")
+		return c, fs.Errorf("url", "want an http:// or https:// URL")
 	case c.token == "" && c.tokenFile == "":
-		return c, s.Errorf("token", "is required (or --token-file)")
+		return c, fs.Errorf("token", "is required (or --token-file)")
 	case c.token != "" && c.tokenFile != "":
-		return c, fmt.Errorf("--token (from %s) and --token-file (from %s) exclude each other", s.Source("token"), s.Source("token-file"))
+		return c, fmt.Errorf("--token (from %s) and --token-file (from %s) exclude each other", fs.Source("token"), fs.Source("token-file"))
 	case (c.treeFile == "") == (generate == ""):
 		return c, errors.New("give the leaves with exactly one of --tree FILE and --generate GROUPS,SERVERS,PROCESSES")
 	case generate != "" && c.project == "":
-		return c, s.Errorf("project", "is required with --generate")
+		return c, fs.Errorf("project", "is required with --generate")
 	case c.agents < 1:
-		return c, s.Errorf("agents", "must be at least 1, got %d", c.agents)
+		return c, fs.Errorf("agents", "must be at least 1, got %d", c.agents)
 	case c.backfill < 0:
-		return c, s.Errorf("backfill", "must not be negative, got %d", c.backfill)
+		return c, fs.Errorf("backfill", "must not be negative, got %d", c.backfill)
 	case c.refresh < 0:
-		return c, s.Errorf("refresh", "must not be negative")
+		return c, fs.Errorf("refresh", "must not be negative")
 	case c.jitter < 0:
-		return c, s.Errorf("jitter", "must not be negative")
+		return c, fs.Errorf("jitter", "must not be negative")
 	case c.wait < 0:
-		return c, s.Errorf("wait", "must not be negative")
+		return c, fs.Errorf("wait", "must not be negative")
 	}
 	return c, nil
 }
