@@ -123,9 +123,8 @@ func (w *Writer) write(ctx context.Context, items []Item, b *batch) []Result {
 	b.buf = buf
 	// Send in key order: inserts and lookups then walk the unique index's B-tree left to right
 	// instead of jumping around it (agents' items arrive interleaved). An unordered bulk's op
-	// order carries no meaning, and results stay indexed by item. Measured in the embedded
-	// store: the same 100,000 upserts run 1.5× faster sorted than shuffled. Items from flush
-	// are in key order already (dedup's winners).
+	// order carries no meaning, and results stay indexed by item (docs/benchmarks.md measures
+	// the difference). Items from flush are in key order already (dedup's winners).
 	byKey := func(x, y int) int { return compareStoredKeys(items[x].Key, items[y].Key) }
 	if !slices.IsSortedFunc(b.all, byKey) {
 		slices.SortFunc(b.all, byKey)

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/tree"
@@ -53,11 +54,11 @@ type replayConfig struct {
 
 func parseReplay(e *env, args []string) (replayConfig, error) {
 	var c replayConfig
-	fs := newFlagSet(e, "replay", replayUsage)
+	fs := e.flags("replay", replayUsage)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print what would change, write nothing")
 	fs.StringVar(&c.progress, "progress", "auto", "progress on stderr: auto (bar on a terminal, else lines), bar, lines or none")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	err := parseWindowCommand(fs, args, &c.window, &c.store, func() error {
+	err := parseWindowCommand(e, fs, args, &c.window, &c.store, func() error {
 		if c.progress != "auto" && c.progress != "bar" && c.progress != "lines" && c.progress != "none" {
 			return fmt.Errorf("--progress %q: want auto, bar, lines or none", c.progress)
 		}
@@ -77,7 +78,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 			c.progress = "bar"
 		}
 	}
-	log, err := newLogger(c.logLevel, e.stderr)
+	log, err := metrics.NewLogger(c.logLevel, false, e.stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

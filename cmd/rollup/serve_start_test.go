@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/gameops/rollup/internal/testctx"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/app"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/watcher"
@@ -258,7 +259,7 @@ func TestServeRestartLeadsAtOnce(t *testing.T) {
 	}
 	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
 	owner, term := leaseOf(ctx, t, db)
-	id, err := os.ReadFile(dir + "/" + instanceIDFile)
+	id, err := os.ReadFile(dir + "/" + app.InstanceIDFile)
 	if err != nil || strings.TrimSpace(string(id)) != owner {
 		t.Fatalf("lease owner %q, instance id file %q (%v)", owner, id, err)
 	}

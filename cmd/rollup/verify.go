@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/gameops/rollup/internal/settings"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/tree/treedb"
@@ -62,7 +62,7 @@ type windowFlags struct {
 }
 
 // register adds --project, --from and --to to fs; parse turns them into w.
-func (w *windowFlags) register(fs *flag.FlagSet, from, to *string) {
+func (w *windowFlags) register(fs *settings.FlagSet, from, to *string) {
 	fs.StringVar(&w.project, "project", "", "project (required)")
 	fs.StringVar(from, "from", "", "first tick of the window, RFC3339 (required; inclusive)")
 	fs.StringVar(to, "to", "", "end of the window, RFC3339 (required; exclusive)")
@@ -102,15 +102,12 @@ func (w windowFlags) String() string {
 // (into w) and the store flags (into s) to fs, which holds the command's own flags, parses
 // args, checks the window, runs check (the command's own checks), and then requires a
 // database name and a MongoDB URI; noURI is the message when the URI is missing.
-func parseWindowCommand(fs *flag.FlagSet, args []string, w *windowFlags, s *storeFlags, check func() error, noURI string) error {
+func parseWindowCommand(e *env, fs *settings.FlagSet, args []string, w *windowFlags, s *storeFlags, check func() error, noURI string) error {
 	var from, to string
 	w.register(fs, &from, &to)
 	s.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := w.parse(from, to); err != nil {
 		return err
@@ -136,9 +133,9 @@ type verifyConfig struct {
 
 func parseVerify(e *env, args []string) (verifyConfig, error) {
 	var c verifyConfig
-	fs := newFlagSet(e, "verify", verifyUsage)
+	fs := e.flags("verify", verifyUsage)
 	fs.IntVar(&c.max, "max", 20, "print at most this many violations")
-	err := parseWindowCommand(fs, args, &c.window, &c.store, func() error {
+	err := parseWindowCommand(e, fs, args, &c.window, &c.store, func() error {
 		if c.max < 0 {
 			return errors.New("--max must not be negative")
 		}

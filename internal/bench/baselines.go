@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/agentsim"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/blackpipe"
+	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
@@ -60,12 +60,13 @@ const (
 	designRollup      = "rollup"
 )
 
-type baselinesConfig struct {
-	groups, servers, processes int
-	agents, ticks, batch       int
-	originalBatch              int // ops per bulk of the original design
-	faults                     bool
-	uri                        string
+// BaselinesConfig is the shape of the baselines benchmark.
+type BaselinesConfig struct {
+	Groups, Servers, Processes int // the tree: servers in all, split evenly over the groups
+	Agents, Ticks, Batch       int // Batch: ops per bulk of the reaggregate design, leaves per batch of both baselines
+	OriginalBatch              int // ops per bulk of the original design
+	Faults                     bool
+	URI                        string // run against this MongoDB instead of an embedded server
 }
 
 // baselineTick is one design's measurements of one tick.
@@ -105,67 +106,35 @@ type baselineResult struct {
 	ticks  []baselineTick
 }
 
-const baselinesUsage = `usage: rollup bench baselines [flags]
-
-Runs three designs of parent totals in the same run on the same store, each on its own database
-and behind its own counting proxy, fed by the same simulated agents (each agent submits the
-leaves of one parent at a time, every leaf once per tick):
-  original     one upsert per leaf (no unique index) + an $inc of its delta on every ancestor,
-               unordered bulks of --original-batch ops, a failed batch retried whole
-  reaggregate  leaf upserts in bulks of --batch on the unique key, then per tick one $group per
-               level over the tick's leaves and the parents written
-  rollup       bulk.Writer + the watcher, as rollup serve runs them
-Reports leaves/s, freshness (last leaf acknowledged -> root correct, p50/p99 over ticks),
-store commands and bytes per tick, write ops per tick, and whether every parent total is right.
---faults arms a failCommand closeConnection on the next leaf update of each design every tick.
-
-Examples:
-  rollup bench baselines                              # 20 groups, 1,000 servers, 100,000 leaves, 3 ticks
-  rollup bench baselines --faults
-  rollup bench baselines --ticks 1 --original-batch 1       # the original's one command per write
-  rollup bench baselines --groups 2 --servers 10 --processes 10 --ticks 1 --faults
-
-Flags:
-`
-
-func runBenchBaselines(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench baselines", baselinesUsage)
-	var cfg baselinesConfig
-	fs.IntVar(&cfg.groups, "groups", 20, "groups under the root")
-	fs.IntVar(&cfg.servers, "servers", 1000, "servers in all, split evenly over the groups")
-	fs.IntVar(&cfg.processes, "processes", 100, "processes (leaves) per server")
-	fs.IntVar(&cfg.agents, "agents", 100, "concurrent simulated agents")
-	fs.IntVar(&cfg.ticks, "ticks", 3, "ticks to run")
-	fs.IntVar(&cfg.batch, "batch", 1000, "ops per unordered bulk write of the reaggregate design, and leaves per batch of both baselines")
-	fs.IntVar(&cfg.originalBatch, "original-batch", 1000, "ops per unordered bulk write of the original design (1: one command per write, as the original system sent them)")
-	fs.BoolVar(&cfg.faults, "faults", false, "close the connection of one leaf update per design and tick (configureFailPoint)")
-	fs.StringVar(&cfg.uri, "mongodb-uri", "", "run against this MongoDB (one host, started with enableTestCommands=1 for --faults) instead of an embedded server")
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
-	}
-	if err := cfg.validate(); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	uri, stop, err := baselinesStore(ctx, cfg.uri)
+// Baselines runs the three designs for cfg.Ticks ticks on a fresh embedded server with test
+// commands (or cfg.URI), printing a line per design and tick on progress (nil: none).
+func Baselines(ctx context.Context, cfg BaselinesConfig, progress io.Writer) (BaselinesResult, error) {
+	uri, stop, err := baselinesStore(ctx, cfg.URI)
 	if err != nil {
-		return err
+		return BaselinesResult{cfg: cfg}, err
 	}
 	defer stop()
-	res, err := benchBaselines(ctx, uri, cfg, e.stderr)
-	if err != nil {
-		return fmt.Errorf("bench baselines: %w", err)
-	}
-	printBaselines(e.stdout, cfg, res)
-	return nil
+	res, err := benchBaselines(ctx, uri, cfg, progress)
+	return BaselinesResult{cfg: cfg, designs: res}, err
 }
 
-func (c baselinesConfig) validate() error {
+// BaselinesResult is the baselines benchmark's measurement, per design and tick.
+type BaselinesResult struct {
+	cfg     BaselinesConfig
+	designs []baselineResult
+}
+
+// Print writes the result as the command prints it.
+func (r BaselinesResult) Print(w io.Writer) { printBaselines(w, r.cfg, r.designs) }
+
+// Validate checks the shape.
+func (c BaselinesConfig) Validate() error {
 	switch {
-	case c.groups < 1 || c.servers < 1 || c.processes < 1:
+	case c.Groups < 1 || c.Servers < 1 || c.Processes < 1:
 		return errors.New("--groups, --servers and --processes must be positive")
-	case c.servers%c.groups != 0:
-		return fmt.Errorf("--servers (%d) must be a multiple of --groups (%d)", c.servers, c.groups)
-	case c.agents < 1 || c.ticks < 1 || c.batch < 1 || c.originalBatch < 1:
+	case c.Servers%c.Groups != 0:
+		return fmt.Errorf("--servers (%d) must be a multiple of --groups (%d)", c.Servers, c.Groups)
+	case c.Agents < 1 || c.Ticks < 1 || c.Batch < 1 || c.OriginalBatch < 1:
 		return errors.New("--agents, --ticks, --batch and --original-batch must be positive")
 	}
 	return nil
@@ -202,8 +171,8 @@ type baselineShape struct {
 	units  [][]int // indices into leaves: the children of one parent, submitted together
 }
 
-func newBaselineShape(cfg baselinesConfig) (*baselineShape, error) {
-	nodes := tree.Generate(baselineProject, cfg.groups, cfg.servers/cfg.groups, cfg.processes)
+func newBaselineShape(cfg BaselinesConfig) (*baselineShape, error) {
+	nodes := tree.Generate(baselineProject, cfg.Groups, cfg.Servers/cfg.Groups, cfg.Processes)
 	t, err := tree.Build(baselineProject, nodes)
 	if err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
@@ -261,7 +230,7 @@ type designRun struct {
 	connErrors atomic.Int64
 }
 
-func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progress io.Writer) ([]baselineResult, error) {
+func benchBaselines(ctx context.Context, uri string, cfg BaselinesConfig, progress io.Writer) ([]baselineResult, error) {
 	log := zap.NewNop()
 	shape, err := newBaselineShape(cfg)
 	if err != nil {
@@ -337,7 +306,7 @@ func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progre
 		}
 		r := &designRun{name: name, proxy: proxy, db: fmt.Sprintf("bench_%s_%d", name, stamp), maxWait: baselineSettleWait}
 		runs = append(runs, r)
-		wc := options.Database().SetWriteConcern(writeconcern.Majority())
+		wc := options.Database().SetWriteConcern(mongoconn.Durable())
 		switch name {
 		case designOriginal:
 			// The baselines retry a failed batch themselves, so the driver's retry is off.
@@ -351,7 +320,7 @@ func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progre
 				return nil, err
 			}
 			r.appName = "bench-original-leaves"
-			d, err := newOriginalDesign(ctx, c.Database(r.db, wc), cl.Database(r.db, wc), cfg.batch, cfg.originalBatch)
+			d, err := newOriginalDesign(ctx, c.Database(r.db, wc), cl.Database(r.db, wc), cfg.Batch, cfg.OriginalBatch)
 			if err != nil {
 				return nil, err
 			}
@@ -363,7 +332,7 @@ func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progre
 				return nil, err
 			}
 			r.appName = "bench-reaggregate"
-			d, err := newReaggregateDesign(ctx, c.Database(r.db, wc), shape, cfg.batch)
+			d, err := newReaggregateDesign(ctx, c.Database(r.db, wc), shape, cfg.Batch)
 			if err != nil {
 				return nil, err
 			}
@@ -387,12 +356,12 @@ func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progre
 	}
 
 	now := time.Now().UTC()
-	first := tree.AlignTick(now, tree.DefaultTick).Add(-time.Duration(cfg.ticks) * tree.DefaultTick)
+	first := tree.AlignTick(now, tree.DefaultTick).Add(-time.Duration(cfg.Ticks) * tree.DefaultTick)
 	out := make([]baselineResult, len(runs))
 	for i, r := range runs {
 		out[i].design = r.name
 	}
-	for ti := range cfg.ticks {
+	for ti := range cfg.Ticks {
 		tick := first.Add(time.Duration(ti) * tree.DefaultTick)
 		vals, want := shape.values(tick)
 		for i, r := range runs {
@@ -411,11 +380,11 @@ func benchBaselines(ctx context.Context, uri string, cfg baselinesConfig, progre
 }
 
 // runDesignTick feeds one tick to one design and measures it.
-func runDesignTick(ctx context.Context, direct *mongo.Client, r *designRun, shape *baselineShape, cfg baselinesConfig,
+func runDesignTick(ctx context.Context, direct *mongo.Client, r *designRun, shape *baselineShape, cfg BaselinesConfig,
 	tick time.Time, vals []leafValue, want map[string]int64,
 ) (baselineTick, error) {
 	t := baselineTick{leaves: len(vals)}
-	if cfg.faults {
+	if cfg.Faults {
 		if err := armLeafFault(ctx, direct, r.appName); err != nil {
 			return t, err
 		}
@@ -423,7 +392,7 @@ func runDesignTick(ctx context.Context, direct *mongo.Client, r *designRun, shap
 	opsBefore, errorsBefore := r.impl.writeOps(), r.connErrors.Load()
 	r.proxy.ResetStats()
 	start := time.Now()
-	agents := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(cfg.agents)
+	agents := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(cfg.Agents)
 	for _, unit := range shape.units {
 		agents.Go(func(ctx context.Context) error {
 			batch := make([]leafValue, len(unit))
@@ -464,7 +433,7 @@ func runDesignTick(ctx context.Context, direct *mongo.Client, r *designRun, shap
 	}
 	t.stats = r.proxy.Stats()
 	t.writeOps = r.impl.writeOps() - opsBefore
-	if cfg.faults {
+	if cfg.Faults {
 		if err := disarmFault(ctx, direct); err != nil {
 			return t, err
 		}
@@ -958,10 +927,10 @@ func commandMix(s blackpipe.Stats) string {
 	return strings.Join(parts, ", ")
 }
 
-func printBaselines(w io.Writer, cfg baselinesConfig, res []baselineResult) {
-	leaves := cfg.servers * cfg.processes
+func printBaselines(w io.Writer, cfg BaselinesConfig, res []baselineResult) {
+	leaves := cfg.Servers * cfg.Processes
 	_, _ = fmt.Fprintf(w, "tree: 1 root, %d groups, %d servers, %d leaves; %d agents; %d ticks; batches of %d leaves, bulks of %d ops (original: %d); faults: %v\n",
-		cfg.groups, cfg.servers, leaves, cfg.agents, cfg.ticks, cfg.batch, cfg.batch, cfg.originalBatch, onOff(cfg.faults))
+		cfg.Groups, cfg.Servers, leaves, cfg.Agents, cfg.Ticks, cfg.Batch, cfg.Batch, cfg.OriginalBatch, onOff(cfg.Faults))
 	_, _ = fmt.Fprintln(w, "design        leaves/s  fresh p50  fresh p99  cmds/tick  MB up/down per tick  write ops/tick  totals correct")
 	var cmds [3]float64
 	for i, r := range res {
@@ -1002,7 +971,7 @@ func printBaselines(w io.Writer, cfg baselinesConfig, res []baselineResult) {
 	for _, r := range res {
 		for i, t := range r.ticks {
 			fault := ""
-			if cfg.faults {
+			if cfg.Faults {
 				fault = fmt.Sprintf(" fault fired: %v;", t.faulted)
 			}
 			_, _ = fmt.Fprintf(w, "  %-12s tick %d: ingest %v, root correct after %s;%s totals correct: %s; commands: %s\n",

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/migrations"
@@ -37,8 +38,10 @@ func (s *serveStatus) states() []status.State {
 // written before the unique index exists.
 type gatedSink struct {
 	open <-chan struct{}
-	next *bulk.Writer
+	next api.Sink
 }
+
+var _ api.Sink = (*gatedSink)(nil)
 
 // Submit passes items on once the gate is open.
 func (g *gatedSink) Submit(ctx context.Context, items []bulk.Item) ([]bulk.Result, error) {

@@ -1,7 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -16,47 +17,44 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-type changeStreamBenchConfig struct {
-	backlog  int           // events written before the consumer starts reading (throughput)
-	rate     int           // writes/s during the latency phase
-	duration time.Duration // length of the latency phase
-	uri      string
+// ChangeStreamConfig is the shape of the change-stream benchmark.
+type ChangeStreamConfig struct {
+	Backlog  int           // events written before the consumer starts reading (throughput)
+	Rate     int           // writes/s during the latency phase
+	Duration time.Duration // length of the latency phase
+	URI      string        // benchmark this MongoDB instead of an embedded server
 }
 
-type changeStreamBenchResult struct {
-	cfg       changeStreamBenchConfig
+// Validate checks the shape.
+func (c ChangeStreamConfig) Validate() error {
+	if c.Backlog < 1000 || c.Rate < 100 || c.Duration <= 0 {
+		return errors.New("--backlog >= 1000, --rate >= 100 and a positive --duration are required")
+	}
+	return nil
+}
+
+// ChangeStreamResult is the change-stream benchmark's measurement.
+type ChangeStreamResult struct {
+	cfg       ChangeStreamConfig
 	events    int
 	drainTime time.Duration
 	latencies []time.Duration
 }
 
-func runBenchChangeStream(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench changestream", benchUsage)
-	var cfg changeStreamBenchConfig
-	fs.IntVar(&cfg.backlog, "backlog", 200_000, "events the consumer drains while writers keep upserting (throughput)")
-	fs.IntVar(&cfg.rate, "rate", 10_000, "writes per second during the latency phase")
-	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "length of the latency phase")
-	fs.StringVar(&cfg.uri, "mongodb-uri", "", "benchmark this MongoDB instead of an embedded server")
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
-	}
-	if cfg.backlog < 1000 || cfg.rate < 100 || cfg.duration <= 0 {
-		return fmt.Errorf("%w: --backlog >= 1000, --rate >= 100 and a positive --duration are required", errUsage)
-	}
-	uri, stop, err := benchStore(ctx, cfg.uri, false)
+// ChangeStream measures the events/s one change-stream consumer drains while writers upsert,
+// and the latency from a write's acknowledgement to its event at a fixed write rate, against
+// a fresh embedded server (or cfg.URI).
+func ChangeStream(ctx context.Context, cfg ChangeStreamConfig) (ChangeStreamResult, error) {
+	uri, stop, err := benchStore(ctx, cfg.URI, false)
 	if err != nil {
-		return err
+		return ChangeStreamResult{cfg: cfg}, err
 	}
 	defer stop()
-	res, err := benchChangeStream(ctx, uri, cfg)
-	if err != nil {
-		return fmt.Errorf("bench changestream: %w", err)
-	}
-	res.print(e.stdout)
-	return nil
+	return benchChangeStream(ctx, uri, cfg)
 }
 
-func (r changeStreamBenchResult) print(w io.Writer) {
+// Print writes the result as the command prints it.
+func (r ChangeStreamResult) Print(w io.Writer) {
 	_, _ = fmt.Fprintf(w, "throughput: %d events drained in %v while writers upsert = %.0f events/s\n",
 		r.events, r.drainTime.Round(time.Millisecond), float64(r.events)/r.drainTime.Seconds())
 	lat := slices.Clone(r.latencies)
@@ -67,12 +65,12 @@ func (r changeStreamBenchResult) print(w io.Writer) {
 	}
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 	_, _ = fmt.Fprintf(w, "latency (write acknowledged -> event received) at %d writes/s over %v: p50 %v  p99 %v  max %v (%d events)\n",
-		r.cfg.rate, r.cfg.duration, pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond),
+		r.cfg.Rate, r.cfg.Duration, pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond),
 		lat[len(lat)-1].Round(10*time.Microsecond), len(lat))
 }
 
-func benchChangeStream(ctx context.Context, uri string, cfg changeStreamBenchConfig) (changeStreamBenchResult, error) {
-	res := changeStreamBenchResult{cfg: cfg}
+func benchChangeStream(ctx context.Context, uri string, cfg ChangeStreamConfig) (ChangeStreamResult, error) {
+	res := ChangeStreamResult{cfg: cfg}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		return res, fmt.Errorf("connect: %w", err)
@@ -91,7 +89,7 @@ func benchChangeStream(ctx context.Context, uri string, cfg changeStreamBenchCon
 		return res, fmt.Errorf("watch: %w", err)
 	}
 	defer func() { _ = cs.Close(context.Background()) }()
-	if err := upsertRange(ctx, coll, "backlog", 0, cfg.backlog, 1000); err != nil {
+	if err := upsertRange(ctx, coll, "backlog", 0, cfg.Backlog, 1000); err != nil {
 		return res, err
 	}
 	wctx, stopWriters := context.WithCancel(ctx)
@@ -105,7 +103,7 @@ func benchChangeStream(ctx context.Context, uri string, cfg changeStreamBenchCon
 		return nil
 	})
 	start := time.Now()
-	for res.events < cfg.backlog {
+	for res.events < cfg.Backlog {
 		if !cs.Next(ctx) {
 			stopWriters()
 			_ = g.Wait()
@@ -136,16 +134,16 @@ func benchChangeStream(ctx context.Context, uri string, cfg changeStreamBenchCon
 	return res, err
 }
 
-// measureLatency writes at cfg.rate (batches of rate/100 every 10 ms) and measures, for each
+// measureLatency writes at cfg.Rate (batches of rate/100 every 10 ms) and measures, for each
 // event, the time from its batch's acknowledgement to its arrival at the consumer.
-func measureLatency(ctx context.Context, coll *mongo.Collection, cfg changeStreamBenchConfig) ([]time.Duration, error) {
+func measureLatency(ctx context.Context, coll *mongo.Collection, cfg ChangeStreamConfig) ([]time.Duration, error) {
 	cs, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(50*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	defer func() { _ = cs.Close(context.Background()) }()
-	perBatch := max(1, cfg.rate/100)
-	batches := int(cfg.duration / (10 * time.Millisecond))
+	perBatch := max(1, cfg.Rate/100)
+	batches := int(cfg.Duration / (10 * time.Millisecond))
 	var mu sync.Mutex
 	acked := make([]time.Time, batches)
 	received := make([][]time.Time, batches)

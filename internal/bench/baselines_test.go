@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ func TestBenchBaselines(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer stop()
-			cfg := baselinesConfig{groups: 2, servers: 6, processes: 10, agents: 4, ticks: 1, batch: 1000, originalBatch: 1000, faults: tc.faults}
+			cfg := BaselinesConfig{Groups: 2, Servers: 6, Processes: 10, Agents: 4, Ticks: 1, Batch: 1000, OriginalBatch: 1000, Faults: tc.faults}
 			res, err := benchBaselines(ctx, uri, cfg, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -79,26 +79,6 @@ func TestBenchBaselines(t *testing.T) {
 					t.Errorf("report lacks %q:\n%s", s, out.String())
 				}
 			}
-		})
-	}
-}
-
-func TestBenchBaselinesCLI(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		usage   bool
-		wantOut []string
-	}{
-		{"run", []string{"--groups", "1", "--servers", "2", "--processes", "3", "--ticks", "1"}, false,
-			[]string{"6 leaves", "original", "reaggregate", "rollup", "1/1 ticks"}},
-		{"servers not a multiple of groups", []string{"--groups", "2", "--servers", "3"}, true, nil},
-		{"zero ticks", []string{"--ticks", "0"}, true, nil},
-		{"unknown flag", []string{"--nope"}, true, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			checkCLI(t, append([]string{"bench", "baselines"}, tc.args...), tc.usage, tc.wantOut)
 		})
 	}
 }

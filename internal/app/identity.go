@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"crypto/rand"
@@ -11,13 +11,13 @@ import (
 	"unicode"
 )
 
-// instanceIDFile keeps the embedded store's instance id in its data directory.
-const instanceIDFile = "instance-id"
+// InstanceIDFile is the file that keeps the embedded store's instance id in its data directory.
+const InstanceIDFile = "instance-id"
 
-// defaultInstanceID is the instance id when none is configured: the one kept in the embedded
+// DefaultInstanceID is the instance id when none is configured: the one kept in the embedded
 // store's data directory dir (made on first use), else host@listen, which no other live
 // process on this host can share (it could not bind the address).
-func defaultInstanceID(dir, listen string) (string, error) {
+func DefaultInstanceID(dir, listen string) (string, error) {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "localhost"
@@ -25,9 +25,9 @@ func defaultInstanceID(dir, listen string) (string, error) {
 	if dir == "" {
 		return host + "@" + listen, nil
 	}
-	path := filepath.Join(dir, instanceIDFile)
+	path := filepath.Join(dir, InstanceIDFile)
 	b, err := os.ReadFile(path)
-	if id := strings.TrimSpace(string(b)); err == nil && checkInstanceID(id) == nil && id != "" {
+	if id := strings.TrimSpace(string(b)); err == nil && CheckInstanceID(id) == nil && id != "" {
 		return id, nil
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -59,8 +59,8 @@ func writeFileSync(path string, data []byte) error {
 	return f.Close()
 }
 
-// checkInstanceID accepts "" (the default) and printable ids of at most 200 bytes.
-func checkInstanceID(id string) error {
+// CheckInstanceID accepts "" (the default) and printable ids of at most 200 bytes.
+func CheckInstanceID(id string) error {
 	if len(id) > 200 {
 		return fmt.Errorf("must be at most 200 bytes, got %d", len(id))
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -55,14 +55,10 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 	if err != nil {
 		return nil, fmt.Errorf("demo token: %w", err)
 	}
-	var leaves []agentsim.Leaf
-	for _, n := range t.Leaves() {
-		leaves = append(leaves, agentsim.Leaf{ID: n.ID, Type: n.Type})
-	}
 	sim := agentsim.New(agentsim.Config{
 		Client:   &agentclient.Client{BaseURL: baseURL, Token: token, Logger: log},
 		Project:  demoProject,
-		Leaves:   leaves,
+		Leaves:   agentsim.LeavesOf(t),
 		Agents:   agents,
 		Refresh:  15 * time.Second,
 		Backfill: demoBackfill,

@@ -1,7 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +18,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/agentsim"
@@ -25,14 +25,37 @@ import (
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/blackpipe"
+	"github.com/gameops/rollup/internal/app"
+	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/migrations"
 )
 
-type ingestBenchConfig struct {
-	agents, leavesPerAgent, ticks int
-	durable                       bool
-	uri                           string
-	client                        string // "agentclient" or "loadgen"
+// IngestConfig is the shape of the end-to-end ingest benchmark.
+type IngestConfig struct {
+	Agents, LeavesPerAgent, Ticks int
+	Durable                       bool   // the embedded server keeps a data directory
+	URI                           string // benchmark this MongoDB instead of an embedded server
+	Client                        string // how the agents send: ClientLoadGen or ClientAgentClient
+}
+
+// The agents' clients of the ingest benchmark.
+const (
+	// ClientLoadGen: persistent HTTP/1.1 connections with requests prepared before the
+	// measured window, as an HTTP load generator (wrk, hey) sends them.
+	ClientLoadGen = "loadgen"
+	// ClientAgentClient: the agent package over net/http, encoding and sending in the window.
+	ClientAgentClient = "agentclient"
+)
+
+// Validate checks the shape.
+func (c IngestConfig) Validate() error {
+	if c.Agents < 1 || c.LeavesPerAgent < 1 || c.Ticks < 1 {
+		return errors.New("--agents, --leaves and --ticks must be positive")
+	}
+	if c.Client != ClientLoadGen && c.Client != ClientAgentClient {
+		return fmt.Errorf("--client must be %s or %s, not %q", ClientLoadGen, ClientAgentClient, c.Client)
+	}
+	return nil
 }
 
 // benchConns bounds the requests in flight: the load generator's connections, as many as
@@ -62,61 +85,61 @@ func (p *phaseStats) add(o phaseStats) {
 	p.gcs += o.gcs
 }
 
-func runBenchIngest(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench ingest", benchUsage)
-	var cfg ingestBenchConfig
-	fs.IntVar(&cfg.agents, "agents", 10_000, "simulated agents per tick")
-	fs.IntVar(&cfg.leavesPerAgent, "leaves", 10, "leaves per agent")
-	fs.IntVar(&cfg.ticks, "ticks", 3, "ticks to run")
-	fs.BoolVar(&cfg.durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
-	fs.StringVar(&cfg.client, "client", "loadgen", "how the agents send: loadgen (persistent HTTP/1.1 connections, as wrk) or agentclient (the agent package over net/http)")
-	fs.StringVar(&cfg.uri, "mongodb-uri", "", "benchmark against this MongoDB instead of an embedded server (use directConnection=true)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file")
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
-	}
-	if cfg.agents < 1 || cfg.leavesPerAgent < 1 || cfg.ticks < 1 {
-		return fmt.Errorf("%w: --agents, --leaves and --ticks must be positive", errUsage)
-	}
-	if cfg.client != "loadgen" && cfg.client != "agentclient" {
-		return fmt.Errorf("%w: --client must be loadgen or agentclient, not %q", errUsage, cfg.client)
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer func() { _ = f.Close() }()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if *memProfile != "" {
-		runtime.MemProfileRate = 64 << 10
-		defer func() {
-			if err := writeHeapProfile(*memProfile); err != nil {
-				_, _ = fmt.Fprintln(e.stderr, err)
-			}
-		}()
-	}
-	uri, stop, err := benchStore(ctx, cfg.uri, cfg.durable)
+// IngestResult is the ingest benchmark's measurement, per tick.
+type IngestResult struct {
+	cfg   IngestConfig
+	ticks []ingestTick
+}
+
+// Ingest runs simulated agents -> HTTP API -> bulk writer -> store for cfg.Ticks ticks and,
+// in the same run, raw driver bulk upserts of the same documents, against a fresh embedded
+// server (or cfg.URI).
+func Ingest(ctx context.Context, cfg IngestConfig) (IngestResult, error) {
+	uri, stop, err := benchStore(ctx, cfg.URI, cfg.Durable)
 	if err != nil {
-		return err
+		return IngestResult{cfg: cfg}, err
 	}
 	defer stop()
 	ticks, err := benchIngest(ctx, uri, cfg)
-	if err != nil {
-		return fmt.Errorf("bench ingest: %w", err)
-	}
-	printIngest(e.stdout, cfg, ticks)
-	return nil
+	return IngestResult{cfg: cfg, ticks: ticks}, err
 }
 
-func printIngest(w io.Writer, cfg ingestBenchConfig, ticks []ingestTick) {
+// Print writes the result as the command prints it.
+func (r IngestResult) Print(w io.Writer) { printIngest(w, r.cfg, r.ticks) }
+
+// Profile starts a CPU profile into cpuPath and, at stop, writes an allocation profile into
+// memPath (either may be empty: no such profile).
+func Profile(cpuPath, memPath string) (stop func() error, err error) {
+	var cpu *os.File
+	if cpuPath != "" {
+		if cpu, err = os.Create(cpuPath); err != nil {
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			_ = cpu.Close()
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+	}
+	if memPath != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	return func() error {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if err := cpu.Close(); err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+		}
+		if memPath != "" {
+			return writeHeapProfile(memPath)
+		}
+		return nil
+	}, nil
+}
+
+func printIngest(w io.Writer, cfg IngestConfig, ticks []ingestTick) {
 	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d)\n",
-		cfg.agents, cfg.leavesPerAgent, bulk.DefaultMaxBatch)
+		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch)
 	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)  MB allocated (ingest/raw)  GCs (ingest/raw)")
 	var total ingestTick
 	for i, t := range ticks {
@@ -139,7 +162,7 @@ func printIngestRow(w io.Writer, label string, t ingestTick) {
 		t.ingest.alloc>>20, t.raw.alloc>>20, t.ingest.gcs, t.raw.gcs)
 }
 
-func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]ingestTick, error) {
+func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTick, error) {
 	log := zap.NewNop()
 	// Everything the store sees passes through the black-pipe proxy, which counts commands.
 	target, err := hostOf(uri)
@@ -164,7 +187,7 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 	dbName := fmt.Sprintf("rollup_bench_%d", time.Now().UnixNano())
-	db := client.Database(dbName, options.Database().SetWriteConcern(writeconcern.Majority()))
+	db := mongoconn.Database(client, dbName)
 	defer func() { _ = db.Drop(context.Background()) }()
 	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -180,16 +203,16 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	httpServer := &http.Server{Handler: api.NewServer(api.Config{DB: db, Sink: writer, Logger: log}).Handler(), ReadHeaderTimeout: 10 * time.Second}
-	p.Go(func(context.Context) error { return runHTTP(pctx, httpServer, ln) })
+	p.Go(func(context.Context) error { return app.RunHTTP(pctx, httpServer, ln) })
 
 	var leaves []agentsim.Leaf
-	for i := range cfg.agents * cfg.leavesPerAgent {
+	for i := range cfg.Agents * cfg.LeavesPerAgent {
 		leaves = append(leaves, agentsim.Leaf{ID: fmt.Sprintf("bench-p%07d", i), Type: "process"})
 	}
 	// Both clients keep at most benchConns requests in flight. prepareTick does, before the
 	// measured window, what the agents do on their own machines (the load generator encodes
 	// the requests then); the function it returns is what is measured.
-	gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.agents, benchConns, 7)
+	gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.Agents, benchConns, 7)
 	defer gen.Close()
 	prepareTick := func(tick, observed time.Time) (func() error, error) {
 		reqs, err := gen.Prepare(tick, observed)
@@ -198,12 +221,12 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 		}
 		return func() error { return gen.Send(ctx, reqs) }, nil
 	}
-	if cfg.client == "agentclient" {
+	if cfg.Client == ClientAgentClient {
 		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
 		defer transport.CloseIdleConnections()
 		sim := agentsim.New(agentsim.Config{
 			Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
-			Project: "bench", Leaves: leaves, Agents: cfg.agents, Seed: 7,
+			Project: "bench", Leaves: leaves, Agents: cfg.Agents, Seed: 7,
 		})
 		prepareTick = func(tick, observed time.Time) (func() error, error) {
 			return func() error { return sim.SubmitTick(ctx, tick, observed, 0) }, nil
@@ -215,9 +238,9 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 	}
 
 	now := time.Now().UTC()
-	first := now.Truncate(5 * time.Minute).Add(-time.Duration(cfg.ticks) * 5 * time.Minute)
+	first := now.Truncate(5 * time.Minute).Add(-time.Duration(cfg.Ticks) * 5 * time.Minute)
 	var out []ingestTick
-	for i := range cfg.ticks {
+	for i := range cfg.Ticks {
 		tick := first.Add(time.Duration(i) * 5 * time.Minute)
 		t := ingestTick{leaves: len(leaves)}
 		ingest := func() error {
