@@ -10,11 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gameops/rollup/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/gameops/rollup/migrations"
 )
 
 // HashToken returns the sha256 hex of a token: the only form in which tokens are stored
@@ -100,15 +99,15 @@ func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, b
 		Project string `bson:"project"`
 		Scope   string `bson:"scope"`
 	}
-	err := m.db.Collection(migrations.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
-		options.FindOne().SetProjection(bson.D{{Key: migrations.FieldProject, Value: 1}, {Key: fieldScope, Value: 1}})).Decode(&tok)
+	err := m.db.Collection(store.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
+		options.FindOne().SetProjection(bson.D{{Key: store.FieldProject, Value: 1}, {Key: fieldScope, Value: 1}})).Decode(&tok)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return tokenInfo{}, false, nil
 	}
 	if err != nil {
 		return tokenInfo{}, false, fmt.Errorf("find token: %w", err)
 	}
-	err = m.db.Collection(migrations.ProjectsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: tok.Project}},
+	err = m.db.Collection(store.ProjectsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: tok.Project}},
 		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	exists := err == nil
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {

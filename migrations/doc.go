@@ -8,7 +8,7 @@
 //  1. counts: find documents that share (id, type, timestamp) — deployments of the system rollup
 //     replaces ran without a unique index and hold such duplicates — keep the newest of each
 //     group, delete the others (recording every removed document in the Report), then build the
-//     unique index CountsKeyIndex on exactly {id: 1, type: 1, timestamp: 1}. Node ids are unique
+//     unique index store.CountsKeyIndex on exactly {id: 1, type: 1, timestamp: 1}. Node ids are unique
 //     within a deployment, so (id, type, timestamp) names one node's value for one tick.
 //  2. tokens: the index on project.
 //  3. projects: the collection.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -153,7 +154,6 @@ func TestRestartReclaimsLease(t *testing.T) {
 		o := opts
 		o.Leases, o.Owner, o.LeaseTTL, o.CheckpointInterval = true, "x", ttl, 10*time.Millisecond
 		w := f.e.newWatcher(o)
-		w.parentTerm = func() bool { return true }
 		if setup != nil {
 			setup(w)
 		}
@@ -216,7 +216,7 @@ func TestRestartReclaimsLease(t *testing.T) {
 		t.Fatalf("old process Run = %v, want a TakenOverError", err)
 	}
 	ctx := context.Background()
-	n, err := f.e.counts.CountDocuments(ctx, bson.D{{Key: fieldRollup, Value: true}, {Key: fieldTerm, Value: bson.D{{Key: "$ne", Value: newTerm}}},
+	n, err := f.e.counts.CountDocuments(ctx, bson.D{{Key: store.FieldRollup, Value: true}, {Key: fieldTerm, Value: bson.D{{Key: "$ne", Value: newTerm}}},
 		{Key: fieldTerm, Value: bson.D{{Key: "$gt", Value: oldTerm}}}})
 	if err != nil || n != 0 {
 		t.Fatalf("%d parents with a term other than the two processes' (%v)", n, err)

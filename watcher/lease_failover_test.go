@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -159,8 +160,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	thawWrites, thawLeases := closeOnce(writes), closeOnce(leasesGo)
 	t.Cleanup(func() { thawWrites(); thawLeases() })
 	a := f.instance("a", Options{}, func(w *Watcher) {
-		w.parentTerm = func() bool { return true } // parents carry the term as well
-		w.writePastExpiry = true                   // its timers are late too, as after SIGSTOP
+		w.writePastExpiry = true // its timers are late too, as after SIGSTOP
 		w.pause = func() {
 			if frozen.Load() {
 				select {
@@ -187,7 +187,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	<-parked // a has read and merged a burst and is about to write it
 	frozenAt := time.Now()
 
-	b := f.instance("b", Options{}, func(w *Watcher) { w.parentTerm = func() bool { return true } })
+	b := f.instance("b", Options{}, nil)
 	waitFor(t, "b takes over", func() bool { return b.w.Leadership()[0].Leader })
 	took := time.Since(frozenAt)
 	termB := b.w.Leadership()[0].Term
@@ -212,15 +212,15 @@ func TestStaleLeaderFenced(t *testing.T) {
 		t.Fatalf("a: %v", err)
 	}
 	ctx := context.Background()
-	n, err := f.e.counts.CountDocuments(ctx, bson.D{{Key: fieldRollup, Value: true}, {Key: fieldTerm, Value: bson.D{{Key: "$gt", Value: termB}}}})
+	n, err := f.e.counts.CountDocuments(ctx, bson.D{{Key: store.FieldRollup, Value: true}, {Key: fieldTerm, Value: bson.D{{Key: "$gt", Value: termB}}}})
 	if err != nil || n != 0 {
 		t.Fatalf("%d parents with a term newer than b's (%v)", n, err)
 	}
-	n, err = f.e.counts.CountDocuments(ctx, bson.D{{Key: fieldRollup, Value: true}, {Key: fieldTerm, Value: termB}})
+	n, err = f.e.counts.CountDocuments(ctx, bson.D{{Key: store.FieldRollup, Value: true}, {Key: fieldTerm, Value: termB}})
 	if err != nil || n == 0 {
 		t.Fatalf("no parent written with b's term (%v)", err)
 	}
-	// The totals check reads parents with rollup.ParentFromDoc, which does not know the term:
+	// The totals check reads parents with store.DecodeParent, which does not know the term:
 	// strip it before each check (harmless to b, whose guard accepts an absent term).
 	waitFor(t, "correct totals", func() bool {
 		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: fieldTerm, Value: ""}}}}); err != nil {

@@ -62,10 +62,6 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 	defer stopBeat()
 
 	ls := leases{coll: w.db.Collection(LeasesCollection, durable()), owner: owner, ttl: w.opts.LeaseTTL, now: w.now}
-	parentTerm := w.parentTerm()
-	if !parentTerm {
-		w.log.Info("parent documents do not carry the lease term (rollup.ParentFromDoc does not read it); parents are fenced by the rev guard and a lease check on every conflict")
-	}
 	parts := w.opts.Partitions
 	running := map[int]*led{}
 	exited := make(chan int, len(parts))
@@ -99,7 +95,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		})
 	}
 	start := func(i int, l lease) {
-		f := &fence{term: l.term, parentTerm: parentTerm, check: func(ctx context.Context) error { return ls.check(ctx, l) }}
+		f := &fence{term: l.term, check: func(ctx context.Context) error { return ls.check(ctx, l) }}
 		pw := w.forPartition(i, parts[i], f)
 		pctx, stop := context.WithCancel(ctx)
 		hard, kill := context.WithCancel(context.WithoutCancel(ctx))

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/gameops/rollup/migrations"
 )
 
 // clock is a settable time source for lease tests.
@@ -85,7 +84,7 @@ func TestTermRefusesWrites(t *testing.T) {
 	at := baseTick()
 	key := docKey{ID: "g1", Type: "group", Tick: at}
 	upd := func(online int64) bson.D {
-		return bson.D{{Key: "$set", Value: bson.D{{Key: migrations.FieldOnline, Value: online}, {Key: migrations.FieldVersion, Value: int64(1)}}}}
+		return bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldOnline, Value: online}, {Key: store.FieldVersion, Value: int64(1)}}}}
 	}
 	write := func(exists bool, rev, term, online int64) []int {
 		t.Helper()
@@ -104,7 +103,7 @@ func TestTermRefusesWrites(t *testing.T) {
 	}
 	read := func() {
 		t.Helper()
-		if err := e.counts.FindOne(ctx, bson.D{{Key: migrations.FieldID, Value: key.ID}}).Decode(&doc); err != nil {
+		if err := e.counts.FindOne(ctx, bson.D{{Key: store.FieldID, Value: key.ID}}).Decode(&doc); err != nil {
 			t.Fatal(err)
 		}
 	}

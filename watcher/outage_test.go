@@ -134,7 +134,6 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 	})
 	start := func(owner string, setup func(*Watcher)) *running {
 		w := f.e.newWatcher(Options{Leases: true, Owner: owner, LeaseTTL: ttl, CheckpointInterval: 10 * time.Millisecond})
-		w.parentTerm = func() bool { return true }
 		if setup != nil {
 			setup(w)
 		}

@@ -14,8 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -103,7 +103,7 @@ func (e *engine) treeAt(ctx context.Context, r *round, project string, tick time
 
 // addLeaf adds a leaf's contribution to its parent. It reports false for an orphan: the
 // project has no tree at the tick, or the id is not a leaf of it with that type.
-func (e *engine) addLeaf(ctx context.Context, r *round, l leaf) (bool, error) {
+func (e *engine) addLeaf(ctx context.Context, r *round, l store.Leaf) (bool, error) {
 	tt, err := e.treeAt(ctx, r, l.Project, l.Tick)
 	if err != nil {
 		return false, err
@@ -133,7 +133,7 @@ func (r *round) add(k pkey, tt tickTree, n tree.Node, c ...rollup.Contribution) 
 }
 
 // addLeaves adds the contributions of leaves to r, counting orphans.
-func (e *engine) addLeaves(ctx context.Context, r *round, leaves []leaf) error {
+func (e *engine) addLeaves(ctx context.Context, r *round, leaves []store.Leaf) error {
 	for _, l := range leaves {
 		ok, err := e.addLeaf(ctx, r, l)
 		if err != nil {
@@ -254,7 +254,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 			cur := rollup.Parent{ID: k.id, Type: dp.node.Type, Project: k.project, Timestamp: k.tick}
 			raw, exists := stored[dk]
 			if exists {
-				p, err := rollup.ParentFromDoc(withoutTerm(raw))
+				p, err := store.DecodeParent(raw)
 				if err != nil {
 					e.stats.invalid.Add(1)
 					e.log.Warn("skipping a parent: its key holds a document that is not a parent document",
@@ -274,7 +274,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 				}
 				continue
 			}
-			ws = append(ws, guardedWrite{key: dk, exists: exists, rev: cur.Rev, update: n.Update(now)})
+			ws = append(ws, guardedWrite{key: dk, exists: exists, rev: cur.Rev, update: store.ParentUpdate(n, now)})
 			wkeys = append(wkeys, k)
 			next = append(next, n)
 		}
@@ -331,9 +331,9 @@ func (e *engine) readParents(ctx context.Context, r *round, keys []pkey) (map[do
 		}
 	}
 	cur, err := e.counts.Find(ctx, bson.D{
-		{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-		{Key: migrations.FieldTimestamp, Value: bson.D{{Key: "$in", Value: ticks}}},
+		{Key: store.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: store.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
+		{Key: store.FieldTimestamp, Value: bson.D{{Key: "$in", Value: ticks}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read parents: %w", err)
@@ -354,8 +354,8 @@ func (e *engine) readParents(ctx context.Context, r *round, keys []pkey) (map[do
 
 // keyOf returns the unique key of a counts document.
 func keyOf(doc bson.Raw) (docKey, bool) {
-	id, ok1 := doc.Lookup(migrations.FieldID).StringValueOK()
-	typ, ok2 := doc.Lookup(migrations.FieldType).StringValueOK()
-	ms, ok3 := doc.Lookup(migrations.FieldTimestamp).DateTimeOK()
+	id, ok1 := doc.Lookup(store.FieldID).StringValueOK()
+	typ, ok2 := doc.Lookup(store.FieldType).StringValueOK()
+	ms, ok3 := doc.Lookup(store.FieldTimestamp).DateTimeOK()
 	return docKey{id, typ, time.UnixMilli(ms).UTC()}, ok1 && ok2 && ok3
 }

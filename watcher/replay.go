@@ -6,11 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gameops/rollup/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
-
-	"github.com/gameops/rollup/migrations"
 )
 
 // recoverWindow recomputes, from the collection, the leaves written since s.from (all leaves
@@ -32,12 +31,12 @@ func (w *Watcher) recoverWindow(ctx context.Context, s *streamState) error {
 // replayLeavesSince feeds every leaf written at or after from through the normal recompute, in
 // rounds of Options.ReplayChunk leaves, and returns how many it read.
 func (e *engine) replayLeavesSince(ctx context.Context, from time.Time) (int64, error) {
-	filter := bson.D{{Key: fieldRollup, Value: bson.D{{Key: "$ne", Value: true}}}}
+	filter := bson.D{{Key: store.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}}}
 	if !from.IsZero() {
-		filter = append(filter, bson.E{Key: migrations.FieldWrittenAt, Value: bson.D{{Key: "$gte", Value: from}}})
+		filter = append(filter, bson.E{Key: store.FieldWrittenAt, Value: bson.D{{Key: "$gte", Value: from}}})
 	}
 	if f := e.part.projectFilter(); f != nil {
-		filter = append(filter, bson.E{Key: migrations.FieldProject, Value: f})
+		filter = append(filter, bson.E{Key: store.FieldProject, Value: f})
 	}
 	cur, err := e.counts.Find(ctx, filter)
 	if err != nil {
@@ -45,7 +44,7 @@ func (e *engine) replayLeavesSince(ctx context.Context, from time.Time) (int64, 
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	var n int64
-	batch := make([]leaf, 0, e.opts.ReplayChunk)
+	batch := make([]store.Leaf, 0, e.opts.ReplayChunk)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -63,7 +62,7 @@ func (e *engine) replayLeavesSince(ctx context.Context, from time.Time) (int64, 
 	}
 	for cur.Next(ctx) {
 		n++
-		l, err := decodeLeaf(cur.Current)
+		l, err := store.DecodeLeaf(cur.Current)
 		if err != nil {
 			e.stats.invalid.Add(1)
 			continue
@@ -177,9 +176,9 @@ func Replay(ctx context.Context, db *mongo.Database, trees TreeSource, project s
 
 // ticks returns the distinct ticks of project's documents in [from, to), ascending.
 func (e *engine) ticks(ctx context.Context, project string, from, to time.Time) ([]time.Time, error) {
-	res := e.counts.Distinct(ctx, migrations.FieldTimestamp, bson.D{
-		{Key: migrations.FieldProject, Value: project},
-		{Key: migrations.FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
+	res := e.counts.Distinct(ctx, store.FieldTimestamp, bson.D{
+		{Key: store.FieldProject, Value: project},
+		{Key: store.FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
 	})
 	var raw []bson.DateTime
 	if err := res.Decode(&raw); err != nil {
@@ -201,11 +200,11 @@ func (e *engine) replayTick(ctx context.Context, project string, tick time.Time)
 	if err != nil {
 		return 0, err
 	}
-	base := bson.D{{Key: migrations.FieldProject, Value: project}, {Key: migrations.FieldTimestamp, Value: tick}}
+	base := bson.D{{Key: store.FieldProject, Value: project}, {Key: store.FieldTimestamp, Value: tick}}
 	// Parents first: a leaf written after this read is either in the leaf read below or
 	// reached a parent through the watcher after it, which the rev guard detects.
 	r.snapshot = map[docKey]bson.Raw{}
-	err = e.each(ctx, append(slices.Clone(base), bson.E{Key: fieldRollup, Value: true}), func(doc bson.Raw) {
+	err = e.each(ctx, append(slices.Clone(base), bson.E{Key: store.FieldRollup, Value: true}), func(doc bson.Raw) {
 		if k, ok := keyOf(doc); ok {
 			r.snapshot[k] = slices.Clone(doc)
 		}
@@ -213,11 +212,11 @@ func (e *engine) replayTick(ctx context.Context, project string, tick time.Time)
 	if err != nil {
 		return 0, fmt.Errorf("read parents: %w", err)
 	}
-	var leaves []leaf
+	var leaves []store.Leaf
 	var n int64
-	err = e.each(ctx, append(slices.Clone(base), bson.E{Key: fieldRollup, Value: bson.D{{Key: "$ne", Value: true}}}), func(doc bson.Raw) {
+	err = e.each(ctx, append(slices.Clone(base), bson.E{Key: store.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}}), func(doc bson.Raw) {
 		n++
-		l, err := decodeLeaf(doc)
+		l, err := store.DecodeLeaf(doc)
 		if err != nil {
 			e.stats.invalid.Add(1)
 			return

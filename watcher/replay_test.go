@@ -8,8 +8,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -31,13 +31,13 @@ func TestReplay(t *testing.T) {
 		TreeVersion: tv, Children: map[string]rollup.ChildState{"ghost": {Type: tree.TypeProcess, Online: 999, Version: 1, Reported: 1, Expected: 1}},
 	}
 	if _, err := e.counts.UpdateOne(context.Background(), bson.D{
-		{Key: migrations.FieldID, Value: server.ID}, {Key: migrations.FieldType, Value: server.Type}, {Key: migrations.FieldTimestamp, Value: t0},
-	}, bad.Update(time.Now()), options.UpdateOne().SetUpsert(true)); err != nil {
+		{Key: store.FieldID, Value: server.ID}, {Key: store.FieldType, Value: server.Type}, {Key: store.FieldTimestamp, Value: t0},
+	}, store.ParentUpdate(bad, time.Now()), options.UpdateOne().SetUpsert(true)); err != nil {
 		t.Fatal(err)
 	}
 	// A leaf deleted behind the rollups' back (a cleanup): replay drops it from its parent.
 	if _, err := e.counts.DeleteOne(context.Background(), bson.D{
-		{Key: migrations.FieldID, Value: kids[0].ID}, {Key: migrations.FieldTimestamp, Value: t0},
+		{Key: store.FieldID, Value: kids[0].ID}, {Key: store.FieldTimestamp, Value: t0},
 	}); err != nil {
 		t.Fatal(err)
 	}

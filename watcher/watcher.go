@@ -14,8 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/retry"
+	"github.com/gameops/rollup/store"
 )
 
 // Watcher consumes the change stream of the counts collection and keeps every parent and root
@@ -26,9 +26,6 @@ type Watcher struct {
 	cps     checkpoints
 	started atomic.Bool
 	leaders *leadership
-	// parentTerm says whether parents carry the lease term (parentTermSupported; tests
-	// override it).
-	parentTerm func() bool
 	// pauseLeases, set by tests only, is called before each round of lease renewals.
 	pauseLeases func()
 	// instanceHook, set by tests only, adjusts the instance before it is claimed.
@@ -50,10 +47,9 @@ func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *W
 	}
 	opts = opts.withDefaults()
 	w := &Watcher{
-		db:         db,
-		cps:        newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
-		leaders:    newLeadership(opts),
-		parentTerm: parentTermSupported,
+		db:      db,
+		cps:     newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
+		leaders: newLeadership(opts),
 	}
 	w.engine = engine{
 		counts: countsCollection(db),
@@ -68,7 +64,7 @@ func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *W
 }
 
 func countsCollection(db *mongo.Database) *mongo.Collection {
-	return db.Collection(migrations.CountsCollection, durable().SetReadConcern(readconcern.Majority()))
+	return db.Collection(store.CountsCollection, durable().SetReadConcern(readconcern.Majority()))
 }
 
 // Stats returns the counters since New.
@@ -137,7 +133,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 // forPartition returns a watcher of one partition sharing w's counters, trees and hooks; f
 // fences its writes (nil: unfenced).
 func (w *Watcher) forPartition(i int, part Partition, f *fence) *Watcher {
-	c := &Watcher{db: w.db, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, parentTerm: w.parentTerm, idx: i}
+	c := &Watcher{db: w.db, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, idx: i}
 	c.engine = w.engine
 	c.part, c.fence = part, f
 	if f != nil {
@@ -291,7 +287,7 @@ func (w *Watcher) open(ctx context.Context, s *streamState) (*mongo.ChangeStream
 	if s.resume != nil {
 		o.SetStartAfter(s.resume)
 	}
-	cs, err := w.db.Collection(migrations.CountsCollection).Watch(ctx, w.part.streamFilter(), o)
+	cs, err := w.db.Collection(store.CountsCollection).Watch(ctx, w.part.streamFilter(), o)
 	if err != nil {
 		return nil, fmt.Errorf("open change stream: %w", err)
 	}
@@ -325,7 +321,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
 	// (the stream is quiet), after MaxBurstDelay or MaxBurst leaves, at an invalidate, or at
 	// shutdown; server batches are never split. pending is the token after the burst.
-	var burst []leaf
+	var burst []store.Leaf
 	var burstStart time.Time
 	var pending bson.Raw
 	flush := func() error {
@@ -395,7 +391,7 @@ func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 // nextBatch returns the leaf events of the next server batch, the token of an invalidate
 // event ending it, and the number of events the batch had (0 when the getMore came back
 // empty).
-func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf, bson.Raw, int, error) {
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]store.Leaf, bson.Raw, int, error) {
 	if !cs.TryNext(ctx) {
 		if err := cs.Err(); err != nil {
 			return nil, nil, 0, fmt.Errorf("change stream: %w", err)
@@ -405,7 +401,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 		}
 		return nil, nil, 0, nil
 	}
-	var out []leaf
+	var out []store.Leaf
 	n := 0
 	for {
 		n++
@@ -421,7 +417,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
 			}
-			l, err := decodeLeaf(ev.doc)
+			l, err := store.DecodeLeaf(ev.doc)
 			if err != nil {
 				w.stats.invalid.Add(1)
 				w.log.Warn("skipping a malformed leaf", zap.Error(err))
@@ -446,7 +442,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 }
 
 // processBurst recomputes the ancestors of a burst of leaves.
-func (w *Watcher) processBurst(ctx context.Context, leaves []leaf) error {
+func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf) error {
 	start := time.Now()
 	r := newRound()
 	if err := w.addLeaves(ctx, r, leaves); err != nil {

@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,8 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/bulk"
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 )
 
 // docKey is the unique key of a counts document.
@@ -51,10 +49,10 @@ func (g guardedWrite) model() mongo.WriteModel {
 		guard = bson.D{{Key: "$exists", Value: false}}
 	}
 	filter := bson.D{
-		{Key: migrations.FieldID, Value: g.key.ID},
-		{Key: migrations.FieldType, Value: g.key.Type},
-		{Key: migrations.FieldTimestamp, Value: g.key.Tick},
-		{Key: migrations.FieldVersion, Value: guard},
+		{Key: store.FieldID, Value: g.key.ID},
+		{Key: store.FieldType, Value: g.key.Type},
+		{Key: store.FieldTimestamp, Value: g.key.Tick},
+		{Key: store.FieldVersion, Value: guard},
 	}
 	update := g.update
 	if g.term > 0 {
@@ -133,9 +131,6 @@ func withTerm(update bson.D, term int64) bson.D {
 // still its own.
 type fence struct {
 	term int64
-	// parentTerm says parent documents carry the term (rollup.ParentFromDoc accepts the
-	// field); without it parents are protected by the rev guard and the lease check alone.
-	parentTerm bool
 	// check returns an error wrapping errFenced when a newer term holds the lease.
 	check func(context.Context) error
 }
@@ -147,10 +142,8 @@ func (e *engine) writeParents(ctx context.Context, ws []guardedWrite) ([]int, er
 	if e.fence == nil {
 		return writeGuarded(ctx, e.counts, ws)
 	}
-	if e.fence.parentTerm {
-		for i := range ws {
-			ws[i].term = e.fence.term
-		}
+	for i := range ws {
+		ws[i].term = e.fence.term
 	}
 	if e.pause != nil {
 		e.pause()
@@ -165,43 +158,4 @@ func (e *engine) writeParents(ctx context.Context, ws []guardedWrite) ([]int, er
 		}
 	}
 	return conflicts, err
-}
-
-// parentTermSupported reports whether rollup.ParentFromDoc reads a parent document that
-// carries a term field. Parents get the field only then: every reader of parents (the API,
-// verify) goes through ParentFromDoc, which rejects unknown fields.
-func parentTermSupported() bool {
-	p := rollup.Parent{ID: "n", Type: "t", Project: "p", Timestamp: time.Unix(0, 0).UTC(), Rev: 1}
-	upd := withTerm(p.Update(time.Unix(0, 0).UTC()), 1)
-	set, ok := upd[0].Value.(bson.D)
-	if !ok {
-		return false
-	}
-	raw, err := bson.Marshal(set)
-	if err != nil {
-		return false
-	}
-	_, err = rollup.ParentFromDoc(raw)
-	return err == nil
-}
-
-// withoutTerm returns doc without its term field (the lease term is the watcher's, not part of
-// the parent as rollup reads it).
-func withoutTerm(doc bson.Raw) bson.Raw {
-	if _, err := doc.LookupErr(fieldTerm); err != nil {
-		return doc
-	}
-	elems, err := doc.Elements()
-	if err != nil {
-		return doc
-	}
-	out := make([]byte, 4, len(doc))
-	for _, e := range elems {
-		if e.Key() != fieldTerm {
-			out = append(out, e...)
-		}
-	}
-	out = append(out, 0)
-	binary.LittleEndian.PutUint32(out, uint32(len(out)))
-	return out
 }

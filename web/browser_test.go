@@ -30,6 +30,7 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -73,8 +74,8 @@ func TestDashboardInChromium(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	mongod := embeddedtest.Start(t)
+	db := mongod.Database(t, mongod.Client(t))
 	f := seed(ctx, t, db)
 
 	rec := &requestLog{}
@@ -536,8 +537,8 @@ func TestDashboardInChromium(t *testing.T) {
 
 	t.Run("damaged tick", func(t *testing.T) {
 		tick := f.first.Add(damagedTick * tree.DefaultTick)
-		res, err := db.Collection(migrations.CountsCollection).UpdateOne(ctx, bson.D{{Key: "id", Value: "g01"}, {Key: "timestamp", Value: tick}},
-			bson.D{{Key: "$inc", Value: bson.D{{Key: migrations.FieldOnline, Value: 1000}}}})
+		res, err := db.Collection(store.CountsCollection).UpdateOne(ctx, bson.D{{Key: "id", Value: "g01"}, {Key: "timestamp", Value: tick}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: store.FieldOnline, Value: 1000}}}})
 		if err != nil || res.MatchedCount != 1 {
 			t.Fatalf("damage g01 at %s: %v %+v", tick, err, res)
 		}
@@ -759,7 +760,7 @@ func seed(ctx context.Context, t *testing.T, db *mongo.Database) *fixture {
 		}
 	}
 	docs = append(docs, leafDoc(orphanLeaf, tree.TypeProcess, latest, 7))
-	if _, err := db.Collection(migrations.CountsCollection).InsertMany(ctx, docs); err != nil {
+	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
 	st, err := watcher.Replay(ctx, db, watcher.NewTreeCache(trees), project, first, latest.Add(tree.DefaultTick), watcher.ReplayOptions{})
@@ -781,7 +782,7 @@ func (f *fixture) addTick(ctx context.Context, t *testing.T, ts time.Time) {
 	for j, leaf := range f.built.Leaves() {
 		docs = append(docs, leafDoc(leaf.ID, leaf.Type, ts, onlineOf(ticks, j)))
 	}
-	if _, err := f.db.Collection(migrations.CountsCollection).InsertMany(ctx, docs); err != nil {
+	if _, err := f.db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
 	if _, err := watcher.Replay(ctx, f.db, watcher.NewTreeCache(f.trees), project, ts, ts.Add(tree.DefaultTick), watcher.ReplayOptions{}); err != nil {
@@ -792,14 +793,14 @@ func (f *fixture) addTick(ctx context.Context, t *testing.T, ts time.Time) {
 
 func leafDoc(id, typ string, ts time.Time, online int64) bson.D {
 	return bson.D{
-		{Key: migrations.FieldID, Value: id},
-		{Key: migrations.FieldType, Value: typ},
-		{Key: migrations.FieldTimestamp, Value: ts},
-		{Key: migrations.FieldProject, Value: project},
-		{Key: migrations.FieldOnline, Value: online},
-		{Key: migrations.FieldVersion, Value: ts.UnixNano() + 1},
-		{Key: migrations.FieldSubmissionID, Value: "seed"},
-		{Key: migrations.FieldWrittenAt, Value: time.Now().UTC()},
+		{Key: store.FieldID, Value: id},
+		{Key: store.FieldType, Value: typ},
+		{Key: store.FieldTimestamp, Value: ts},
+		{Key: store.FieldProject, Value: project},
+		{Key: store.FieldOnline, Value: online},
+		{Key: store.FieldVersion, Value: ts.UnixNano() + 1},
+		{Key: store.FieldSubmissionID, Value: "seed"},
+		{Key: store.FieldWrittenAt, Value: time.Now().UTC()},
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 type ingestBenchConfig struct {
@@ -173,7 +174,7 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 	if err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
-	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{}, log)
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{}, log)
 	p.Go(func(context.Context) error { return writer.Run(pctx) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -210,7 +211,7 @@ func benchIngest(ctx context.Context, uri string, cfg ingestBenchConfig) ([]inge
 		}
 	}
 	raw := client.Database(dbName).Collection("raw_counts")
-	if err := copyIndexes(ctx, db.Collection(migrations.CountsCollection), raw); err != nil {
+	if err := copyIndexes(ctx, db.Collection(store.CountsCollection), raw); err != nil {
 		return nil, err
 	}
 

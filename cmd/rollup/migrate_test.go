@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/gameops/rollup/internal/testctx"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/store"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -48,18 +50,18 @@ func TestRunMigrateNoURIIsUsageError(t *testing.T) {
 // status again, and a second up.
 func TestRunMigrate(t *testing.T) {
 	ctx := testctx.Context(t)
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
 	ts := time.Date(2024, 1, 1, 0, 5, 0, 0, time.UTC)
 	older, newer := bson.NewObjectID(), bson.NewObjectID()
 	seed := []any{
 		bson.D{{Key: "_id", Value: older}, {Key: "id", Value: "srv-1"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: ts}, {Key: "online", Value: int64(3)}, {Key: "version", Value: int64(1)}},
 		bson.D{{Key: "_id", Value: newer}, {Key: "id", Value: "srv-1"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: ts}, {Key: "online", Value: int64(5)}, {Key: "version", Value: int64(2)}},
 	}
-	if _, err := db.Collection(migrations.CountsCollection).InsertMany(ctx, seed); err != nil {
+	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("ROLLUP_MONGODB_URI", store.URI)
+	t.Setenv("ROLLUP_MONGODB_URI", srv.URI)
 	migrate := func(args ...string) string {
 		t.Helper()
 		var out, errOut strings.Builder
@@ -90,7 +92,7 @@ func TestRunMigrate(t *testing.T) {
 			}
 		}
 	}
-	n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, bson.D{})
+	n, err := db.Collection(store.CountsCollection).CountDocuments(ctx, bson.D{})
 	if err != nil || n != 1 {
 		t.Fatalf("counts = %d, %v; want the newer doc only", n, err)
 	}

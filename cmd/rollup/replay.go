@@ -10,8 +10,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -126,7 +126,7 @@ func replaySummary(w io.Writer, c replayConfig, st watcher.ReplayStats, took tim
 
 // replayDryRun prints, per tick, the parents a replay would change, and a summary.
 func replayDryRun(ctx context.Context, w io.Writer, db *mongo.Database, trees watcher.TreeSource, c replayConfig) error {
-	counts := db.Collection(migrations.CountsCollection)
+	counts := db.Collection(store.CountsCollection)
 	ticks, err := windowTicks(ctx, counts, c.window)
 	if err != nil {
 		return err

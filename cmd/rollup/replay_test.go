@@ -21,6 +21,7 @@ import (
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -47,8 +48,8 @@ func newOpsEnv(t testing.TB, groups, servers, processes, nTicks int) *opsEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -60,7 +61,7 @@ func newOpsEnv(t testing.TB, groups, servers, processes, nTicks int) *opsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &opsEnv{t: t, ctx: ctx, db: db, counts: db.Collection(migrations.CountsCollection), tr: tr, uri: store.URI}
+	e := &opsEnv{t: t, ctx: ctx, db: db, counts: db.Collection(store.CountsCollection), tr: tr, uri: srv.URI}
 	var items []bulk.Item
 	for i := range nTicks {
 		at := opsT0.Add(time.Duration(i) * tree.DefaultTick)
@@ -191,7 +192,7 @@ func (e *opsEnv) parentDoc(id, typ string, at time.Time) (rollup.Parent, bson.Ra
 	if err != nil {
 		e.t.Fatalf("find %s: %v", id, err)
 	}
-	p, err := rollup.ParentFromDoc(raw)
+	p, err := store.DecodeParent(raw)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -199,12 +200,12 @@ func (e *opsEnv) parentDoc(id, typ string, at time.Time) (rollup.Parent, bson.Ra
 }
 
 func keyFilter(id, typ string, at time.Time) bson.D {
-	return bson.D{{Key: migrations.FieldID, Value: id}, {Key: migrations.FieldType, Value: typ}, {Key: migrations.FieldTimestamp, Value: at}}
+	return bson.D{{Key: store.FieldID, Value: id}, {Key: store.FieldType, Value: typ}, {Key: store.FieldTimestamp, Value: at}}
 }
 
 func (e *opsEnv) store(p rollup.Parent) {
 	e.t.Helper()
-	if _, err := e.counts.UpdateOne(e.ctx, keyFilter(p.ID, p.Type, p.Timestamp), p.Update(time.Now())); err != nil {
+	if _, err := e.counts.UpdateOne(e.ctx, keyFilter(p.ID, p.Type, p.Timestamp), store.ParentUpdate(p, time.Now())); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -355,7 +356,7 @@ func TestReplayVerify(t *testing.T) {
 	t.Run("dip from duplicate parents", func(t *testing.T) {
 		// The original system had no unique index: drop it to store a second group document
 		// with a partial total, as it did.
-		if err := e.counts.Indexes().DropOne(e.ctx, migrations.CountsKeyIndex); err != nil {
+		if err := e.counts.Indexes().DropOne(e.ctx, store.CountsKeyIndex); err != nil {
 			t.Fatal(err)
 		}
 		p, _ := e.parentDoc(group.ID, group.Type, at)
@@ -368,7 +369,7 @@ func TestReplayVerify(t *testing.T) {
 			partial.Reported += st.Reported
 			break
 		}
-		set := partial.Update(time.Now())[0].Value.(bson.D)
+		set := store.ParentFields(partial, time.Now())
 		res, err := e.counts.InsertOne(e.ctx, set)
 		if err != nil {
 			t.Fatal(err)
@@ -388,8 +389,8 @@ func TestReplayVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := e.counts.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{
-			{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldTimestamp, Value: 1},
-		}, Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex)}); err != nil {
+			{Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1}, {Key: store.FieldTimestamp, Value: 1},
+		}, Options: options.Index().SetUnique(true).SetName(store.CountsKeyIndex)}); err != nil {
 			t.Fatal(err)
 		}
 		e.mustVerify()

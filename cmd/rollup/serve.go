@@ -23,7 +23,7 @@ import (
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
 	"github.com/gameops/rollup/web"
@@ -92,7 +92,7 @@ func parseServeEnv(e *env, args []string, lookupEnv func(string) (string, bool))
 	var c serveConfig
 	fs := newConfigFlagSet(e, "serve", serveUsage)
 	fs.StringVar(&c.mongoURI, "mongodb-uri", "", "MongoDB connection string (env ROLLUP_MONGODB_URI); empty starts the embedded server")
-	fs.StringVar(&c.database, "database", migrations.DefaultDatabase, "database name")
+	fs.StringVar(&c.database, "database", store.DefaultDatabase, "database name")
 	fs.StringVar(&c.dataDir, "data", "rollup-data", "data directory of the embedded server")
 	fs.BoolVar(&c.demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
 	fs.IntVar(&c.demoAgents, "demo-agents", 20, "simulated agents in --demo")
@@ -241,7 +241,7 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 	treeCache := watcher.NewTreeCache(trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
-	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
 	st.bulk = writer.Tracker()
 	migrated := make(chan struct{}) // closed once the schema is in place
 	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log})

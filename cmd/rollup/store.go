@@ -7,11 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/gameops/rollup/store"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
-
-	"github.com/gameops/rollup/migrations"
 )
 
 // storeFlags are the flags of the commands that work on a MongoDB deployment.
@@ -25,7 +24,7 @@ type storeFlags struct {
 func (s *storeFlags) register(fs *flag.FlagSet) {
 	s.uri = os.Getenv("ROLLUP_MONGODB_URI")
 	fs.Var(secretValue{&s.uri}, "mongodb-uri", "MongoDB connection string (env ROLLUP_MONGODB_URI)")
-	fs.StringVar(&s.database, "database", migrations.DefaultDatabase, "database name")
+	fs.StringVar(&s.database, "database", store.DefaultDatabase, "database name")
 }
 
 // secretValue is a string flag whose value String never reveals.

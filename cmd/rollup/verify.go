@@ -14,8 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
 )
@@ -174,7 +174,7 @@ func (s *verifySummary) violation(kind, line string, limit int) {
 
 // verify checks the window and prints the summary; violations make it return an error.
 func verify(ctx context.Context, w io.Writer, db *mongo.Database, c verifyConfig) error {
-	counts := db.Collection(migrations.CountsCollection)
+	counts := db.Collection(store.CountsCollection)
 	trees := watcher.NewTreeCache(treedb.New(db))
 	s := &verifySummary{byKind: map[string]int{}}
 	indexOK, indexMsg, err := hasUniqueKeyIndex(ctx, counts)
@@ -229,7 +229,7 @@ func printVerify(w io.Writer, c verifyConfig, s *verifySummary, indexOK bool, in
 		fmt.Fprintf(&b, "note: %d parent documents of nodes that are not parents in their tick's tree (left by a tree edit) were not checked\n", s.ignored)
 	}
 	if indexOK {
-		fmt.Fprintf(&b, "unique index %s: ok\n", migrations.CountsKeyIndex)
+		fmt.Fprintf(&b, "unique index %s: ok\n", store.CountsKeyIndex)
 	}
 	if s.total == 0 {
 		b.WriteString("no violations\n")
@@ -258,7 +258,7 @@ func printVerify(w io.Writer, c verifyConfig, s *verifySummary, indexOK bool, in
 	}
 	if !indexOK {
 		fmt.Fprintf(&b, "the unique index is missing: remove duplicate documents (keep the newest) and recreate it: "+
-			"db.%s.createIndex({id: 1, type: 1, timestamp: 1}, {unique: true, name: %q})\n", migrations.CountsCollection, migrations.CountsKeyIndex)
+			"db.%s.createIndex({id: 1, type: 1, timestamp: 1}, {unique: true, name: %q})\n", store.CountsCollection, store.CountsKeyIndex)
 	}
 	fmt.Fprintf(&b, "repair: rollup replay --project %s --from %s --to %s\n",
 		c.window.project, c.window.from.Format(time.RFC3339), c.window.to.Format(time.RFC3339))
@@ -277,7 +277,7 @@ func hasUniqueKeyIndex(ctx context.Context, counts *mongo.Collection) (bool, str
 	if err := cur.All(ctx, &specs); err != nil {
 		return false, "", fmt.Errorf("list indexes: %w", err)
 	}
-	want := []string{migrations.FieldID, migrations.FieldType, migrations.FieldTimestamp}
+	want := []string{store.FieldID, store.FieldType, store.FieldTimestamp}
 	for _, spec := range specs {
 		key, ok := spec.Lookup("key").DocumentOK()
 		if !ok {
@@ -299,14 +299,14 @@ func hasUniqueKeyIndex(ctx context.Context, counts *mongo.Collection) (bool, str
 			return true, "", nil
 		}
 	}
-	return false, fmt.Sprintf("no unique index on {id: 1, type: 1, timestamp: 1} (want %s): duplicate documents can be written", migrations.CountsKeyIndex), nil
+	return false, fmt.Sprintf("no unique index on {id: 1, type: 1, timestamp: 1} (want %s): duplicate documents can be written", store.CountsKeyIndex), nil
 }
 
 // windowTicks returns the distinct ticks of the window's project documents, ascending.
 func windowTicks(ctx context.Context, counts *mongo.Collection, w windowFlags) ([]time.Time, error) {
-	res := counts.Distinct(ctx, migrations.FieldTimestamp, bson.D{
-		{Key: migrations.FieldProject, Value: w.project},
-		{Key: migrations.FieldTimestamp, Value: bson.D{{Key: "$gte", Value: w.from}, {Key: "$lt", Value: w.to}}},
+	res := counts.Distinct(ctx, store.FieldTimestamp, bson.D{
+		{Key: store.FieldProject, Value: w.project},
+		{Key: store.FieldTimestamp, Value: bson.D{{Key: "$gte", Value: w.from}, {Key: "$lt", Value: w.to}}},
 	})
 	var raw []bson.DateTime
 	if err := res.Decode(&raw); err != nil {
@@ -335,17 +335,17 @@ func readTick(ctx context.Context, counts *mongo.Collection, trees watcher.TreeS
 		}
 		d.TreeVersion = version
 	}
-	cur, err := counts.Find(ctx, bson.D{{Key: migrations.FieldProject, Value: project}, {Key: migrations.FieldTimestamp, Value: tick}})
+	cur, err := counts.Find(ctx, bson.D{{Key: store.FieldProject, Value: project}, {Key: store.FieldTimestamp, Value: tick}})
 	if err != nil {
 		return d, fmt.Errorf("read %s: %w", tick.Format(time.RFC3339), err)
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	for cur.Next(ctx) {
 		doc := cur.Current
-		id, _ := doc.Lookup(migrations.FieldID).StringValueOK()
-		typ, _ := doc.Lookup(migrations.FieldType).StringValueOK()
-		if isParent, _ := doc.Lookup(rollup.FieldRollup).BooleanOK(); isParent {
-			p, err := rollup.ParentFromDoc(doc)
+		id, _ := doc.Lookup(store.FieldID).StringValueOK()
+		typ, _ := doc.Lookup(store.FieldType).StringValueOK()
+		if isParent, _ := doc.Lookup(store.FieldRollup).BooleanOK(); isParent {
+			p, err := store.DecodeParent(doc)
 			if err != nil {
 				d.Invalid = append(d.Invalid, rollup.InvalidDoc{ID: id, Type: typ, Reason: err.Error()})
 				continue
@@ -353,8 +353,8 @@ func readTick(ctx context.Context, counts *mongo.Collection, trees watcher.TreeS
 			d.Parents = append(d.Parents, p)
 			continue
 		}
-		online, ok1 := doc.Lookup(migrations.FieldOnline).AsInt64OK()
-		version, ok2 := doc.Lookup(migrations.FieldVersion).AsInt64OK()
+		online, ok1 := doc.Lookup(store.FieldOnline).AsInt64OK()
+		version, ok2 := doc.Lookup(store.FieldVersion).AsInt64OK()
 		if id == "" || typ == "" || !ok1 || !ok2 {
 			d.Invalid = append(d.Invalid, rollup.InvalidDoc{ID: id, Type: typ, Reason: "leaf document without a string id and type and integer online and version"})
 			continue

@@ -14,8 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -209,7 +209,7 @@ func New(db *mongo.Database, opts Options, log *zap.Logger) *Reader {
 		groups[p] = true
 	}
 	return &Reader{
-		counts:  db.Collection(migrations.CountsCollection),
+		counts:  db.Collection(store.CountsCollection),
 		trees:   treedb.New(db), // its own cache: loading every project's tree must not evict the API's
 		opts:    opts,
 		groups:  groups,
@@ -407,16 +407,16 @@ func (r *Reader) rootDocs(ctx context.Context, infos []rootInfo, tick time.Time)
 			want[nodeKey(in.id, in.typ)] = true
 		}
 		cur, err := r.counts.Find(ctx, bson.D{
-			{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-			{Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-			{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
+			{Key: store.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+			{Key: store.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
+			{Key: store.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("find root documents: %w", err)
 		}
 		for cur.Next(ctx) {
-			id, _ := cur.Current.Lookup(migrations.FieldID).StringValueOK()
-			typ, _ := cur.Current.Lookup(migrations.FieldType).StringValueOK()
+			id, _ := cur.Current.Lookup(store.FieldID).StringValueOK()
+			typ, _ := cur.Current.Lookup(store.FieldType).StringValueOK()
 			if k := nodeKey(id, typ); want[k] { // ids × types may match another node's document
 				out[k] = slices.Clone(cur.Current)
 			}
@@ -440,13 +440,13 @@ func (r *Reader) project(p string, info rootInfo, doc bson.Raw) (Project, error)
 	switch {
 	case doc == nil:
 	case info.leaf:
-		online, ok := intValue(doc.Lookup(migrations.FieldOnline))
+		online, ok := store.Count(doc.Lookup(store.FieldOnline))
 		if !ok {
-			return proj, fmt.Errorf("%w: field %s is not an integer", errLeafDoc, migrations.FieldOnline)
+			return proj, fmt.Errorf("%w: field %s is not an integer", errLeafDoc, store.FieldOnline)
 		}
 		proj.Online, proj.Reported = online, 1
 	default:
-		parent, err := rollup.ParentFromDoc(doc)
+		parent, err := store.DecodeParent(doc)
 		if err != nil {
 			return proj, err
 		}
@@ -466,14 +466,4 @@ func (r *Reader) project(p string, info rootInfo, doc bson.Raw) (Project, error)
 		proj.Groups = append(proj.Groups, Group{ID: g.id, Counts: c})
 	}
 	return proj, nil
-}
-
-func intValue(v bson.RawValue) (int64, bool) {
-	switch v.Type {
-	case bson.TypeInt64:
-		return v.Int64(), true
-	case bson.TypeInt32:
-		return int64(v.Int32()), true
-	}
-	return 0, false
 }
