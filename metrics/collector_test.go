@@ -374,7 +374,7 @@ func TestCollectorTotalsPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zap.NewNop())
-	w := watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{CheckpointInterval: time.Millisecond}, zap.NewNop())
+	w := watcher.New(db, treedb.NewCache(trees), watcher.Options{CheckpointInterval: time.Millisecond}, zap.NewNop())
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- writer.Run(runCtx) }()

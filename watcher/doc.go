@@ -2,7 +2,7 @@
 // counts collection equal to the sum of its children, and its checkpoints.
 //
 // It owns: the change stream on counts (fullDocument updateLookup, $match on leaf writes),
-// grouping leaf events by (parent, tick) through the tree of that tick (TreeSource, TreeCache),
+// grouping leaf events by (parent, tick) through the tree of that tick (treedb.TreeSource, TreeCache),
 // the level-by-level rev-guarded parent writes, the checkpoints collection, recovery of a
 // lost history window, and Replay (full recompute of a tick window). It does not own: the
 // merge rule and the parent document's BSON (package rollup), trees and their storage

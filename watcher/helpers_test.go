@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const tick = tree.DefaultTick
 
-// staticTrees is a TreeSource stand-in for tree/treedb: versions per project, each effective
+// staticTrees is a treedb.TreeSource stand-in for tree/treedb: versions per project, each effective
 // from a tick.
 type staticTrees struct {
 	mu       sync.Mutex

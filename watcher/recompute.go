@@ -17,13 +17,14 @@ import (
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // engine recomputes parents from contributions: the part shared by the watcher's batches,
 // the recovery of a lost window and Replay.
 type engine struct {
 	counts *mongo.Collection // w:majority, j:true
-	trees  TreeSource
+	trees  treedb.TreeSource
 	opts   Options
 	log    *zap.Logger
 	stats  *counters
@@ -86,7 +87,7 @@ func newRound() *round {
 	return &round{dirty: map[pkey]*dirtyParent{}, trees: map[tickKey]tickTree{}}
 }
 
-// treeAt returns the tree of (project, tick), asking the TreeSource once per round.
+// treeAt returns the tree of (project, tick), asking the treedb.TreeSource once per round.
 func (e *engine) treeAt(ctx context.Context, r *round, project string, tick time.Time) (tickTree, error) {
 	k := tickKey{project, tick}
 	if tt, ok := r.trees[k]; ok {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/store"
+	"github.com/gameops/rollup/tree/treedb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
@@ -127,7 +128,7 @@ type ReplayStats struct {
 // run while the watcher runs; an interrupted replay can resume from the tick after the last
 // one Progress reported (or simply start again).
 //
-// Semantics, per tick t and tree version of t (trees from TreeSource):
+// Semantics, per tick t and tree version of t (trees from treedb.TreeSource):
 //   - The tick's parent documents are read first, then its leaves. Each parent of the tree
 //     that has leaves under it, or a stored document, is rebuilt bottom-up: its children
 //     set is REPLACED by the contributions of its children as just read and rebuilt (a child
@@ -139,7 +140,7 @@ type ReplayStats struct {
 //     concurrent newer leaf is never lost; such a parent is only brought up to date, not
 //     cleaned, and running the replay again replaces it.
 //   - Parent documents of nodes that are not parents in the tick's tree are left alone.
-func Replay(ctx context.Context, db *mongo.Database, trees TreeSource, project string, from, to time.Time, opts ReplayOptions) (ReplayStats, error) {
+func Replay(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, project string, from, to time.Time, opts ReplayOptions) (ReplayStats, error) {
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

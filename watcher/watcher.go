@@ -16,6 +16,7 @@ import (
 
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // Watcher consumes the change stream of the counts collection and keeps every parent and root
@@ -41,7 +42,7 @@ type Watcher struct {
 
 // New returns a watcher of db's counts collection. It writes parents and checkpoints with
 // w:majority, j:true and reads parents with read concern majority, whatever db's defaults.
-func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *Watcher {
+func New(db *mongo.Database, trees treedb.TreeSource, opts Options, log *zap.Logger) *Watcher {
 	if log == nil {
 		log = zap.NewNop()
 	}

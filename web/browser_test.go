@@ -763,7 +763,7 @@ func seed(ctx context.Context, t *testing.T, db *mongo.Database) *fixture {
 	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
-	st, err := watcher.Replay(ctx, db, watcher.NewTreeCache(trees), project, first, latest.Add(tree.DefaultTick), watcher.ReplayOptions{})
+	st, err := watcher.Replay(ctx, db, treedb.NewCache(trees), project, first, latest.Add(tree.DefaultTick), watcher.ReplayOptions{})
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -785,7 +785,7 @@ func (f *fixture) addTick(ctx context.Context, t *testing.T, ts time.Time) {
 	if _, err := f.db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
-	if _, err := watcher.Replay(ctx, f.db, watcher.NewTreeCache(f.trees), project, ts, ts.Add(tree.DefaultTick), watcher.ReplayOptions{}); err != nil {
+	if _, err := watcher.Replay(ctx, f.db, treedb.NewCache(f.trees), project, ts, ts.Add(tree.DefaultTick), watcher.ReplayOptions{}); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	f.newest = ts

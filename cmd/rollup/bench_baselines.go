@@ -885,7 +885,7 @@ func newRollupDesign(ctx context.Context, db *mongo.Database, shape *baselineSha
 	}
 	return &rollupDesign{
 		writer:  bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log),
-		watcher: watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{}, log),
+		watcher: watcher.New(db, treedb.NewCache(trees), watcher.Options{}, log),
 	}, nil
 }
 

@@ -83,7 +83,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 	return c.store.withDB(ctx, func(db *mongo.Database) error {
-		trees := watcher.NewTreeCache(treedb.New(db))
+		trees := treedb.NewCache(treedb.New(db))
 		if c.dryRun {
 			return replayDryRun(ctx, e.stdout, db, trees, c)
 		}
@@ -125,7 +125,7 @@ func replaySummary(w io.Writer, c replayConfig, st watcher.ReplayStats, took tim
 }
 
 // replayDryRun prints, per tick, the parents a replay would change, and a summary.
-func replayDryRun(ctx context.Context, w io.Writer, db *mongo.Database, trees watcher.TreeSource, c replayConfig) error {
+func replayDryRun(ctx context.Context, w io.Writer, db *mongo.Database, trees treedb.TreeSource, c replayConfig) error {
 	counts := db.Collection(store.CountsCollection)
 	ticks, err := windowTicks(ctx, counts, c.window)
 	if err != nil {

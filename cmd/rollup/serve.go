@@ -238,7 +238,7 @@ func serveApp(ctx context.Context, e *env, log *zap.Logger, cfg serveConfig, uri
 
 	st := newServeStatus()
 	trees := treedb.New(db)
-	treeCache := watcher.NewTreeCache(trees)
+	treeCache := treedb.NewCache(trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
 	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/gameops/rollup/internal/testctx"
 	"net/http"
 	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gameops/rollup/internal/testctx"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"

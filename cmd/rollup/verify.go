@@ -17,7 +17,6 @@ import (
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 )
 
 const verifyUsage = `usage: rollup verify --project P --from T1 --to T2 [--max N] [flags]
@@ -175,7 +174,7 @@ func (s *verifySummary) violation(kind, line string, limit int) {
 // verify checks the window and prints the summary; violations make it return an error.
 func verify(ctx context.Context, w io.Writer, db *mongo.Database, c verifyConfig) error {
 	counts := db.Collection(store.CountsCollection)
-	trees := watcher.NewTreeCache(treedb.New(db))
+	trees := treedb.NewCache(treedb.New(db))
 	s := &verifySummary{byKind: map[string]int{}}
 	indexOK, indexMsg, err := hasUniqueKeyIndex(ctx, counts)
 	if err != nil {
@@ -321,7 +320,7 @@ func windowTicks(ctx context.Context, counts *mongo.Collection, w windowFlags) (
 }
 
 // readTick reads the tree and every document of project at tick.
-func readTick(ctx context.Context, counts *mongo.Collection, trees watcher.TreeSource, project string, tick time.Time) (rollup.TickDocs, error) {
+func readTick(ctx context.Context, counts *mongo.Collection, trees treedb.TreeSource, project string, tick time.Time) (rollup.TickDocs, error) {
 	d := rollup.TickDocs{Tick: tick}
 	tr, version, err := trees.TreeAt(ctx, project, tick)
 	if err != nil {

@@ -55,7 +55,7 @@ func newPipeline(t *testing.T) *pipeline {
 	trees := treedb.New(db)
 	p := &pipeline{ctx: ctx, store: srv, client: client, db: db, trees: trees}
 	p.writer = bulk.New(db.Collection(store.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zaptest.NewLogger(t))
-	p.w = watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{CheckpointInterval: 10 * time.Millisecond}, zaptest.NewLogger(t))
+	p.w = watcher.New(db, treedb.NewCache(trees), watcher.Options{CheckpointInterval: 10 * time.Millisecond}, zaptest.NewLogger(t))
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- p.writer.Run(runCtx) }()
