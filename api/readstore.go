@@ -2,14 +2,8 @@ package api
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
@@ -72,47 +66,12 @@ func versionOf(vs []treedb.Version, i int) int {
 	return vs[i].Version
 }
 
-// errBadDoc marks a stored document the read API cannot use (a *store.InvalidDocError).
-var errBadDoc = errors.New("malformed counts document")
-
 // counts is the counts collection.
-func (rd *reader) counts() *mongo.Collection { return rd.db.Collection(store.CountsCollection) }
-
-// find runs filter on counts (projected by store.NodeProjection) and calls fn with each document.
-func (rd *reader) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder, fn func(store.Node)) error {
-	cur, err := rd.counts().Find(ctx, filter, opts.SetProjection(store.NodeProjection))
-	if err != nil {
-		return fmt.Errorf("find counts: %w", err)
-	}
-	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	for cur.Next(ctx) {
-		d, err := store.DecodeNode(cur.Current)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errBadDoc, err)
-		}
-		fn(d)
-	}
-	if err := cur.Err(); err != nil {
-		return fmt.Errorf("read counts: %w", err)
-	}
-	return nil
-}
+func (rd *reader) counts() store.Counts { return store.NewCounts(rd.db) }
 
 // nodeDocs calls fn with project's documents of node (id, typ) in [from, to), in time order.
-// It reads only the unique {id, type, timestamp} index's range; a document of another project
-// under the key (an orphan it wrote before the id joined this tree) is not this project's.
 func (rd *reader) nodeDocs(ctx context.Context, project, id, typ string, from, to time.Time, fn func(store.Node)) error {
-	filter := bson.D{
-		{Key: store.FieldID, Value: id},
-		{Key: store.FieldType, Value: typ},
-		{Key: store.FieldTimestamp, Value: bson.D{
-			{Key: "$gte", Value: bson.NewDateTimeFromTime(from)},
-			{Key: "$lt", Value: bson.NewDateTimeFromTime(to)},
-		}},
-		{Key: store.FieldProject, Value: project},
-	}
-	opts := options.Find().SetSort(bson.D{{Key: store.FieldTimestamp, Value: 1}}).SetBatchSize(10_000)
-	return rd.find(ctx, filter, opts, fn)
+	return rd.counts().NodeRange(ctx, project, id, typ, from, to, fn)
 }
 
 // latestRootTick returns the latest tick that has a document of the root of its tree
@@ -140,18 +99,7 @@ func (rd *reader) latestRootTick(ctx context.Context, project string) (time.Time
 			return time.Time{}, false, err
 		}
 		root := t.Root()
-		var found store.Node
-		ok := false
-		err = rd.find(ctx, bson.D{
-			{Key: store.FieldID, Value: root.ID},
-			{Key: store.FieldType, Value: root.Type},
-			{Key: store.FieldTimestamp, Value: bson.D{
-				{Key: "$gte", Value: bson.NewDateTimeFromTime(v.EffectiveFrom)},
-				{Key: "$lt", Value: bson.NewDateTimeFromTime(end)},
-			}},
-			{Key: store.FieldProject, Value: project},
-		}, options.Find().SetSort(bson.D{{Key: store.FieldTimestamp, Value: -1}}).SetLimit(1),
-			func(d store.Node) { found, ok = d, true })
+		found, ok, err := rd.counts().LatestNode(ctx, project, root.ID, root.Type, v.EffectiveFrom, end)
 		if err != nil || ok {
 			return found.Tick, ok, err
 		}
@@ -160,34 +108,13 @@ func (rd *reader) latestRootTick(ctx context.Context, project string) (time.Time
 	return time.Time{}, false, nil
 }
 
-// tickDocs calls fn with every document of project at tick t (leaves and parents), through
-// the {project, timestamp} index.
+// tickDocs calls fn with every document of project at tick t (leaves and parents).
 func (rd *reader) tickDocs(ctx context.Context, project string, t time.Time, fn func(store.Node)) error {
-	filter := bson.D{
-		{Key: store.FieldProject, Value: project},
-		{Key: store.FieldTimestamp, Value: bson.NewDateTimeFromTime(t)},
-	}
-	return rd.find(ctx, filter, options.Find().SetBatchSize(10_000), fn)
+	return rd.counts().TickNodes(ctx, project, t, fn)
 }
 
 // parentDoc returns project's parent document of node (id, typ) at t; ok is false when there
 // is none.
 func (rd *reader) parentDoc(ctx context.Context, project, id, typ string, t time.Time) (p rollup.Parent, ok bool, err error) {
-	raw, err := rd.counts().FindOne(ctx, bson.D{
-		{Key: store.FieldID, Value: id},
-		{Key: store.FieldType, Value: typ},
-		{Key: store.FieldTimestamp, Value: bson.NewDateTimeFromTime(t)},
-		{Key: store.FieldProject, Value: project},
-	}).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return p, false, nil
-	}
-	if err != nil {
-		return p, false, fmt.Errorf("find parent document: %w", err)
-	}
-	p, err = store.DecodeParent(raw)
-	if err != nil {
-		return p, false, fmt.Errorf("%w: %w", errBadDoc, err)
-	}
-	return p, true, nil
+	return rd.counts().Parent(ctx, project, id, typ, t)
 }

@@ -132,8 +132,10 @@ type TickReport struct {
 	// Ignored is the number of parent documents of nodes that are not parents in the tree of
 	// the tick (left by a tree edit; no reader or replay uses them).
 	Ignored int
-	// Orphans is the number of leaf documents not in the tree of the tick.
+	// Orphans is the number of leaf ids not in the tree of the tick.
 	Orphans int
+	// OrphanLeaves are those leaves' documents (one per id), in id order.
+	OrphanLeaves []LeafDoc
 	// Violations are in order: duplicates and invalid documents first, then per node from the
 	// deepest level up, in id order.
 	Violations []Violation
@@ -213,8 +215,10 @@ func Check(d TickDocs) (TickReport, error) {
 		if _, ok := byID[l.ID]; !ok && !orphan[l.ID] {
 			orphan[l.ID] = true
 			r.Orphans++
+			r.OrphanLeaves = append(r.OrphanLeaves, l)
 		}
 	}
+	sort.Slice(r.OrphanLeaves, func(i, j int) bool { return r.OrphanLeaves[i].ID < r.OrphanLeaves[j].ID })
 	for k := range parents {
 		if n, ok := byID[k.id]; !ok || n.Type != k.typ || len(kids[k.id]) == 0 {
 			r.Ignored += len(parents[k])

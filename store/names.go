@@ -80,3 +80,37 @@ const (
 
 // fieldMongoID is every document's _id.
 const fieldMongoID = "_id"
+
+// Field names of checkpoints documents.
+const (
+	// FieldToken is a checkpoint's resume token (document).
+	FieldToken = "token"
+	// FieldClusterTime is the cluster time the token encodes (timestamp).
+	FieldClusterTime = "cluster_time"
+	// FieldSavedAt is when the checkpoint was saved (DateTime).
+	FieldSavedAt = "saved_at"
+)
+
+// Field names of leases and instances documents (a lease's term is FieldTerm).
+const (
+	// FieldOwner is the instance id holding a lease.
+	FieldOwner = "owner"
+	// FieldExpiresAt is when a lease expires unless renewed.
+	FieldExpiresAt = "expires_at"
+	// FieldAcquiredAt is when a lease was acquired.
+	FieldAcquiredAt = "acquired_at"
+	// FieldLast is the term counter's last term handed out.
+	FieldLast = "last"
+	// FieldIncarnation identifies the process holding an instance id.
+	FieldIncarnation = "incarnation"
+	// FieldHost and FieldPID name that process.
+	FieldHost = "host"
+	FieldPID  = "pid"
+	// FieldStartedAt is when it claimed the id.
+	FieldStartedAt = "started_at"
+	// FieldBeat counts its heartbeats; FieldBeatAt is the time of the last one.
+	FieldBeat   = "beat"
+	FieldBeatAt = "beat_at"
+	// FieldStopped marks an id its process released at shutdown.
+	FieldStopped = "stopped"
+)

@@ -30,10 +30,10 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 	"github.com/gameops/rollup/web"
 )
 
@@ -55,7 +55,7 @@ const (
 )
 
 // TestDashboardInChromium serves the API and the dashboard over the embedded server holding
-// a generated tree, leaves and their parents (recomputed by watcher.Replay), and drives the
+// a generated tree, leaves and their parents (recomputed by recompute.Replay), and drives the
 // page in one headless Chromium over the DevTools protocol: what it shows is checked against
 // the API's answers (the DOM's data attributes, the downloaded CSV), a proxy answers 503 on
 // demand for a refresh that fails and recovers, synthetic mouse events drag to zoom, and a
@@ -724,7 +724,7 @@ type fixture struct {
 	newest        time.Time // the latest tick, including those added by addTick
 }
 
-// seed creates the project's read-only token, its tree, the leaves and (by watcher.Replay) the
+// seed creates the project's read-only token, its tree, the leaves and (by recompute.Replay) the
 // parents.
 func seed(ctx context.Context, t *testing.T, db *mongo.Database) *fixture {
 	t.Helper()
@@ -763,7 +763,7 @@ func seed(ctx context.Context, t *testing.T, db *mongo.Database) *fixture {
 	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
-	st, err := watcher.Replay(ctx, db, treedb.NewCache(trees), project, first, latest.Add(tree.DefaultTick), watcher.ReplayOptions{})
+	st, err := recompute.Replay(ctx, db, treedb.NewCache(trees), project, first, latest.Add(tree.DefaultTick), recompute.ReplayOptions{})
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -785,7 +785,7 @@ func (f *fixture) addTick(ctx context.Context, t *testing.T, ts time.Time) {
 	if _, err := f.db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
-	if _, err := watcher.Replay(ctx, f.db, treedb.NewCache(f.trees), project, ts, ts.Add(tree.DefaultTick), watcher.ReplayOptions{}); err != nil {
+	if _, err := recompute.Replay(ctx, f.db, treedb.NewCache(f.trees), project, ts, ts.Add(tree.DefaultTick), recompute.ReplayOptions{}); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	f.newest = ts

@@ -21,6 +21,10 @@ Apply rollup's schema migrations to a MongoDB deployment, or show which are appl
 step that builds the unique index on counts (id, type, timestamp) first removes duplicate
 documents, keeping the newest of each group, and prints every document it removed;
 --dry-run prints what it would do and changes nothing.
+'status' also reports schema drift: an index an applied step built that is missing, or
+exists with another definition (someone dropped or changed it). 'up' repairs it: it runs the
+step again (dropping a differently defined index first; for the unique index, removing the
+duplicates written meanwhile).
 'rollup serve' applies pending migrations at start, so this command is for operators
 who want to run or inspect them on their own.
 
@@ -104,7 +108,11 @@ func migrate(ctx context.Context, e *env, c migrateConfig, m *migrations.Migrato
 		if err != nil {
 			return err
 		}
-		return printMigrateStatus(e.stdout, c.store.database, st)
+		drift, err := m.Drift(ctx)
+		if err != nil {
+			return err
+		}
+		return printMigrateStatus(e.stdout, c.store.database, st, drift)
 	}
 	wait := c.lockWait
 	if wait == 0 {
@@ -117,8 +125,8 @@ func migrate(ctx context.Context, e *env, c migrateConfig, m *migrations.Migrato
 	return err
 }
 
-// printMigrateStatus prints one line per step and the number pending.
-func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus) error {
+// printMigrateStatus prints one line per step, the number pending and the schema drift.
+func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus, drift []migrations.StepDrift) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "database %s:\n", database)
 	pending, width := 0, 0
@@ -137,9 +145,15 @@ func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus
 		}
 		fmt.Fprintf(&b, "  %3d  %-*s  %s\n", s.Version, width, s.Name, state)
 	}
-	if pending == 0 {
+	for _, d := range drift {
+		fmt.Fprintf(&b, "schema drift: %s\n", d)
+	}
+	switch {
+	case pending == 0 && len(drift) == 0:
 		b.WriteString("up to date\n")
-	} else {
+	case pending == 0:
+		fmt.Fprintf(&b, "%d indexes drifted: run 'rollup migrate up'\n", len(drift))
+	default:
 		fmt.Fprintf(&b, "%d pending: run 'rollup migrate up'\n", pending)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -14,17 +14,16 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 )
 
 const opsProject = "ops"
@@ -337,7 +336,7 @@ func TestReplayVerify(t *testing.T) {
 			fmt.Sprintf("sum       %s (server) at %s: online stored %d, expected %d: not the sum over its %d children: exactly twice the sum",
 				server.ID, at.Format(time.RFC3339), 2*good, good, len(p.Children)),
 			fmt.Sprintf("recompute %s (server) at %s: online stored %d, expected %d", server.ID, at.Format(time.RFC3339), 2*good, good),
-			"repair: rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z")
+			"repair, in this order, then verify again:\n  1. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (sum, recompute: ")
 
 		before := e.snapshot()
 		dry := e.replay("--dry-run")
@@ -382,17 +381,21 @@ func TestReplayVerify(t *testing.T) {
 			fmt.Sprintf("duplicate %s (group) at %s: documents stored 2, expected 1: readers may see either document: online %d", group.ID, at.Format(time.RFC3339), p.Online),
 			fmt.Sprintf("online %d", partial.Online),
 			fmt.Sprintf("recompute %s (group) at %s: online stored %d, expected %d", group.ID, at.Format(time.RFC3339), partial.Online, p.Online),
-			"index     counts: no unique index on {id: 1, type: 1, timestamp: 1}",
-			"the unique index is missing")
-		// The repair verify prints: remove the extra document, recreate the index.
-		if _, err := e.counts.DeleteOne(e.ctx, bson.D{{Key: "_id", Value: res.InsertedID}}); err != nil {
-			t.Fatal(err)
+			"index     index id_1_type_1_timestamp_1 on counts is missing",
+			"  1. rollup migrate up\n     (duplicate, index: removes the duplicate documents (keeping the newest of each key) and rebuilds the unique index",
+			"  2. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (recompute: ")
+		// The repair verify prints: migrate up (the newer, partial document is the one kept),
+		// then replay.
+		out, err = e.cmd(e.ctx, nil, "migrate", "up")
+		if err != nil {
+			t.Fatalf("migrate up: %v\n%s", err, out)
 		}
-		if _, err := e.counts.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{
-			{Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1}, {Key: store.FieldTimestamp, Value: 1},
-		}, Options: options.Index().SetUnique(true).SetName(store.CountsKeyIndex)}); err != nil {
-			t.Fatal(err)
+		wantAll(t, "migrate up", out, "schema drift: index id_1_type_1_timestamp_1 on counts is missing",
+			"repaired: ran step 1", "kept:    _id="+res.InsertedID.(bson.ObjectID).Hex(), "removed: _id=")
+		if out, code := e.verify(); code != 1 || strings.Contains(out, "duplicate") || strings.Contains(out, "index     ") {
+			t.Fatalf("after migrate up, only the totals are left to replay; exit %d:\n%s", code, out)
 		}
+		e.replay("--progress", "none")
 		e.mustVerify()
 	})
 
@@ -538,8 +541,8 @@ func TestProgressRate(t *testing.T) {
 		p := newProgress(&b, tc.mode, func() time.Time { return now })
 		for i, d := range tc.at {
 			now = t0.Add(d)
-			p.update(watcher.ReplayProgress{Tick: t0.Add(time.Duration(i) * tree.DefaultTick), Done: i + 1, Total: len(tc.at),
-				Stats: watcher.ReplayStats{Leaves: int64(1000 * (i + 1))}})
+			p.update(recompute.ReplayProgress{Tick: t0.Add(time.Duration(i) * tree.DefaultTick), Done: i + 1, Total: len(tc.at),
+				Stats: recompute.ReplayStats{Leaves: int64(1000 * (i + 1))}})
 		}
 		p.finish()
 		got := strings.Count(b.String(), "\n")

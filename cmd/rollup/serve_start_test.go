@@ -231,7 +231,7 @@ func leaseOf(ctx context.Context, t *testing.T, db *mongo.Database) (owner strin
 		Owner string `bson:"owner"`
 		Term  int64  `bson:"term"`
 	}
-	if err := db.Collection(watcher.LeasesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: watcher.DefaultName}}).Decode(&d); err != nil {
+	if err := db.Collection(store.LeasesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: watcher.DefaultName}}).Decode(&d); err != nil {
 		t.Fatalf("lease: %v", err)
 	}
 	return d.Owner, d.Term

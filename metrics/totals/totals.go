@@ -168,7 +168,7 @@ type Group struct {
 
 // Reader refreshes the Snapshot. Create it with New, run it with Run.
 type Reader struct {
-	counts *mongo.Collection
+	counts store.Counts
 	trees  *treedb.Store
 	opts   Options
 	groups map[string]bool
@@ -209,7 +209,7 @@ func New(db *mongo.Database, opts Options, log *zap.Logger) *Reader {
 		groups[p] = true
 	}
 	return &Reader{
-		counts:  db.Collection(store.CountsCollection),
+		counts:  store.NewCounts(db),
 		trees:   treedb.New(db), // its own cache: loading every project's tree must not evict the API's
 		opts:    opts,
 		groups:  groups,
@@ -394,37 +394,17 @@ func nodeKey(id, typ string) string { return id + "\x00" + typ }
 // index: one query per maxInRoots roots.
 func (r *Reader) rootDocs(ctx context.Context, infos []rootInfo, tick time.Time) (map[string]bson.Raw, error) {
 	out := make(map[string]bson.Raw, len(infos))
-	for start := 0; start < len(infos); start += maxInRoots {
-		chunk := infos[start:min(start+maxInRoots, len(infos))]
-		ids := make([]string, 0, len(chunk))
-		var types []string
-		want := make(map[string]bool, len(chunk))
-		for _, in := range chunk {
-			ids = append(ids, in.id)
-			if !slices.Contains(types, in.typ) {
-				types = append(types, in.typ)
-			}
-			want[nodeKey(in.id, in.typ)] = true
+	for chunk := range slices.Chunk(infos, maxInRoots) {
+		keys := make([]store.Key, len(chunk))
+		for i, in := range chunk {
+			keys[i] = store.Key{ID: in.id, Type: in.typ, Tick: tick}
 		}
-		cur, err := r.counts.Find(ctx, bson.D{
-			{Key: store.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-			{Key: store.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-			{Key: store.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("find root documents: %w", err)
-		}
-		for cur.Next(ctx) {
-			id, _ := cur.Current.Lookup(store.FieldID).StringValueOK()
-			typ, _ := cur.Current.Lookup(store.FieldType).StringValueOK()
-			if k := nodeKey(id, typ); want[k] { // ids × types may match another node's document
-				out[k] = slices.Clone(cur.Current)
-			}
-		}
-		err = cur.Err()
-		_ = cur.Close(context.WithoutCancel(ctx))
+		docs, err := r.counts.ByKeys(ctx, keys)
 		if err != nil {
 			return nil, fmt.Errorf("read root documents: %w", err)
+		}
+		for k, doc := range docs {
+			out[nodeKey(k.ID, k.Type)] = doc
 		}
 	}
 	return out, nil

@@ -1,10 +1,9 @@
-package watcher
+package recompute
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -12,25 +11,19 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/lease"
 	"github.com/gameops/rollup/store"
 )
-
-// docKey is the unique key of a counts document.
-type docKey struct {
-	ID   string
-	Type string
-	Tick time.Time
-}
 
 // guardedWrite is one parent document write under optimistic concurrency on its rev (the
 // document's version field).
 type guardedWrite struct {
-	key docKey
+	key store.Key
 	// exists says a stored document was read; rev is its version then.
 	exists bool
 	rev    int64
 	// update is the absolute {$set: ...} document (every field of the parent, new rev
-	// included), from rollup.Parent.Update.
+	// included), from store.ParentUpdate.
 	update bson.D
 	// term, when > 0, is the writer's lease term: it is set on the document and the write
 	// is refused (as a conflict) when the stored document has a newer term.
@@ -48,16 +41,11 @@ func (g guardedWrite) model() mongo.WriteModel {
 	if !g.exists {
 		guard = bson.D{{Key: "$exists", Value: false}}
 	}
-	filter := bson.D{
-		{Key: store.FieldID, Value: g.key.ID},
-		{Key: store.FieldType, Value: g.key.Type},
-		{Key: store.FieldTimestamp, Value: g.key.Tick},
-		{Key: store.FieldVersion, Value: guard},
-	}
+	filter := append(store.KeyFilter(g.key), bson.E{Key: store.FieldVersion, Value: guard})
 	update := g.update
 	if g.term > 0 {
-		filter = append(filter, termGuard(g.term))
-		update = withTerm(update, g.term)
+		filter = append(filter, lease.TermGuard(g.term))
+		update = lease.WithTerm(update, g.term)
 	}
 	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true)
 }
@@ -105,53 +93,34 @@ func writeGuarded(ctx context.Context, coll *mongo.Collection, ws []guardedWrite
 	return conflicts, nil
 }
 
-// fieldTerm is the lease term of the leader that last wrote a parent or a checkpoint.
-const fieldTerm = "term"
-
-// termGuard is the filter condition of a write by a leader of term: the stored term is not
-// newer (or absent). As an extra, non-equality field it makes a refused upsert fail with
-// E11000, so a refusal shows up as a conflict at its own index.
-func termGuard(term int64) bson.E {
-	return bson.E{Key: fieldTerm, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gt", Value: term}}}}}
-}
-
-// withTerm returns update ({$set: {...}}) with term added to its $set.
-func withTerm(update bson.D, term int64) bson.D {
-	out := make(bson.D, 0, len(update))
-	for _, op := range update {
-		if set, ok := op.Value.(bson.D); ok && op.Key == "$set" {
-			op.Value = append(slices.Clip(set), bson.E{Key: fieldTerm, Value: term})
-		}
-		out = append(out, op)
-	}
-	return out
-}
-
-// fence is what a leader's writes carry: its lease term, and how to check that the lease is
+// Fence is what a lease holder's writes carry: its term, and how to check that the lease is
 // still its own.
-type fence struct {
-	term int64
-	// check returns an error wrapping errFenced when a newer term holds the lease.
-	check func(context.Context) error
+type Fence struct {
+	// Term is the holder's lease term: every parent it writes carries it, and a write to a
+	// parent with a newer term is refused.
+	Term int64
+	// Check returns an error wrapping lease.ErrFenced when a newer term holds the lease.
+	Check func(context.Context) error
 }
 
-// writeParents is writeGuarded for the engine: a leader's writes carry its term, and after
-// any conflict or unknown outcome the lease is checked, so a stale leader stops (errFenced)
-// instead of re-merging over its successor's work.
-func (e *engine) writeParents(ctx context.Context, ws []guardedWrite) ([]int, error) {
+// writeParents is writeGuarded for the engine: a lease holder's writes carry its term, and
+// after any conflict or unknown outcome the lease is checked, so a stale holder stops (an
+// error wrapping lease.ErrFenced) instead of re-merging over its successor's work.
+func (e *Engine) writeParents(ctx context.Context, ws []guardedWrite) ([]int, error) {
+	coll := e.counts.Collection()
 	if e.fence == nil {
-		return writeGuarded(ctx, e.counts, ws)
+		return writeGuarded(ctx, coll, ws)
 	}
 	for i := range ws {
-		ws[i].term = e.fence.term
+		ws[i].term = e.fence.Term
 	}
-	if e.pause != nil {
-		e.pause()
+	if pause := e.opts.Knobs.BeforeFencedWrite; pause != nil {
+		pause()
 	}
-	conflicts, err := writeGuarded(ctx, e.counts, ws)
+	conflicts, err := writeGuarded(ctx, coll, ws)
 	if len(conflicts) > 0 || errors.Is(err, errUnknownOutcome) {
-		if ferr := e.fence.check(ctx); ferr != nil {
-			if errors.Is(ferr, errFenced) {
+		if ferr := e.fence.Check(ctx); ferr != nil {
+			if errors.Is(ferr, lease.ErrFenced) {
 				e.stats.fenced.Add(1)
 			}
 			return nil, ferr
