@@ -31,8 +31,8 @@ const (
 	KindChild ViolationKind = "child"
 	// KindMissing: a parent with reported leaves under it has no document.
 	KindMissing ViolationKind = "missing"
-	// KindInvalid: a document that cannot be read: a parent that ParentFromDoc rejects, or a
-	// leaf without a string id and type or integer online and version.
+	// KindInvalid: a document that cannot be read: a parent that store.DecodeParent rejects, or a
+	// leaf without string id and type and counts (store.Count) online and version.
 	KindInvalid ViolationKind = "invalid"
 )
 

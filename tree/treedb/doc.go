@@ -7,9 +7,12 @@
 // Directory keeps, in memory, every project's versions that apply to recent ticks, with an
 // index of their node ids: which tree applies to a (project, tick) and which project's tree
 // holds an id, without a query per question (the ingest API's checks). It refreshes itself
-// from the trees collection at most every MaxAge.
+// from the trees collection at most every MaxAge. Cache is the TreeSource the watcher,
+// replay and verify read trees through: which version applies at a tick is asked of the
+// store each time, loaded versions are kept.
 //
 // It does not validate trees itself (package tree does, through tree.Build), does not watch
 // for new versions (its callers poll VersionAt or a Directory, or watch the trees collection)
-// and does not create its indexes (Indexes lists them for the migrations step).
+// and does not create its indexes (Indexes lists them; package store's catalog includes them
+// and the migrations build them).
 package treedb
