@@ -35,9 +35,6 @@ const (
 	ScopeRead = "read"
 )
 
-// fieldScope is the scope field of a tokens document.
-const fieldScope = "scope"
-
 // CreateToken creates a bearer token for project with ScopeIngest: 32 random bytes from
 // crypto/rand in unpadded base64url (43 characters). Only its sha256 hex is stored (tokens
 // collection), so the returned token cannot be shown again. It also creates the project's
@@ -80,7 +77,7 @@ func createToken(ctx context.Context, db *mongo.Database, project, name, scope s
 		{Key: store.FieldProject, Value: project},
 		{Key: store.FieldName, Value: name},
 		{Key: store.FieldCreatedAt, Value: now},
-		{Key: fieldScope, Value: scope},
+		{Key: store.FieldScope, Value: scope},
 	})
 	if err != nil {
 		return "", fmt.Errorf("store token: %w", err)
