@@ -3,6 +3,7 @@ module github.com/gameops/rollup
 go 1.26
 
 require (
+	github.com/cockroachdb/datadriven v1.0.3
 	github.com/gameops/rollup/embedded v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.20.5
 	github.com/sourcegraph/conc v0.3.0
@@ -18,6 +19,7 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/client_model v0.6.1 // indirect
 	github.com/prometheus/common v0.55.0 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect

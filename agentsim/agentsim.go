@@ -19,6 +19,16 @@ type Leaf struct {
 	ID, Type string
 }
 
+// LeavesOf returns the leaves of t, in the tree's order.
+func LeavesOf(t *tree.Tree) []Leaf {
+	nodes := t.Leaves()
+	leaves := make([]Leaf, len(nodes))
+	for i, n := range nodes {
+		leaves[i] = Leaf{ID: n.ID, Type: n.Type}
+	}
+	return leaves
+}
+
 // Config configures a simulation.
 type Config struct {
 	// Client submits the counts (shared by all agents; it is safe for concurrent use).

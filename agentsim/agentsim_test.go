@@ -12,6 +12,7 @@ import (
 
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/tree"
 )
 
 // fakeAPI records the submissions it receives and answers every item "applied".
@@ -94,5 +95,16 @@ func TestOnlineIsDeterministicAndBounded(t *testing.T) {
 	}
 	if Online(1, 3, base) == Online(2, 3, base) && Online(1, 4, base) == Online(2, 4, base) && Online(1, 5, base) == Online(2, 5, base) {
 		t.Fatal("the seed does not change the counts")
+	}
+}
+
+func TestLeavesOf(t *testing.T) {
+	tr, err := tree.Build("p", tree.Generate("p", 2, 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := LeavesOf(tr)
+	if len(got) != 4 || got[0] != (Leaf{ID: "g01-s0001-p01", Type: "process"}) {
+		t.Fatalf("leaves %v", got)
 	}
 }

@@ -1,12 +1,12 @@
-// Package metrics owns rollup's observability surface: the Prometheus collectors (rollup_*
-// series read from the components' Stats snapshots at scrape time), the health endpoints
-// (/healthz: the process is alive; /readyz: every component's status.Tracker ready, plus any
-// checks the caller wires), Probe (pings the store in the background for its tracker) and the
-// process logger (JSON in production, console in --demo).
+// Package metrics is rollup's observability surface: the Prometheus collectors (rollup_*
+// series read at scrape time from the components' snapshots, Register), the health endpoints
+// (Health: /healthz alive, /readyz every component's status.Tracker ready), Probe (pings the
+// store in the background for its tracker) and the process logger (NewLogger: JSON in
+// production, console in the demo).
 //
-// It holds no business logic and no global state: the registry is injected (Register), the
-// components keep their own counters (api.Stats, bulk.Stats, watcher.Stats and Progress) and
-// never import Prometheus, and the readiness checks are functions the caller wires. The
-// business series (rollup_project_*, rollup_group_*, rollup_totals_*) come the same way from
-// a totals.Reader's Snapshot (package metrics/totals), so a scrape never queries the store.
+// The one idea: the components keep their own counters (api.Stats, bulk.Stats, watcher.Stats
+// and Progress, totals snapshots) and never import Prometheus; this package only reads them,
+// so a scrape never queries the store and no state is global (the registry is injected).
+//
+// It holds no business logic and computes no totals. Design notes: docs/design/observability.md.
 package metrics

@@ -9,17 +9,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/store"
 )
 
 // The instances collection holds one document per instance id of the watcher's leases
-// ({_id, incarnation, host, pid, started_at, beat, beat_at, stopped}; package watcher writes
+// ({_id, incarnation, host, pid, started_at, beat, beat_at, stopped}; package lease writes
 // it). Without expiry it keeps a document for every id ever used — one per pod when ids
 // derive from pod names. Step 7 makes a document expire InstanceTTL after its last heartbeat
 // (beat_at): a live instance beats every second, so only instances gone for that long lose
 // their document, and one that comes back claims its id anew.
 const (
-	// InstancesCollection is the watcher's instance documents (watcher.InstancesCollection).
-	InstancesCollection = "instances"
 	// InstancesBeatTTLIndex is the TTL index on instances.beat_at.
 	InstancesBeatTTLIndex = "beat_at_ttl"
 	// InstanceTTL is how long after its last heartbeat an instance document expires.
@@ -39,7 +39,7 @@ func instancesTTL(ctx context.Context, db *mongo.Database, r *Report) error {
 	if r.DryRun {
 		return nil
 	}
-	coll := db.Collection(InstancesCollection)
+	coll := db.Collection(store.InstancesCollection)
 	model := mongo.IndexModel{
 		Keys:    bson.D{{Key: "beat_at", Value: int32(1)}},
 		Options: options.Index().SetName(InstancesBeatTTLIndex).SetExpireAfterSeconds(int32(InstanceTTL / time.Second)),
@@ -50,7 +50,7 @@ func instancesTTL(ctx context.Context, db *mongo.Database, r *Report) error {
 		return keptTTLIndex(ctx, coll, err)
 	}
 	if err != nil {
-		return fmt.Errorf("create index %s on %s: %w", InstancesBeatTTLIndex, InstancesCollection, err)
+		return fmt.Errorf("create index %s on %s: %w", InstancesBeatTTLIndex, store.InstancesCollection, err)
 	}
 	return nil
 }
@@ -92,7 +92,7 @@ type instancesIndexError struct {
 func (e *instancesIndexError) Error() string {
 	return fmt.Sprintf("index %s on %s exists as %s (want a TTL index on exactly {beat_at: 1}, expireAfterSeconds %d): "+
 		"drop it (db.%s.dropIndex(%q)) and rerun `rollup migrate up`",
-		e.name, InstancesCollection, e.spec.String(), int(InstanceTTL/time.Second), InstancesCollection, e.name)
+		e.name, store.InstancesCollection, e.spec.String(), int(InstanceTTL/time.Second), store.InstancesCollection, e.name)
 }
 
 // Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).

@@ -13,6 +13,7 @@ import (
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/retry"
+	"github.com/gameops/rollup/store"
 )
 
 // TestInstancesTTL: step 7 builds a TTL index on instances.beat_at; the store's TTL monitor
@@ -20,23 +21,23 @@ import (
 // keeps the others (on the embedded server, whose TTL monitor runs every 50ms here).
 func TestInstancesTTL(t *testing.T) {
 	ctx := testCtx(t)
-	store := embeddedtest.Start(t, embeddedtest.Options{Configure: func(c *embedded.Config) { c.TTLMonitorInterval = 50 * time.Millisecond }})
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t, embeddedtest.Options{Configure: func(c *embedded.Config) { c.TTLMonitorInterval = 50 * time.Millisecond }})
+	db := srv.Database(t, srv.Client(t))
 	if _, err := New(db, zaptest.NewLogger(t)).Up(ctx, UpOptions{}); err != nil {
 		t.Fatalf("up: %v", err)
 	}
-	spec, ok := indexSpecs(ctx, t, db.Collection(InstancesCollection))[InstancesBeatTTLIndex]
+	spec, ok := indexSpecs(ctx, t, db.Collection(store.InstancesCollection))[InstancesBeatTTLIndex]
 	if !ok {
 		t.Fatalf("no index %s", InstancesBeatTTLIndex)
 	}
 	if n, ok := spec.Lookup("expireAfterSeconds").AsInt64OK(); !ok || n != int64(InstanceTTL/time.Second) {
 		t.Fatalf("index %s: %s", InstancesBeatTTLIndex, spec)
 	}
-	if store.Real() {
+	if srv.Real() {
 		return // a real mongod's TTL monitor runs once a minute
 	}
 	now := time.Now()
-	coll := db.Collection(InstancesCollection)
+	coll := db.Collection(store.InstancesCollection)
 	if _, err := coll.InsertMany(ctx, []any{
 		bson.D{{Key: "_id", Value: "gone"}, {Key: "beat_at", Value: now.Add(-InstanceTTL - time.Minute)}, {Key: "stopped", Value: false}},
 		bson.D{{Key: "_id", Value: "stopped-yesterday"}, {Key: "beat_at", Value: now.Add(-InstanceTTL + time.Hour)}, {Key: "stopped", Value: true}},
@@ -79,7 +80,7 @@ func TestInstancesTTLExisting(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := newDB(t)
-			if _, err := db.Collection(InstancesCollection).Indexes().CreateOne(ctx, c.index); err != nil {
+			if _, err := db.Collection(store.InstancesCollection).Indexes().CreateOne(ctx, c.index); err != nil {
 				t.Fatal(err)
 			}
 			err := instancesTTL(ctx, db, &Report{})

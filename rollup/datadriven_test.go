@@ -2,16 +2,18 @@ package rollup
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-// A datadriven file is a sequence of cases in the pebble style:
+// The scenario files in testdata/ are datadriven files (github.com/cockroachdb/datadriven,
+// the pebble and CockroachDB format):
 //
 //	command arg=value ...
 //	input lines (optional)
@@ -20,7 +22,9 @@ import (
 //	<blank line>
 //
 // Lines starting with # between cases are comments; " # ..." ends an input line. Run with
-// ROLLUP_REWRITE=1 to rewrite the expected outputs (then read the diff).
+// -rewrite to rewrite the expected outputs (then read the diff):
+//
+//	go test ./rollup -run TestDatadriven -rewrite
 //
 // Commands (one world per file: one project, one tick):
 //
@@ -38,69 +42,30 @@ import (
 //	show id                   prints a parent's stored document
 //	check                     compares every parent with FullRecompute
 type ddCase struct {
-	line     int
-	cmd      string
-	args     map[string]string
-	pos      []string
-	input    []string
-	raw      []string // the command line and input lines as written, for rewriting
-	expected string
+	cmd   string
+	args  map[string]string
+	pos   []string
+	input []string
 }
 
-func parseDD(t *testing.T, path string) ([]ddCase, []string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var cases []ddCase
-	var preludes []string // comments and blank lines before each case, for rewriting
-	var pre strings.Builder
-	for i := 0; i < len(lines); {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre.WriteString(l + "\n")
-			i++
+// newDDCase reads a case of the library into the commands' terms: key=value arguments,
+// positional ones, and the input lines without comments.
+func newDDCase(d *datadriven.TestData) ddCase {
+	c := ddCase{cmd: d.Cmd, args: map[string]string{}}
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) == 0 {
+			c.pos = append(c.pos, a.Key)
 			continue
 		}
-		c := ddCase{line: i + 1, args: map[string]string{}, raw: []string{l}}
-		fields := strings.Fields(l)
-		c.cmd = fields[0]
-		for _, f := range fields[1:] {
-			if k, v, ok := strings.Cut(f, "="); ok {
-				c.args[k] = v
-			} else {
-				c.pos = append(c.pos, f)
-			}
-		}
-		i++
-		for ; i < len(lines) && lines[i] != "----"; i++ {
-			c.raw = append(c.raw, lines[i])
-			in, _, _ := strings.Cut(lines[i], " #")
-			if strings.TrimSpace(in) != "" && !strings.HasPrefix(strings.TrimSpace(in), "#") {
-				c.input = append(c.input, strings.TrimRight(in, " "))
-			}
-		}
-		if i == len(lines) {
-			t.Fatalf("%s:%d: no ---- after command", path, c.line)
-		}
-		i++
-		var out []string
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		if i < len(lines) {
-			i++ // the blank line that ends the case
-		}
-		if len(out) > 0 {
-			c.expected = strings.Join(out, "\n") + "\n"
-		}
-		cases = append(cases, c)
-		preludes = append(preludes, pre.String())
-		pre.Reset()
+		c.args[a.Key] = strings.Join(a.Vals, ",")
 	}
-	return cases, preludes
+	for _, l := range strings.Split(d.Input, "\n") {
+		in, _, _ := strings.Cut(l, " #")
+		if strings.TrimSpace(in) != "" && !strings.HasPrefix(strings.TrimSpace(in), "#") {
+			c.input = append(c.input, strings.TrimRight(in, " "))
+		}
+	}
+	return c
 }
 
 func TestDatadriven(t *testing.T) {
@@ -108,33 +73,16 @@ func TestDatadriven(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata: %v", err)
 	}
-	rewrite := os.Getenv("ROLLUP_REWRITE") == "1"
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			cases, preludes := parseDD(t, path)
 			w := newWorld(t)
-			var rewritten strings.Builder
-			for i, c := range cases {
-				got, err := runDD(w, c)
+			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+				got, err := runDD(w, newDDCase(d))
 				if err != nil {
-					t.Fatalf("%s:%d: %s: %v", path, c.line, c.cmd, err)
+					d.Fatalf(t, "%s: %v", d.Cmd, err)
 				}
-				if rewrite {
-					rewritten.WriteString(preludes[i])
-					rewritten.WriteString(strings.Join(c.raw, "\n") + "\n")
-					rewritten.WriteString("----\n" + got + "\n")
-					continue
-				}
-				if got != c.expected {
-					t.Errorf("%s:%d: %s: got\n%s\nwant\n%s", path, c.line, c.cmd, got, c.expected)
-				}
-			}
-			if rewrite {
-				out := strings.TrimRight(rewritten.String(), "\n") + "\n"
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+				return got
+			})
 		})
 	}
 }

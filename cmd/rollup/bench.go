@@ -3,21 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/zap"
-
-	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/internal/bench"
+	"github.com/gameops/rollup/internal/settings"
 )
 
 const benchUsage = `usage: rollup bench <benchmark> [flags]
 
-Benchmarks:
+Benchmarks (package internal/bench; numbers go to docs/benchmarks.md):
   mongod        unordered bulk upserts through the official driver on a unique
                 (id, type, timestamp) index, against the embedded server (or --mongodb-uri)
   changestream  events/s one change-stream consumer drains while writers upsert, and event
@@ -29,6 +23,9 @@ Benchmarks:
   baselines     rollup against the original design (upsert + $inc on every ancestor) and a
                 per-tick re-aggregation: leaves/s, freshness, store commands, totals under faults
 
+A benchmark's --mongodb-uri is read from the command line only: an operator's
+ROLLUP_MONGODB_URI never points a benchmark (which creates and drops databases) at a deployment.
+
 Examples:
   rollup bench mongod                       # 1,000,000 upserts, in memory
   rollup bench mongod --durable             # the same with a data directory (fsync before ack)
@@ -38,175 +35,152 @@ Examples:
   rollup bench ingest --client agentclient  # agents through api/agentclient on the same cores
   rollup bench baselines --faults
 
-Flags of mongod:
+Flags of 'rollup bench <benchmark> --help'.
+`
+
+const baselinesUsage = `usage: rollup bench baselines [flags]
+
+Runs three designs of parent totals in the same run on the same store, each on its own database
+and behind its own counting proxy, fed by the same simulated agents (each agent submits the
+leaves of one parent at a time, every leaf once per tick):
+  original     one upsert per leaf (no unique index) + an $inc of its delta on every ancestor,
+               unordered bulks of --original-batch ops, a failed batch retried whole
+  reaggregate  leaf upserts in bulks of --batch on the unique key, then per tick one $group per
+               level over the tick's leaves and the parents written
+  rollup       bulk.Writer + the watcher, as rollup serve runs them
+Reports leaves/s, freshness (last leaf acknowledged -> root correct, p50/p99 over ticks),
+store commands and bytes per tick, write ops per tick, and whether every parent total is right.
+--faults arms a failCommand closeConnection on the next leaf update of each design every tick.
+
+Examples:
+  rollup bench baselines                              # 20 groups, 1,000 servers, 100,000 leaves, 3 ticks
+  rollup bench baselines --faults
+  rollup bench baselines --ticks 1 --original-batch 1       # the original's one command per write
+  rollup bench baselines --groups 2 --servers 10 --processes 10 --ticks 1 --faults
+
+Flags:
 `
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	if len(args) > 0 && args[0] == "changestream" {
+	name := ""
+	if len(args) > 0 {
+		name = args[0]
+	}
+	switch name {
+	case "mongod":
+		return runBenchMongod(ctx, e, args[1:])
+	case "changestream":
 		return runBenchChangeStream(ctx, e, args[1:])
-	}
-	if len(args) > 0 && args[0] == "ingest" {
+	case "ingest":
 		return runBenchIngest(ctx, e, args[1:])
-	}
-	if len(args) > 0 && args[0] == "baselines" {
+	case "baselines":
 		return runBenchBaselines(ctx, e, args[1:])
 	}
-	if len(args) == 0 || args[0] != "mongod" {
-		_, _ = fmt.Fprint(e.stderr, benchUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines)", errUsage)
+	_, _ = fmt.Fprint(e.stderr, benchUsage)
+	if name == "-h" || name == "--help" {
+		return nil
 	}
-	fs := newFlagSet(e, "bench mongod", benchUsage)
-	n := fs.Int("n", 1_000_000, "documents to upsert")
-	batch := fs.Int("batch", 1000, "upserts per unordered bulk write")
-	durable := fs.Bool("durable", false, "use a data directory (every write fsync'd before it is acknowledged)")
-	uri := fs.String("mongodb-uri", "", "benchmark this MongoDB instead of an embedded server")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError(err)
-	}
-	if *n < 100_000 || *n%100_000 != 0 || *batch < 1 {
-		return fmt.Errorf("%w: --n must be a positive multiple of 100000 and --batch positive", errUsage)
-	}
-	storeURI, stop, err := benchStore(ctx, *uri, *durable)
-	if err != nil {
+	return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines)", errUsage)
+}
+
+// benchFlags returns a benchmark's flag set with --mongodb-uri (into uri) defined, read from
+// the command line only.
+func benchFlags(e *env, name, usage string, uri *string) *settings.FlagSet {
+	fs := e.flags("bench "+name, usage)
+	fs.StringVar(uri, "mongodb-uri", "", "benchmark this MongoDB (one host) instead of an embedded server; command line only")
+	fs.FlagOnly("mongodb-uri")
+	return fs
+}
+
+// parseBench parses a benchmark's flags and checks them with validate.
+func parseBench(e *env, fs *settings.FlagSet, args []string, validate func() error) error {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	defer stop()
-	res, err := benchMongod(ctx, storeURI, benchConfig{n: *n, batch: *batch, durable: *durable, uri: *uri})
+	return validate()
+}
+
+func runBenchMongod(ctx context.Context, e *env, args []string) error {
+	var cfg bench.MongodConfig
+	fs := benchFlags(e, "mongod", "usage: rollup bench mongod [flags]\n\nFlags:\n", &cfg.URI)
+	fs.IntVar(&cfg.N, "n", 1_000_000, "documents to upsert")
+	fs.IntVar(&cfg.Batch, "batch", 1000, "upserts per unordered bulk write")
+	fs.BoolVar(&cfg.Durable, "durable", false, "use a data directory (every write fsync'd before it is acknowledged)")
+	if err := parseBench(e, fs, args, func() error { return cfg.Validate() }); err != nil {
+		return usageError(err)
+	}
+	res, err := bench.Mongod(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("bench mongod: %w", err)
 	}
-	res.print(e.stdout)
+	res.Print(e.stdout)
 	return nil
 }
 
-type benchConfig struct {
-	n, batch int
-	durable  bool
-	uri      string
-}
-
-type benchResult struct {
-	cfg      benchConfig
-	total    time.Duration
-	segments []time.Duration // time per 100k upserts
-}
-
-func (r benchResult) print(w io.Writer) {
-	mode := "memory"
-	if r.cfg.durable {
-		mode = "durable"
+func runBenchChangeStream(ctx context.Context, e *env, args []string) error {
+	var cfg bench.ChangeStreamConfig
+	fs := benchFlags(e, "changestream", "usage: rollup bench changestream [flags]\n\nFlags:\n", &cfg.URI)
+	fs.IntVar(&cfg.Backlog, "backlog", 200_000, "events the consumer drains while writers keep upserting (throughput)")
+	fs.IntVar(&cfg.Rate, "rate", 10_000, "writes per second during the latency phase")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "length of the latency phase")
+	if err := parseBench(e, fs, args, func() error { return cfg.Validate() }); err != nil {
+		return usageError(err)
 	}
-	if r.cfg.uri != "" {
-		mode = "external MongoDB"
-	}
-	rate := float64(r.cfg.n) / r.total.Seconds()
-	first, last := r.segments[0], r.segments[len(r.segments)-1]
-	_, _ = fmt.Fprintf(w, "upserts: %d in batches of %d (%s)\n", r.cfg.n, r.cfg.batch, mode)
-	_, _ = fmt.Fprintf(w, "total:   %v (%.0f upserts/s)\n", r.total.Round(time.Millisecond), rate)
-	_, _ = fmt.Fprintf(w, "first 100k: %v  last 100k: %v  ratio last/first: %.2f\n",
-		first.Round(time.Millisecond), last.Round(time.Millisecond), last.Seconds()/first.Seconds())
-	_, _ = fmt.Fprint(w, "per 100k:")
-	for _, s := range r.segments {
-		_, _ = fmt.Fprintf(w, " %v", s.Round(time.Millisecond))
-	}
-	_, _ = fmt.Fprintln(w)
-}
-
-// benchStore returns the URI to benchmark: uri itself, or a fresh embedded server (in memory,
-// or durable in a temporary directory) stopped by the returned function.
-func benchStore(ctx context.Context, uri string, durable bool) (string, func(), error) {
-	if uri != "" {
-		return uri, func() {}, nil
-	}
-	var dir string
-	if durable {
-		d, err := os.MkdirTemp("", "rollup-bench-*")
-		if err != nil {
-			return "", nil, fmt.Errorf("temp dir: %w", err)
-		}
-		dir = d
-	}
-	uri, stop, err := startEmbedded(ctx, embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: zap.NewNop()})
+	res, err := bench.ChangeStream(ctx, cfg)
 	if err != nil {
-		return "", nil, err
+		return fmt.Errorf("bench changestream: %w", err)
 	}
-	return uri, func() {
-		stop()
-		if dir != "" {
-			_ = os.RemoveAll(dir)
-		}
-	}, nil
+	res.Print(e.stdout)
+	return nil
 }
 
-// startEmbedded starts an embedded server with cfg for a benchmark and returns its URI and
-// the function that stops it and waits for it to end.
-func startEmbedded(ctx context.Context, cfg embedded.Config) (string, func(), error) {
-	srv, err := embedded.New(cfg)
-	if err != nil {
-		return "", nil, fmt.Errorf("start embedded server: %w", err)
+func runBenchIngest(ctx context.Context, e *env, args []string) error {
+	var cfg bench.IngestConfig
+	var cpuProfile, memProfile string
+	fs := benchFlags(e, "ingest", "usage: rollup bench ingest [flags]\n\nFlags:\n", &cfg.URI)
+	fs.IntVar(&cfg.Agents, "agents", 10_000, "simulated agents per tick")
+	fs.IntVar(&cfg.LeavesPerAgent, "leaves", 10, "leaves per agent")
+	fs.IntVar(&cfg.Ticks, "ticks", 3, "ticks to run")
+	fs.BoolVar(&cfg.Durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
+	fs.StringVar(&cfg.Client, "client", bench.ClientLoadGen, "how the agents send: loadgen (persistent HTTP/1.1 connections, as wrk) or agentclient (the agent package over net/http)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
+	if err := parseBench(e, fs, args, func() error { return cfg.Validate() }); err != nil {
+		return usageError(err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(sctx) }()
-	return srv.URI(), func() {
-		cancel()
-		<-done
-	}, nil
+	stop, err := bench.Profile(cpuProfile, memProfile)
+	if err != nil {
+		return err
+	}
+	res, err := bench.Ingest(ctx, cfg)
+	if perr := stop(); perr != nil {
+		_, _ = fmt.Fprintln(e.stderr, perr)
+	}
+	if err != nil {
+		return fmt.Errorf("bench ingest: %w", err)
+	}
+	res.Print(e.stdout)
+	return nil
 }
 
-// benchCountsCollection creates a fresh collection with rollup's unique key index; drop
-// removes it.
-func benchCountsCollection(ctx context.Context, client *mongo.Client) (*mongo.Collection, func(), error) {
-	coll := client.Database("rollup_bench").Collection(fmt.Sprintf("counts_%d", time.Now().UnixNano()))
-	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}},
-		Options: options.Index().SetUnique(true),
-	})
+func runBenchBaselines(ctx context.Context, e *env, args []string) error {
+	var cfg bench.BaselinesConfig
+	fs := benchFlags(e, "baselines", baselinesUsage, &cfg.URI)
+	fs.IntVar(&cfg.Groups, "groups", 20, "groups under the root")
+	fs.IntVar(&cfg.Servers, "servers", 1000, "servers in all, split evenly over the groups")
+	fs.IntVar(&cfg.Processes, "processes", 100, "processes (leaves) per server")
+	fs.IntVar(&cfg.Agents, "agents", 100, "concurrent simulated agents")
+	fs.IntVar(&cfg.Ticks, "ticks", 3, "ticks to run")
+	fs.IntVar(&cfg.Batch, "batch", 1000, "ops per unordered bulk write of the reaggregate design, and leaves per batch of both baselines")
+	fs.IntVar(&cfg.OriginalBatch, "original-batch", 1000, "ops per unordered bulk write of the original design (1: one command per write, as the original system sent them)")
+	fs.BoolVar(&cfg.Faults, "faults", false, "close the connection of one leaf update per design and tick (configureFailPoint; an external store needs enableTestCommands=1)")
+	if err := parseBench(e, fs, args, func() error { return cfg.Validate() }); err != nil {
+		return usageError(err)
+	}
+	res, err := bench.Baselines(ctx, cfg, e.stderr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create index: %w", err)
+		return fmt.Errorf("bench baselines: %w", err)
 	}
-	return coll, func() { _ = coll.Drop(context.Background()) }, nil
-}
-
-func benchMongod(ctx context.Context, uri string, cfg benchConfig) (benchResult, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		return benchResult{}, fmt.Errorf("connect: %w", err)
-	}
-	defer func() { _ = client.Disconnect(context.Background()) }()
-	coll, drop, err := benchCountsCollection(ctx, client)
-	if err != nil {
-		return benchResult{}, err
-	}
-	defer drop()
-	res := benchResult{cfg: cfg}
-	ts := bson.NewDateTimeFromTime(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))
-	models := make([]mongo.WriteModel, 0, cfg.batch)
-	opts := options.BulkWrite().SetOrdered(false)
-	start := time.Now()
-	segStart := start
-	for i := 0; i < cfg.n; {
-		models = models[:0]
-		for j := 0; j < cfg.batch && i < cfg.n; j++ {
-			id := fmt.Sprintf("process-%07d", i)
-			models = append(models, mongo.NewUpdateOneModel().
-				SetFilter(bson.D{{Key: "id", Value: id}, {Key: "type", Value: "process"}, {Key: "timestamp", Value: ts}}).
-				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "online", Value: int64(i % 500)}, {Key: "version", Value: int64(1)}}}}).
-				SetUpsert(true))
-			i++
-		}
-		if _, err := coll.BulkWrite(ctx, models, opts); err != nil {
-			return benchResult{}, fmt.Errorf("bulk write: %w", err)
-		}
-		if i%100_000 == 0 || i == cfg.n {
-			now := time.Now()
-			res.segments = append(res.segments, now.Sub(segStart))
-			segStart = now
-		}
-	}
-	res.total = time.Since(start)
-	return res, nil
+	res.Print(e.stdout)
+	return nil
 }

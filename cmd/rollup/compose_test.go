@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/tree"
 )
 
 // The compose check: our machines cannot run Docker, so this test keeps docker-compose.yml
@@ -288,7 +291,7 @@ func TestComposeRollupCommands(t *testing.T) {
 		for _, args := range invocations {
 			t.Run(name+"/"+strings.Join(args, " "), func(t *testing.T) {
 				for _, k := range os.Environ() { // only the container's environment counts
-					if k, _, _ := strings.Cut(k, "="); strings.HasPrefix(k, envPrefix) {
+					if k, _, _ := strings.Cut(k, "="); strings.HasPrefix(k, settings.EnvPrefix) {
 						t.Setenv(k, "")
 						_ = os.Unsetenv(k)
 					}
@@ -316,13 +319,13 @@ func TestComposeRollupCommands(t *testing.T) {
 				checkPaths(t, c.Services[name], args)
 				if args[0] == "serve" {
 					cfg, _ := parseServe(&env{stdout: &out, stderr: &out}, args[1:])
-					_, port, _ := strings.Cut(cfg.listen, ":")
+					_, port, _ := strings.Cut(cfg.Listen, ":")
 					published := false
 					for _, p := range s.Ports {
 						published = published || strings.HasSuffix(p, ":"+port)
 					}
 					if !published {
-						t.Errorf("serve listens on %q; ports %q do not publish it", cfg.listen, s.Ports)
+						t.Errorf("serve listens on %q; ports %q do not publish it", cfg.Listen, s.Ports)
 					}
 				}
 			})
@@ -496,7 +499,7 @@ func TestComposeDemoFlow(t *testing.T) {
 	if treeFile == "" || !strings.Contains(imp.Command[0], "tree import "+treeFile) {
 		t.Errorf("tree-import does not import the simulator's --tree %q", treeFile)
 	}
-	tr, err := readTreeFile(filepath.Join(repoRoot, "deploy", filepath.Base(treeFile)), "")
+	tr, err := tree.ReadFile(filepath.Join(repoRoot, "deploy", filepath.Base(treeFile)), "")
 	if err != nil {
 		t.Fatal(err)
 	}

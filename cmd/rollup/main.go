@@ -11,10 +11,16 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/gameops/rollup/internal/settings"
 )
 
 // errUsage marks a command-line mistake; main exits with status 2 for it.
 var errUsage = errors.New("usage")
+
+// errForced is the result of a second interrupt: the process ends without finishing its
+// shutdown.
+var errForced = errors.New("second signal: exiting without finishing the shutdown")
 
 // command is one subcommand of the rollup binary.
 type command struct {
@@ -22,16 +28,18 @@ type command struct {
 	run     func(ctx context.Context, env *env, args []string) error
 }
 
-// env is what every subcommand gets from main: its output streams.
+// env is what every subcommand gets from main: its output streams and the environment.
 type env struct {
 	stdout io.Writer
 	stderr io.Writer
+	// lookupEnv reads the process environment (nil: os.LookupEnv); tests pass a map.
+	lookupEnv settings.LookupEnv
 }
 
 func commands() map[string]command {
 	return map[string]command{
 		"mongod": {summary: "serve the embedded MongoDB-compatible server on its own", run: runMongod},
-		"bench":  {summary: "run a benchmark (mongod: bulk upserts through the driver)", run: runBench},
+		"bench":  {summary: "run a benchmark (mongod, changestream, ingest, baselines)", run: runBench},
 		"serve":  {summary: "run rollup (starts the embedded store without --mongodb-uri)", run: runServe},
 
 		"migrate": {summary: "apply or show schema migrations (up [--dry-run], status)", run: runMigrate},
@@ -48,13 +56,39 @@ func commands() map[string]command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
-	stop()
-	os.Exit(exitCode(os.Stderr, err))
+	os.Exit(runMain(&env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:], run))
 }
 
-// exitCode decides the process exit status in one place: 0 ok, 2 usage, 1 anything else.
+// runMain runs the command line args with runFn and returns the exit status. The first
+// SIGINT or SIGTERM cancels the context (a graceful shutdown); a second one ends the process
+// at once.
+func runMain(e *env, args []string, runFn func(context.Context, *env, []string) error) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case sig := <-sigs:
+			_, _ = fmt.Fprintf(e.stderr, "rollup: %s: shutting down (send it again to exit at once)\n", sig)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			os.Exit(exitCode(e.stderr, errForced))
+		case <-done:
+		}
+	}()
+	return exitCode(e.stderr, runFn(ctx, e, args))
+}
+
+// exitCode decides the process exit status in one place: 0 ok, 2 usage, 1 anything else
+// (a failure, verify's violations, a forced exit).
 func exitCode(stderr io.Writer, err error) int {
 	switch {
 	case err == nil:
@@ -96,21 +130,29 @@ func printUsage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, cmds[n].summary)
 	}
-	b.WriteString("\nRun 'rollup <subcommand> --help' for its flags and examples.\n")
+	b.WriteString("\nRun 'rollup <subcommand> --help' for its flags, their environment variables and examples.\n")
+	b.WriteString("Every flag --some-flag can also be set by the environment variable ROLLUP_SOME_FLAG or the\n")
+	b.WriteString("key some-flag of the YAML file --config FILE; precedence: flag > environment > file > default.\n")
 	b.WriteString("\nExit status: 0 success, 1 failure (for verify: violations found), 2 usage error.\n")
+	b.WriteString("A first SIGINT or SIGTERM shuts down gracefully; a second one exits at once (status 1).\n")
 	_, _ = io.WriteString(w, b.String())
 }
 
-// newFlagSet returns a subcommand's flag set: errors and --help go to stderr, and --help prints
-// usage (the command's text with its examples) followed by the flags.
-func newFlagSet(e *env, name, usage string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(e.stderr, usage)
-		fs.PrintDefaults()
-	}
-	return fs
+// flags returns a subcommand's flag set (see package settings): errors and --help go to
+// stderr.
+func (e *env) flags(name, usage string) *settings.FlagSet {
+	return settings.New(name, usage, e.stderr)
+}
+
+// parse parses a command line of flags only (settings.FlagSet.Parse) under e's environment.
+func (e *env) parse(fs *settings.FlagSet, args []string) error {
+	return fs.Parse(args, e.lookupEnv)
+}
+
+// parseArgs parses flags and arguments in any order (settings.FlagSet.ParseArgs) under e's
+// environment and returns the arguments.
+func (e *env) parseArgs(fs *settings.FlagSet, args []string) ([]string, error) {
+	return fs.ParseArgs(args, e.lookupEnv)
 }
 
 // usageError is a subcommand's result for a flag-parsing error: nil after --help, else a usage

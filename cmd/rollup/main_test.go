@@ -5,10 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -23,12 +22,25 @@ func TestMain(m *testing.M) {
 		if err := json.Unmarshal([]byte(raw), &args); err != nil {
 			os.Exit(3)
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr}, args)
-		stop()
-		os.Exit(exitCode(os.Stderr, err))
+		runFn := run
+		if len(args) > 0 && args[0] == stuckCommand {
+			runFn = runStuck
+		}
+		os.Exit(runMain(&env{stdout: os.Stdout, stderr: os.Stderr}, args, runFn))
 	}
 	os.Exit(m.Run())
+}
+
+// stuckCommand makes a child process run runStuck instead of a subcommand.
+const stuckCommand = "test-stuck-in-shutdown"
+
+// runStuck is a command whose shutdown never ends: it prints "running", and once its context
+// is cancelled prints "shutting down" and blocks forever.
+func runStuck(ctx context.Context, e *env, _ []string) error {
+	_, _ = fmt.Fprintln(e.stdout, "running")
+	<-ctx.Done()
+	_, _ = fmt.Fprintln(e.stdout, "shutting down")
+	select {}
 }
 
 // checkCLI runs the command line args in process and checks it fails with a usage error

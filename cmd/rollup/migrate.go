@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/gameops/rollup/internal/ops"
+	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/migrations"
 )
 
@@ -21,6 +21,10 @@ Apply rollup's schema migrations to a MongoDB deployment, or show which are appl
 step that builds the unique index on counts (id, type, timestamp) first removes duplicate
 documents, keeping the newest of each group, and prints every document it removed;
 --dry-run prints what it would do and changes nothing.
+'status' also reports schema drift: an index an applied step built that is missing, or
+exists with another definition (someone dropped or changed it). 'up' repairs it: it runs the
+step again (dropping a differently defined index first; for the unique index, removing the
+duplicates written meanwhile).
 'rollup serve' applies pending migrations at start, so this command is for operators
 who want to run or inspect them on their own.
 
@@ -44,25 +48,22 @@ type migrateConfig struct {
 // parseMigrate parses "migrate <up|status> [flags]"; flags may also come before the subcommand.
 func parseMigrate(e *env, args []string) (migrateConfig, error) {
 	var c migrateConfig
-	fs := newFlagSet(e, "migrate", migrateUsage)
+	fs := e.flags("migrate", migrateUsage)
 	c.store.register(fs)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "up: report what would be done, change nothing")
 	fs.DurationVar(&c.lockWait, "lock-wait", migrations.DefaultLockWait, "up: how long to wait for another instance's migration lock (0: fail at once)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
+	pos, err := e.parseArgs(fs, args)
+	switch {
+	case err != nil:
 		return c, err
-	}
-	if fs.NArg() == 0 {
+	case len(pos) == 0:
 		fs.Usage()
 		return c, errors.New("a subcommand is required: up or status")
+	case len(pos) > 1:
+		return c, fmt.Errorf("unexpected argument %q", pos[1])
 	}
-	c.sub = fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+	c.sub = pos[0]
 	switch {
 	case c.sub != "up" && c.sub != "status":
 		fs.Usage()
@@ -85,63 +86,17 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageError(err)
 	}
-	log, err := newLogger(c.logLevel, e.stderr)
+	log, err := metrics.NewLogger(c.logLevel, false, e.stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	defer func() { _ = log.Sync() }()
 
 	return c.store.withDB(ctx, func(db *mongo.Database) error {
-		return migrate(ctx, e, c, migrations.New(db, log.Named("migrate")))
+		m := migrations.New(db, log.Named("migrate"))
+		if c.sub == "status" {
+			return ops.MigrateStatus(ctx, e.stdout, m, c.store.database)
+		}
+		return ops.MigrateUp(ctx, e.stdout, m, c.dryRun, c.lockWait)
 	})
-}
-
-// migrate runs the migrate subcommand with a connected migrator.
-func migrate(ctx context.Context, e *env, c migrateConfig, m *migrations.Migrator) error {
-
-	if c.sub == "status" {
-		st, err := m.Status(ctx)
-		if err != nil {
-			return err
-		}
-		return printMigrateStatus(e.stdout, c.store.database, st)
-	}
-	wait := c.lockWait
-	if wait == 0 {
-		wait = -1 // UpOptions: negative means do not wait
-	}
-	r, err := m.Up(ctx, migrations.UpOptions{DryRun: c.dryRun, LockWait: wait})
-	if fmtErr := r.Format(e.stdout); fmtErr != nil && err == nil {
-		err = fmt.Errorf("print report: %w", fmtErr)
-	}
-	return err
-}
-
-// printMigrateStatus prints one line per step and the number pending.
-func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "database %s:\n", database)
-	pending, width := 0, 0
-	for _, s := range st {
-		width = max(width, len(s.Name))
-	}
-	for _, s := range st {
-		state := "pending"
-		switch {
-		case s.Applied && s.Unknown:
-			state = "applied " + s.AppliedAt.UTC().Format(time.RFC3339) + " (unknown to this rollup: a newer version applied it)"
-		case s.Applied:
-			state = "applied " + s.AppliedAt.UTC().Format(time.RFC3339)
-		default:
-			pending++
-		}
-		fmt.Fprintf(&b, "  %3d  %-*s  %s\n", s.Version, width, s.Name, state)
-	}
-	if pending == 0 {
-		b.WriteString("up to date\n")
-	} else {
-		fmt.Fprintf(&b, "%d pending: run 'rollup migrate up'\n", pending)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -5,12 +5,15 @@ import (
 	"fmt"
 
 	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/metrics"
 )
 
 const mongodUsage = `usage: rollup mongod --listen ADDR (--data DIR | --memory) [flags]
 
 Serve the embedded MongoDB-compatible server on its own, so any MongoDB client (mongosh, the
-official drivers) can connect. It prints the connection URI once it listens.
+official drivers) can connect. It prints the connection URI once it listens. --memory on the
+command line wins over a --data from the environment or the config file.
 
 Examples:
   rollup mongod --listen 127.0.0.1:27017 --data ./data
@@ -20,23 +23,23 @@ Flags:
 `
 
 func runMongod(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "mongod", mongodUsage)
+	fs := e.flags("mongod", mongodUsage)
 	listen := fs.String("listen", "127.0.0.1:27017", "TCP address to listen on (port 0 picks a free port)")
 	dataDir := fs.String("data", "", "data directory (durable: every acknowledged write survives a crash)")
 	memory := fs.Bool("memory", false, "keep everything in memory (nothing survives the process)")
 	replSet := fs.String("replset", "rs0", "replica-set name advertised to clients")
 	testCmds := fs.Bool("enable-test-commands", false, "enable configureFailPoint (tests only, like mongod's enableTestCommands)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return usageError(err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	if *memory && *dataDir != "" && fs.Source("memory") == settings.SourceFlag && fs.Source("data") != settings.SourceFlag {
+		*dataDir = "" // the command line's --memory beats a --data of the environment or file
 	}
 	if (*dataDir == "") == !*memory {
 		return fmt.Errorf("%w: mongod needs exactly one of --data DIR or --memory", errUsage)
 	}
-	log, err := newLogger(*logLevel, e.stderr)
+	log, err := metrics.NewLogger(*logLevel, false, e.stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

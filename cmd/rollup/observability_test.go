@@ -19,6 +19,7 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/settings"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/hist"
 	"github.com/gameops/rollup/metrics/status"
@@ -425,7 +426,7 @@ func servePorts(t *testing.T, c composeFile) []string {
 			continue
 		}
 		for _, kv := range os.Environ() { // only the container's environment counts
-			if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+			if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, settings.EnvPrefix) {
 				t.Setenv(k, "")
 				_ = os.Unsetenv(k)
 			}
@@ -441,7 +442,7 @@ func servePorts(t *testing.T, c composeFile) []string {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		_, port, _ := strings.Cut(cfg.listen, ":")
+		_, port, _ := strings.Cut(cfg.Listen, ":")
 		out = append(out, name+":"+port)
 	}
 	slices.Sort(out)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/gameops/rollup/internal/testctx"
 	"io"
 	"net/http"
 	"os"
@@ -20,8 +19,11 @@ import (
 
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/app"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -98,7 +100,7 @@ func TestServeStartsBeforeStore(t *testing.T) {
 	if readyAfter > 5*time.Second {
 		t.Errorf("ready %v after the store appeared, want within 5s", readyAfter)
 	}
-	db := directDB(t, addr, migrations.DefaultDatabase)
+	db := directDB(t, addr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "late-store")
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatalf("submission once ready: %v", err)
@@ -117,15 +119,15 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := testctx.Context(t)
 	dir := t.TempDir()
-	store := startOwnedStore(t, "127.0.0.1:0", dir)
-	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	srv := startOwnedStore(t, "127.0.0.1:0", dir)
+	db := directDB(t, srv.addr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "gated")
-	lock := db.Collection(migrations.LockCollection)
+	lock := db.Collection(store.LockCollection)
 	if _, err := lock.InsertOne(ctx, bson.D{{Key: "_id", Value: "lock"}, {Key: "owner", Value: "another-instance"},
 		{Key: "acquired_at", Value: time.Now()}, {Key: "expires_at", Value: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+srv.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
 	waitUntil(t, 30*time.Second, "the store reachable", func() bool {
 		_, rd := readyz(s.url)
 		return !slices.Contains(notReadyNames(rd), "store") && len(rd.Components) > 0
@@ -143,7 +145,7 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.RetryAfter <= 0 || !apiErr.Body.ResendSafe {
 		t.Fatalf("submission before the migrations = %v, want 503, resend safe, with Retry-After", err)
 	}
-	if n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+	if n, err := db.Collection(store.CountsCollection).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
 		t.Fatalf("%d counts written before the unique index existed (%v)", n, err)
 	}
 	if _, err := lock.DeleteOne(ctx, bson.D{{Key: "_id", Value: "lock"}}); err != nil {
@@ -167,17 +169,17 @@ func TestServeStartsPastStaleMigrationLock(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := testctx.Context(t)
-	store := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
-	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	ms := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
+	db := directDB(t, ms.addr, store.DefaultDatabase)
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p := newProject(ctx, t, db, "stale-lock")
-	if _, err := db.Collection(migrations.LockCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "lock"}, {Key: "owner", Value: "killed-instance"},
+	if _, err := db.Collection(store.LockCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "lock"}, {Key: "owner", Value: "killed-instance"},
 		{Key: "acquired_at", Value: time.Now()}, {Key: "expires_at", Value: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+ms.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
 	took := waitUntil(t, 30*time.Second, "/readyz 200 with the lock still held", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
 	t.Logf("ready %v after the API answered", took)
 	if err := p.submit(ctx, s.url); err != nil {
@@ -227,15 +229,15 @@ func TestServeShutsDownWithoutStore(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := testctx.Context(t)
-	store := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
-	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	srv := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+srv.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
 	waitUntil(t, 30*time.Second, "ready", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
-	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	db := directDB(t, srv.addr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "shutdown")
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatal(err)
 	}
-	store.stop()
+	srv.stop()
 	waitUntil(t, 30*time.Second, "/readyz 503 naming the store", func() bool {
 		_, rd := readyz(s.url)
 		return slices.Contains(notReadyNames(rd), "store")
@@ -261,7 +263,7 @@ func leaseOf(ctx context.Context, t *testing.T, db *mongo.Database) (owner strin
 		Owner string `bson:"owner"`
 		Term  int64  `bson:"term"`
 	}
-	if err := db.Collection(watcher.LeasesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: watcher.DefaultName}}).Decode(&d); err != nil {
+	if err := db.Collection(store.LeasesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: watcher.DefaultName}}).Decode(&d); err != nil {
 		t.Fatalf("lease: %v", err)
 	}
 	return d.Owner, d.Term
@@ -282,14 +284,14 @@ func TestServeRestartLeadsAtOnce(t *testing.T) {
 	first := launchServe(t, args...)
 	first.waitAPI(t)
 	first.waitReady(t)
-	db := directDB(t, storeAddr, migrations.DefaultDatabase)
+	db := directDB(t, storeAddr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "restart")
 	if err := p.submit(ctx, first.apiURL); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
 	owner, term := leaseOf(ctx, t, db)
-	id, err := os.ReadFile(dir + "/" + instanceIDFile)
+	id, err := os.ReadFile(dir + "/" + app.InstanceIDFile)
 	if err != nil || strings.TrimSpace(string(id)) != owner {
 		t.Fatalf("lease owner %q, instance id file %q (%v)", owner, id, err)
 	}
@@ -325,9 +327,9 @@ func TestServeRefusesDuplicateInstanceID(t *testing.T) {
 		t.Skip("starts rollup processes")
 	}
 	t.Parallel()
-	store := embeddedtest.Start(t)
-	dbName := store.Database(t, store.Client(t, options.Client())).Name()
-	common := []string{"--mongodb-uri", store.URI, "--database", dbName, "--instance-id", "dup", "--log-level", "warn"}
+	srv := embeddedtest.Start(t)
+	dbName := srv.Database(t, srv.Client(t, options.Client())).Name()
+	common := []string{"--mongodb-uri", srv.URI, "--database", dbName, "--instance-id", "dup", "--log-level", "warn"}
 	first := launchServe(t, append(common, "--listen", freeAddr(t))...)
 	first.waitAPI(t)
 	first.waitReady(t)

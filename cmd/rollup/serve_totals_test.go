@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/metrics/totals"
 )
 
@@ -21,22 +22,22 @@ func TestParseServeTotals(t *testing.T) {
 		name    string
 		args    []string
 		env     map[string]string
-		check   func(totalsConfig) bool
+		check   func(app.Totals) bool
 		wantErr []string
 	}{
-		{"defaults", nil, nil, func(c totalsConfig) bool {
-			o := c.options()
-			return c.enabled() && o.Grace == totals.DefaultGrace && o.Interval == totals.DefaultInterval &&
+		{"defaults", nil, nil, func(c app.Totals) bool {
+			o := c.Options()
+			return c.Enabled() && o.Grace == totals.DefaultGrace && o.Interval == totals.DefaultInterval &&
 				o.MaxProjects == totals.DefaultMaxProjects && o.MaxGroups == totals.DefaultMaxGroups && o.GroupProjects == nil
 		}, nil},
-		{"file", []string{"--config", file}, nil, func(c totalsConfig) bool {
-			return slices.Equal(c.options().GroupProjects, []string{"a", "b"}) && c.options().Grace == 90*time.Second
+		{"file", []string{"--config", file}, nil, func(c app.Totals) bool {
+			return slices.Equal(c.Options().GroupProjects, []string{"a", "b"}) && c.Options().Grace == 90*time.Second
 		}, nil},
-		{"env over file", []string{"--config", file}, map[string]string{"ROLLUP_TOTALS_GROUPS": "*", "ROLLUP_TOTALS_MAX_GROUPS": "7"}, func(c totalsConfig) bool {
-			return slices.Equal(c.options().GroupProjects, []string{totals.AllProjects}) && c.options().MaxGroups == 7
+		{"env over file", []string{"--config", file}, map[string]string{"ROLLUP_TOTALS_GROUPS": "*", "ROLLUP_TOTALS_MAX_GROUPS": "7"}, func(c app.Totals) bool {
+			return slices.Equal(c.Options().GroupProjects, []string{totals.AllProjects}) && c.Options().MaxGroups == 7
 		}, nil},
-		{"no grace", []string{"--totals-grace", "0s"}, nil, func(c totalsConfig) bool { return c.options().Grace < 0 }, nil},
-		{"off", []string{"--totals-max-projects", "0"}, nil, func(c totalsConfig) bool { return !c.enabled() }, nil},
+		{"no grace", []string{"--totals-grace", "0s"}, nil, func(c app.Totals) bool { return c.Options().Grace < 0 }, nil},
+		{"off", []string{"--totals-max-projects", "0"}, nil, func(c app.Totals) bool { return !c.Enabled() }, nil},
 		{"bad project", nil, map[string]string{"ROLLUP_TOTALS_GROUPS": "a,b c"}, nil,
 			[]string{"--totals-groups (from environment variable ROLLUP_TOTALS_GROUPS)", "invalid project"}},
 		{"negative grace", []string{"--totals-grace", "-1m"}, nil, nil, []string{"--totals-grace (from flag)", "want 0 to 24h0m0s"}},
@@ -47,15 +48,15 @@ func TestParseServeTotals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder
-			c, err := parseServeEnv(&env{stdout: &out, stderr: &out}, tc.args, mapEnv(tc.env))
+			c, err := parseServe(&env{stdout: &out, stderr: &out, lookupEnv: mapEnv(tc.env)}, tc.args)
 			if tc.wantErr == nil {
-				if err != nil || !tc.check(c.totals) {
-					t.Fatalf("got %+v, %v", c.totals, err)
+				if err != nil || !tc.check(c.Totals) {
+					t.Fatalf("got %+v, %v", c.Totals, err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("no error; config %+v", c.totals)
+				t.Fatalf("no error; config %+v", c.Totals)
 			}
 			for _, w := range tc.wantErr {
 				if !strings.Contains(err.Error(), w) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/gameops/rollup/agentsim"
 	"github.com/gameops/rollup/api/agentclient"
+	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -46,17 +45,13 @@ type simulateConfig struct {
 	logLevel              string
 }
 
+// parseSimulate parses simulate's settings from args, the environment and the --config file.
 func parseSimulate(e *env, args []string) (simulateConfig, error) {
-	return parseSimulateEnv(e, args, os.LookupEnv)
-}
-
-// parseSimulateEnv parses simulate's settings from args, lookupEnv and the --config file.
-func parseSimulateEnv(e *env, args []string, lookupEnv func(string) (string, bool)) (simulateConfig, error) {
 	var c simulateConfig
 	var generate string
-	fs := newConfigFlagSet(e, "simulate", simulateUsage)
-	fs.StringVar(&c.url, "url", "", "base URL of the rollup API (env ROLLUP_URL)")
-	fs.StringVar(&c.token, "token", "", "the project's bearer token (env ROLLUP_TOKEN keeps it out of the process list)")
+	fs := e.flags("simulate", simulateUsage)
+	fs.StringVar(&c.url, "url", "", "base URL of the rollup API")
+	fs.StringVar(&c.token, "token", "", "the project's bearer token (ROLLUP_TOKEN keeps it out of the process list)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token (as 'rollup token create' prints it)")
 	fs.StringVar(&c.project, "project", "", "project (with --tree: defaults to the file's)")
 	fs.StringVar(&c.treeFile, "tree", "", "tree file (YAML or JSON) whose leaves the agents report")
@@ -68,38 +63,38 @@ func parseSimulateEnv(e *env, args []string, lookupEnv func(string) (string, boo
 	fs.DurationVar(&c.wait, "wait", 2*time.Minute, "wait this long for the API to answer before starting (0: do not wait)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the simulated counts")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	s, err := parseConfigFlags(fs, args, lookupEnv)
-	if err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return c, err
 	}
 	if generate != "" {
+		var err error
 		if c.generate, err = parseGenerate(generate); err != nil {
-			return c, s.errorf("generate", "%w", err)
+			return c, fs.Errorf("generate", "%w", err)
 		}
 	}
 	switch {
 	case c.url == "":
-		return c, s.errorf("url", "is required: the base URL of a rollup API, such as http://127.0.0.1:8080")
+		return c, fs.Errorf("url", "is required: the base URL of a rollup API, such as http://127.0.0.1:8080")
 	case !strings.HasPrefix(c.url, "http://") && !strings.HasPrefix(c.url, "https://"):
-		return c, s.errorf("url", "want an http:// or https:// URL")
+		return c, fs.Errorf("url", "want an http:// or https:// URL")
 	case c.token == "" && c.tokenFile == "":
-		return c, s.errorf("token", "is required (or --token-file)")
+		return c, fs.Errorf("token", "is required (or --token-file)")
 	case c.token != "" && c.tokenFile != "":
-		return c, fmt.Errorf("--token (from %s) and --token-file (from %s) exclude each other", s.source("token"), s.source("token-file"))
+		return c, fmt.Errorf("--token (from %s) and --token-file (from %s) exclude each other", fs.Source("token"), fs.Source("token-file"))
 	case (c.treeFile == "") == (generate == ""):
 		return c, errors.New("give the leaves with exactly one of --tree FILE and --generate GROUPS,SERVERS,PROCESSES")
 	case generate != "" && c.project == "":
-		return c, s.errorf("project", "is required with --generate")
+		return c, fs.Errorf("project", "is required with --generate")
 	case c.agents < 1:
-		return c, s.errorf("agents", "must be at least 1, got %d", c.agents)
+		return c, fs.Errorf("agents", "must be at least 1, got %d", c.agents)
 	case c.backfill < 0:
-		return c, s.errorf("backfill", "must not be negative, got %d", c.backfill)
+		return c, fs.Errorf("backfill", "must not be negative, got %d", c.backfill)
 	case c.refresh < 0:
-		return c, s.errorf("refresh", "must not be negative")
+		return c, fs.Errorf("refresh", "must not be negative")
 	case c.jitter < 0:
-		return c, s.errorf("jitter", "must not be negative")
+		return c, fs.Errorf("jitter", "must not be negative")
 	case c.wait < 0:
-		return c, s.errorf("wait", "must not be negative")
+		return c, fs.Errorf("wait", "must not be negative")
 	}
 	return c, nil
 }
@@ -129,65 +124,14 @@ func simulateLeaves(c simulateConfig) (string, []agentsim.Leaf, error) {
 	var t *tree.Tree
 	var err error
 	if c.treeFile != "" {
-		t, err = readTreeFile(c.treeFile, c.project)
+		t, err = tree.ReadFile(c.treeFile, c.project)
 	} else {
 		t, err = tree.Build(c.project, tree.Generate(c.project, c.generate[0], c.generate[1], c.generate[2]))
 	}
 	if err != nil {
 		return "", nil, err
 	}
-	nodes := t.Leaves()
-	leaves := make([]agentsim.Leaf, len(nodes))
-	for i, n := range nodes {
-		leaves[i] = agentsim.Leaf{ID: n.ID, Type: n.Type}
-	}
-	return t.Project(), leaves, nil
-}
-
-// readTokenFile reads a token file: the token and surrounding white space.
-func readTokenFile(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(data))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("--token-file %s: want one token, as 'rollup token create' prints it", path)
-	}
-	return tok, nil
-}
-
-// waitForAPI polls the API's base URL until it answers anything, for at most d.
-func waitForAPI(ctx context.Context, baseURL string, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	hc := &http.Client{Timeout: 5 * time.Second}
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/", nil)
-		if err != nil {
-			return fmt.Errorf("--url: %w", err)
-		}
-		res, err := hc.Do(req)
-		if err == nil {
-			_ = res.Body.Close()
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("the API at %s did not answer within --wait %s: %w", baseURL, d, last)
-			}
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return t.Project(), agentsim.LeavesOf(t), nil
 }
 
 func runSimulate(ctx context.Context, e *env, args []string) error {
@@ -200,26 +144,26 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 
 // simulate runs the agents of c until ctx is done.
 func simulate(ctx context.Context, e *env, c simulateConfig) error {
-	log, err := newLogger(c.logLevel, e.stderr)
+	log, err := metrics.NewLogger(c.logLevel, false, e.stderr)
 	if err != nil {
 		return fmt.Errorf("%w: --log-level: %w", errUsage, err)
 	}
 	defer func() { _ = log.Sync() }()
 	token := c.token
 	if c.tokenFile != "" {
-		if token, err = readTokenFile(c.tokenFile); err != nil {
-			return err
+		if token, err = agentclient.ReadTokenFile(c.tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
 	project, leaves, err := simulateLeaves(c)
 	if err != nil {
 		return err
 	}
-	if err := waitForAPI(ctx, c.url, c.wait); err != nil {
+	if err := agentclient.WaitForAPI(ctx, c.url, c.wait); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		return fmt.Errorf("--wait: %w", err)
 	}
 	log.Info("simulating agents", zap.String("url", c.url), zap.String("project", project),
 		zap.Int("agents", min(c.agents, len(leaves))), zap.Int("leaves", len(leaves)), zap.Int("backfill", c.backfill))

@@ -71,7 +71,7 @@ func TestParseSimulate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder
-			c, err := parseSimulateEnv(&env{stdout: &out, stderr: &out}, tc.args, mapEnv(tc.env))
+			c, err := parseSimulate(&env{stdout: &out, stderr: &out, lookupEnv: mapEnv(tc.env)}, tc.args)
 			if tc.wantErr == "" {
 				if err != nil || !tc.check(c) {
 					t.Fatalf("got %+v, %v", c, err)
@@ -84,22 +84,8 @@ func TestParseSimulate(t *testing.T) {
 		})
 	}
 	var out strings.Builder
-	if _, err := parseSimulateEnv(&env{stdout: &out, stderr: &out}, []string{"--help"}, mapEnv(nil)); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "--token-file") {
+	if _, err := parseSimulate(&env{stdout: &out, stderr: &out, lookupEnv: mapEnv(nil)}, []string{"--help"}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "--token-file") {
 		t.Errorf("--help: %v, %q", err, out.String())
-	}
-}
-
-func TestReadTokenFile(t *testing.T) {
-	for _, tc := range []struct {
-		text, want string
-	}{{"abc\n", "abc"}, {"  abc  ", "abc"}, {"", ""}, {"a b\n", ""}, {"a\nb\n", ""}} {
-		got, err := readTokenFile(writeFile(t, "tok", tc.text))
-		if got != tc.want || (err == nil) != (tc.want != "") {
-			t.Errorf("%q: got %q, %v; want %q", tc.text, got, err, tc.want)
-		}
-	}
-	if _, err := readTokenFile("/nonexistent/token"); err == nil || !strings.Contains(err.Error(), "--token-file") {
-		t.Errorf("missing file: %v", err)
 	}
 }
 
@@ -199,18 +185,24 @@ func TestRunSimulate(t *testing.T) {
 	}
 }
 
-func TestWaitForAPI(t *testing.T) {
+// TestRunSimulateSetupErrors: a token file or an API that fails the setup is named by its
+// flag.
+func TestRunSimulateSetupErrors(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	if err := waitForAPI(context.Background(), url, time.Second); err != nil {
-		t.Fatalf("a server that answers 404 is up: %v", err)
-	}
+	closed := srv.URL
 	srv.Close()
-	err := waitForAPI(context.Background(), url, 50*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "did not answer within --wait") {
-		t.Fatalf("closed server: %v", err)
-	}
-	if err := waitForAPI(context.Background(), url, 0); err != nil {
-		t.Fatalf("--wait 0: %v", err)
+	leaves := []string{"--project", "sim", "--generate", "1,1,1", "--log-level", "error"}
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{append([]string{"--url", closed, "--token-file", "/nonexistent/token"}, leaves...), "--token-file: read token file"},
+		{append([]string{"--url", closed, "--token", "t", "--wait", "50ms"}, leaves...), "--wait: the API at " + closed + " did not answer within 50ms"},
+	} {
+		var out strings.Builder
+		err := runSimulate(t.Context(), &env{stdout: &out, stderr: &out, lookupEnv: mapEnv(nil)}, tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: err %v, want %q", tc.args, err, tc.wantErr)
+		}
 	}
 }

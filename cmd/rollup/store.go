@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/internal/mongoconn"
+	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/store"
 )
 
 // storeFlags are the flags of the commands that work on a MongoDB deployment.
@@ -20,36 +16,14 @@ type storeFlags struct {
 	database string
 }
 
-// register adds --mongodb-uri (default from ROLLUP_MONGODB_URI) and --database to fs. The URI
-// may hold credentials, so its value is never printed, not even as the default in --help.
-func (s *storeFlags) register(fs *flag.FlagSet) {
-	s.uri = os.Getenv("ROLLUP_MONGODB_URI")
-	fs.Var(secretValue{&s.uri}, "mongodb-uri", "MongoDB connection string (env ROLLUP_MONGODB_URI)")
-	fs.StringVar(&s.database, "database", migrations.DefaultDatabase, "database name")
+// register adds --mongodb-uri and --database to fs. --help never shows the URI of the
+// environment (it may hold credentials): defaults are the flags' own.
+func (s *storeFlags) register(fs *settings.FlagSet) {
+	fs.StringVar(&s.uri, "mongodb-uri", "", "MongoDB connection string")
+	fs.StringVar(&s.database, "database", store.DefaultDatabase, "database name")
 }
 
-// secretValue is a string flag whose value String never reveals.
-type secretValue struct{ s *string }
-
-// String returns "" so help output shows no default.
-func (v secretValue) String() string { return "" }
-
-// Set stores the value.
-func (v secretValue) Set(x string) error {
-	*v.s = x
-	return nil
-}
-
-// withDB connects, runs fn with the database (majority writes) and disconnects.
+// withDB connects, runs fn with the database (durable writes) and disconnects.
 func (s storeFlags) withDB(ctx context.Context, fn func(db *mongo.Database) error) error {
-	client, err := mongo.Connect(options.Client().ApplyURI(s.uri).SetServerSelectionTimeout(15 * time.Second))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = client.Disconnect(dctx)
-	}()
-	return fn(client.Database(s.database, options.Database().SetWriteConcern(writeconcern.Majority())))
+	return mongoconn.WithDatabase(ctx, s.uri, s.database, fn)
 }

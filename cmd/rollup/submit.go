@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/gameops/rollup/api/agentclient"
+	"github.com/gameops/rollup/internal/ops"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -48,9 +48,9 @@ type submitConfig struct {
 
 func parseSubmit(e *env, args []string) (submitConfig, error) {
 	var c submitConfig
-	fs := newFlagSet(e, "submit", submitUsage)
-	fs.StringVar(&c.url, "url", os.Getenv("ROLLUP_URL"), "server base URL (env ROLLUP_URL)")
-	fs.StringVar(&c.token, "token", os.Getenv("ROLLUP_TOKEN"), "the project's bearer token (env ROLLUP_TOKEN; the env var keeps it out of the process list)")
+	fs := e.flags("submit", submitUsage)
+	fs.StringVar(&c.url, "url", "", "server base URL")
+	fs.StringVar(&c.token, "token", "", "the project's bearer token (ROLLUP_TOKEN keeps it out of the process list)")
 	fs.StringVar(&c.project, "project", "", "project name")
 	fs.StringVar(&c.timestamp, "timestamp", "", `tick start, RFC 3339 (e.g. 2024-05-01T10:05:00Z), or "now" for the start of the current tick`)
 	fs.StringVar(&c.observed, "observed-at", "", "when the counts were sampled, RFC 3339 (default: now); it is the version of the values")
@@ -59,14 +59,14 @@ func parseSubmit(e *env, args []string) (submitConfig, error) {
 	fs.DurationVar(&c.tick, "tick", tree.DefaultTick, `the server's tick (for --timestamp now)`)
 	fs.IntVar(&c.attempts, "attempts", agentclient.DefaultMaxAttempts, "attempts in all, the first included")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the server's JSON answer instead of one line per item")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
+	pos, err := fs.ParseTrailing(args, e.lookupEnv)
 	switch {
-	case fs.NArg() == 1 && fs.Arg(0) == "-" && c.file == "":
+	case err != nil:
+		return c, err
+	case len(pos) == 1 && pos[0] == "-" && c.file == "":
 		c.file = "-"
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case len(pos) > 0:
+		return c, fmt.Errorf("unexpected argument %q", pos[0])
 	}
 	switch {
 	case c.url == "":
@@ -137,45 +137,10 @@ func runSubmitWith(ctx context.Context, e *env, stdin io.Reader, args []string) 
 	if err != nil {
 		return usageError(err)
 	}
-	s, err := submitInput(c, stdin, time.Now())
+	sub, err := submitInput(c, stdin, time.Now())
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	client := &agentclient.Client{BaseURL: c.url, Token: c.token, MaxAttempts: c.attempts}
-	resp, err := client.Submit(ctx, s)
-	if err != nil {
-		var apiErr *agentclient.APIError
-		if errors.As(err, &apiErr) && c.jsonOut {
-			out, _ := json.Marshal(apiErr.Body)
-			_, _ = fmt.Fprintln(e.stdout, string(out))
-		}
-		return err
-	}
-	if c.jsonOut {
-		out, err := json.MarshalIndent(resp, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode answer: %w", err)
-		}
-		if _, err := fmt.Fprintln(e.stdout, string(out)); err != nil {
-			return err
-		}
-	} else {
-		var b strings.Builder
-		for _, it := range resp.Items {
-			fmt.Fprintf(&b, "%d\t%s\t%s\t%s", it.Index, it.ID, it.Type, it.Status)
-			if it.Error != "" {
-				fmt.Fprintf(&b, "\t%s", it.Error)
-			}
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "submission %s: %d applied, %d stale, %d rejected\n",
-			resp.SubmissionID, resp.Summary.Applied, resp.Summary.Stale, resp.Summary.Rejected)
-		if _, err := io.WriteString(e.stdout, b.String()); err != nil {
-			return err
-		}
-	}
-	if resp.Summary.Rejected > 0 {
-		return fmt.Errorf("%d of %d items rejected by the store", resp.Summary.Rejected, len(resp.Items))
-	}
-	return nil
+	return ops.Submit(ctx, e.stdout, client, sub, c.jsonOut)
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/internal/ops"
 )
 
 const tokenUsage = `usage: rollup token create --project P [--name N] [--read-only] [flags]
@@ -44,25 +42,23 @@ type tokenConfig struct {
 // parseToken parses "token <create|list> [flags]"; flags may also come before the subcommand.
 func parseToken(e *env, args []string) (tokenConfig, error) {
 	var c tokenConfig
-	fs := newFlagSet(e, "token", tokenUsage)
+	fs := e.flags("token", tokenUsage)
 	c.store.register(fs)
 	fs.StringVar(&c.project, "project", "", "project name (1-128 bytes of A-Z a-z 0-9 _ : -)")
 	fs.StringVar(&c.name, "name", "", "create: a label for the token (default \""+api.DefaultTokenName+"\")")
 	fs.BoolVar(&c.readOnly, "read-only", false, "create: a token that may only read the project (the read API), not submit counts")
-	if err := fs.Parse(args); err != nil {
+	pos, err := e.parseArgs(fs, args)
+	switch {
+	case err != nil:
 		return c, err
-	}
-	if fs.NArg() == 0 {
+	case len(pos) == 0:
 		fs.Usage()
 		return c, errors.New("a subcommand is required: create or list")
 	}
-	c.sub = fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return c, err
-	}
+	c.sub = pos[0]
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case len(pos) > 1:
+		return c, fmt.Errorf("unexpected argument %q", pos[1])
 	case c.sub != "create" && c.sub != "list":
 		fs.Usage()
 		return c, fmt.Errorf("unknown subcommand %q: want create or list", c.sub)
@@ -86,45 +82,10 @@ func runToken(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageError(err)
 	}
-	return c.store.withDB(ctx, func(db *mongo.Database) error { return token(ctx, e, c, db) })
-}
-
-// token runs the token subcommand against a connected database.
-func token(ctx context.Context, e *env, c tokenConfig, db *mongo.Database) error {
-
-	if c.sub == "create" {
-		create, scope := api.CreateToken, api.ScopeIngest
-		if c.readOnly {
-			create, scope = api.CreateReadToken, api.ScopeRead
+	return c.store.withDB(ctx, func(db *mongo.Database) error {
+		if c.sub == "create" {
+			return ops.CreateToken(ctx, e.stdout, e.stderr, db, c.project, c.name, c.readOnly)
 		}
-		token, err := create(ctx, db, c.project, c.name)
-		if err != nil {
-			return err
-		}
-		name := c.name
-		if name == "" {
-			name = api.DefaultTokenName
-		}
-		_, _ = fmt.Fprintf(e.stderr, "created %s token %q for project %q (id %s); it is printed once, store it now:\n",
-			scope, name, c.project, api.HashToken(token)[:12])
-		_, err = fmt.Fprintln(e.stdout, token)
-		return err
-	}
-	list, err := api.ListTokens(ctx, db, c.project)
-	if err != nil {
-		return err
-	}
-	if len(list) == 0 {
-		_, err := fmt.Fprintf(e.stdout, "project %q has no tokens\n", c.project)
-		return err
-	}
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED")
-	for _, t := range list {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Scope, t.CreatedAt.Format(time.RFC3339))
-	}
-	_ = tw.Flush()
-	_, err = fmt.Fprint(e.stdout, b.String())
-	return err
+		return ops.ListTokens(ctx, e.stdout, db, c.project)
+	})
 }

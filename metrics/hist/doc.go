@@ -1,7 +1,9 @@
-// Package hist is a lock-free histogram with fixed bucket bounds that the components (bulk,
-// watcher) fill at the source and the metrics layer reads as a snapshot.
+// Package hist is a lock-free histogram with fixed bucket bounds that components (bulk,
+// watcher) fill at the source and the metrics layer reads as a snapshot (cumulative counts,
+// as Prometheus expects).
 //
-// It owns: bucket bounds, concurrent observation and consistent-enough snapshots (cumulative
-// counts as Prometheus expects). It does not own: exporting (package metrics turns a Snapshot
-// into a Prometheus histogram), so the components stay free of Prometheus imports.
+// The one idea: observing is an atomic add on the hot path; exporting is someone else's job,
+// so the components stay free of Prometheus imports.
+//
+// It does not export anything (package metrics turns a Snapshot into a Prometheus histogram).
 package hist

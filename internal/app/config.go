@@ -1,0 +1,171 @@
+package app
+
+import (
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/mongoconn"
+	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/watcher"
+)
+
+// Config is the configuration of serve. Its settings are named like serve's flags, and
+// Validate's errors name them so (settings.Invalid).
+type Config struct {
+	MongoURI       string // "" starts the embedded server
+	Database       string
+	DataDir        string // the embedded server's data directory (unused with Demo)
+	Demo           bool   // embedded server in memory, a demo project, its token and simulated agents
+	DemoAgents     int
+	EmbeddedListen string // the embedded server's address
+	Listen         string // the HTTP address of the API, the dashboard and the metrics
+	LogLevel       string
+	// Partitions splits the watcher's work ("" = one partition; "hash:N"; "projects:a,b;c").
+	Partitions    string
+	LeaseTTL      time.Duration
+	MaxPartitions int
+	// InstanceID names this instance in watcher leases ("" = DefaultInstanceID).
+	InstanceID string
+	Totals     Totals
+}
+
+// Validate checks the settings together.
+func (c Config) Validate() error {
+	switch {
+	case c.Demo && c.MongoURI != "":
+		return settings.Invalid("mongodb-uri", "--demo runs on the embedded server: unset --mongodb-uri (or drop --demo)")
+	case c.DemoAgents < 1:
+		return settings.Invalid("demo-agents", "must be at least 1, got %d", c.DemoAgents)
+	case c.MongoURI == "" && !c.Demo && c.DataDir == "":
+		return settings.Invalid("data", "the embedded server needs a data directory (or pass --demo for an in-memory store)")
+	}
+	if err := mongoconn.CheckURI(c.MongoURI); err != nil {
+		return settings.Invalid("mongodb-uri", "%w", err)
+	}
+	if c.MongoURI != "" {
+		if err := bulk.CheckClientOptions(options.Client().ApplyURI(c.MongoURI)); err != nil {
+			return settings.Invalid("mongodb-uri", "%w", err)
+		}
+	}
+	if err := mongoconn.CheckDatabaseName(c.Database); err != nil {
+		return settings.Invalid("database", "%w", err)
+	}
+	if err := settings.CheckListenAddr(c.Listen); err != nil {
+		return settings.Invalid("listen", "%w", err)
+	}
+	if c.MongoURI == "" {
+		if err := settings.CheckListenAddr(c.EmbeddedListen); err != nil {
+			return settings.Invalid("embedded-listen", "%w", err)
+		}
+	}
+	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
+		return settings.Invalid("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if _, err := watcher.ParsePartitions(c.Partitions); err != nil {
+		return settings.Invalid("watcher-partitions", "%w", err)
+	}
+	if c.LeaseTTL < time.Second {
+		return settings.Invalid("lease-ttl", "must be at least 1s, got %s", c.LeaseTTL)
+	}
+	if c.MaxPartitions < 0 {
+		return settings.Invalid("max-partitions", "must not be negative, got %d", c.MaxPartitions)
+	}
+	if err := CheckInstanceID(c.InstanceID); err != nil {
+		return settings.Invalid("instance-id", "%w", err)
+	}
+	return c.Totals.Validate()
+}
+
+// LogFields describe the configuration for the start-up log line: every setting, the
+// MongoDB URI as its hosts only.
+func (c Config) LogFields() []zap.Field {
+	uri := mongoconn.RedactURI(c.MongoURI)
+	if uri == "" {
+		uri = "(embedded)"
+	}
+	return append([]zap.Field{
+		zap.String("mongodb_uri", uri), zap.String("database", c.Database), zap.String("data", c.DataDir),
+		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.String("embedded_listen", c.EmbeddedListen),
+		zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
+	}, c.Totals.logFields()...)
+}
+
+// Bounds of the business metrics' settings.
+const (
+	maxTotalsGrace    = 24 * time.Hour
+	maxTotalsRefresh  = time.Hour
+	maxTotalsProjects = 10_000
+	maxTotalsGroups   = 10_000
+)
+
+// Totals are the settings of the business metrics (package metrics/totals): the
+// rollup_project_* and rollup_group_* series.
+type Totals struct {
+	Grace       time.Duration // a tick is complete this long after it ends (0: at once)
+	Refresh     time.Duration
+	MaxProjects int    // 0 turns the business metrics off
+	Groups      string // projects whose groups are exported too, comma-separated, or "*"
+	MaxGroups   int
+}
+
+// groupProjects returns the Groups list.
+func (c Totals) groupProjects() []string {
+	var out []string
+	for _, p := range strings.Split(c.Groups, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Validate checks the settings (named like serve's --totals-* flags).
+func (c Totals) Validate() error {
+	switch {
+	case c.Grace < 0 || c.Grace > maxTotalsGrace:
+		return settings.Invalid("totals-grace", "want 0 to %s, got %s", maxTotalsGrace, c.Grace)
+	case c.Refresh < time.Second || c.Refresh > maxTotalsRefresh:
+		return settings.Invalid("totals-refresh", "want 1s to %s, got %s", maxTotalsRefresh, c.Refresh)
+	case c.MaxProjects < 0 || c.MaxProjects > maxTotalsProjects:
+		return settings.Invalid("totals-max-projects", "want 0 (off) to %d, got %d", maxTotalsProjects, c.MaxProjects)
+	case c.MaxGroups < 1 || c.MaxGroups > maxTotalsGroups:
+		return settings.Invalid("totals-max-groups", "want 1 to %d, got %d", maxTotalsGroups, c.MaxGroups)
+	}
+	for _, p := range c.groupProjects() {
+		if p == totals.AllProjects {
+			continue
+		}
+		if err := tree.ValidateName("project", p); err != nil {
+			return settings.Invalid("totals-groups", `%w (want project names separated by commas, or "*")`, err)
+		}
+	}
+	return nil
+}
+
+// Enabled says whether serve runs the business metrics.
+func (c Totals) Enabled() bool { return c.MaxProjects > 0 }
+
+// Options returns the totals.Options of the settings.
+func (c Totals) Options() totals.Options {
+	grace := c.Grace
+	if grace == 0 {
+		grace = -1 // totals.Options: negative is none, zero the default
+	}
+	return totals.Options{Grace: grace, Interval: c.Refresh, MaxProjects: c.MaxProjects,
+		GroupProjects: c.groupProjects(), MaxGroups: c.MaxGroups}
+}
+
+// logFields describe the settings for the start-up log line.
+func (c Totals) logFields() []zap.Field {
+	return []zap.Field{
+		zap.Duration("totals_grace", c.Grace), zap.Duration("totals_refresh", c.Refresh),
+		zap.Int("totals_max_projects", c.MaxProjects), zap.String("totals_groups", c.Groups), zap.Int("totals_max_groups", c.MaxGroups),
+	}
+}

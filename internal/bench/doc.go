@@ -1,0 +1,14 @@
+// Package bench holds the harnesses of `rollup bench`: the embedded server's bulk upserts
+// through the driver (Mongod), change-stream throughput and latency (ChangeStream), ingest end
+// to end against raw driver upserts of the same documents (Ingest, with a load generator
+// playing the agents), and rollup against the designs people would otherwise build
+// (Baselines). Each one starts its own store (a fresh embedded server, or a given MongoDB),
+// measures, and returns a result that prints itself.
+//
+// The one idea: a benchmark compares like with like in the same run (same documents, same
+// indexes, same store, alternating order), and counts the store's commands through the
+// black-pipe proxy, so a number means something on a shared, noisy machine. How each
+// comparison is kept fair, and the numbers, are in docs/benchmarks.md.
+//
+// It is not imported by the service; its tests run the harnesses on small shapes.
+package bench

@@ -1,7 +1,0 @@
-//go:build !unix
-
-package watcher
-
-// processAlive cannot tell here: every holder counts as alive, so a restart waits three
-// heartbeats.
-func processAlive(int) bool { return true }
