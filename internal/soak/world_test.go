@@ -243,9 +243,12 @@ func (w *world) withProxy(fn func(p *blackpipe.Proxy)) {
 
 // startServe runs `rollup serve` for s.
 func (w *world) startServe(ctx context.Context, s *serveInst) error {
+	w.proxyMu.Lock()
+	proxyAddr := w.proxyAddr // stable once the proxy first listened: restarts rebind it
+	w.proxyMu.Unlock()
 	for try := 0; ; try++ {
 		p, err := startProc(w.bin, fmt.Sprintf("serve %d", s.idx), "serve",
-			"--mongodb-uri", "mongodb://"+w.proxyAddr+"/?directConnection=true", "--database", dbName,
+			"--mongodb-uri", "mongodb://"+proxyAddr+"/?directConnection=true", "--database", dbName,
 			"--listen", s.addr, "--instance-id", s.id, "--lease-ttl", "2s", "--log-level", "warn")
 		if err != nil {
 			return err
