@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
 )
 
@@ -199,9 +200,11 @@ func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, e
 	}
 }
 
-// run performs one shared lookup and publishes its result.
+// run performs one shared lookup and publishes its result. lookupTimeout bounds it without a
+// context deadline, under which the driver would retry a read failing on a dropped
+// connection for as long as the deadline allows (a command loop during a store fault).
 func (a *authCache) run(ctx context.Context, hash string, call *lookupCall) {
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	ctx, cancel := retry.Bound(ctx, lookupTimeout)
 	call.info, call.found, call.err = a.store.lookupToken(ctx, hash)
 	cancel()
 	a.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -57,9 +58,12 @@ func newProxiedStack(t *testing.T) *proxiedStack {
 	s.startProxy(t, "127.0.0.1:0")
 	t.Cleanup(func() { s.stop() })
 
-	// As serve connects: server selection 5s, the default heartbeat, no client timeout.
+	// As serve connects: server selection 2s, a 1s heartbeat, no client timeout, the writer
+	// following the driver's view of the deployment.
+	monitor := bulk.NewStoreMonitor(0)
 	ps := &embeddedtest.Store{URI: fmt.Sprintf("mongodb://%s/?directConnection=true", s.addr)}
-	client := ps.Client(t, options.Client().SetServerSelectionTimeout(5*time.Second).SetHeartbeatInterval(10*time.Second))
+	client := ps.Client(t, options.Client().SetServerSelectionTimeout(2*time.Second).SetHeartbeatInterval(time.Second).
+		SetServerMonitor(monitor.ServerMonitor()))
 	s.db = client.Database(s.check.Name())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -72,7 +76,7 @@ func newProxiedStack(t *testing.T) *proxiedStack {
 		t.Fatal(err)
 	}
 	s.token = tok
-	s.writer = bulk.New(s.db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log)
+	s.writer = bulk.New(s.db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: monitor}, log)
 	wctx, wcancel := context.WithCancel(context.Background())
 	wdone := make(chan error, 1)
 	go func() { wdone <- s.writer.Run(wctx) }()
@@ -167,12 +171,20 @@ func countsBody(t *testing.T, n int, observed time.Time, online int64) []byte {
 
 func (s *proxiedStack) post(t *testing.T, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url+apiv1.CountsPath, bytes.NewReader(body))
+	return s.do(t, http.MethodPost, apiv1.CountsPath, s.token, body)
+}
+
+// do sends one request with token.
+func (s *proxiedStack) do(t *testing.T, method, path, token string, body []byte) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	start := time.Now()
 	resp, err := s.http.Do(req)
 	if err != nil {
@@ -312,6 +324,11 @@ func TestIngestStoreStopped(t *testing.T) {
 	if first.status != http.StatusServiceUnavailable || first.retryAfter < 1 || first.retryAfter > 2 {
 		t.Fatalf("first submission: status %d Retry-After %d: %s", first.status, first.retryAfter, first.body)
 	}
+	// Discovering the outage is fast too: the writer follows the driver's view (no writable
+	// server for a second), not its server selection timeout.
+	if first.took > 2*time.Second {
+		t.Errorf("the submission that found the store down took %v, want at most 2s", first.took)
+	}
 	down := time.Now()
 	var answers []answer
 	for _, n := range []int{3000, 10_000} {
@@ -352,5 +369,76 @@ func TestIngestStoreStopped(t *testing.T) {
 		{Key: "timestamp", Value: tree.AlignTick(backAt, tree.DefaultTick)}}).Decode(&doc) // the test may span two ticks
 	if err != nil || doc.Online != 4 {
 		t.Fatalf("leaf-02999: %+v %v", doc, err)
+	}
+}
+
+// TestLookupsBoundedDuringDroppedConnections: while the store drops every connection that
+// sends it a find, a submission and a read whose tokens are not cached each cost their token
+// lookup's find and the driver's one retry — not a loop for as long as a context deadline
+// allows (about 200 finds in the lookup's 5 s before) — and are answered 503.
+func TestLookupsBoundedDuringDroppedConnections(t *testing.T) {
+	t.Parallel()
+	s := newProxiedStack(t)
+	ctx := context.Background()
+	var toks []string
+	for _, name := range []string{"agent-2", "dashboard"} {
+		tok, err := api.CreateToken(ctx, s.check, "proj-a", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	s.store.FailPoint(t, s.direct, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "closeConnection", Value: true}}}})
+	for i, req := range []struct {
+		method, path string
+		body         []byte
+	}{
+		{http.MethodPost, apiv1.CountsPath, countsBody(t, 20, time.Now(), 1)},
+		{http.MethodGet, "/v1/projects", nil},
+	} {
+		before := s.total()["find"]
+		a := s.do(t, req.method, req.path, toks[i], req.body)
+		finds := s.total()["find"] - before
+		t.Logf("%s %s: %d after %v, %d finds reached the store", req.method, req.path, a.status, a.took, finds)
+		if a.status != http.StatusServiceUnavailable {
+			t.Errorf("%s %s: status %d: %s", req.method, req.path, a.status, a.body)
+		}
+		if finds > 4 {
+			t.Errorf("%s %s: %d finds reached the store, want at most 4 (a lookup and the driver's one retry)", req.method, req.path, finds)
+		}
+	}
+}
+
+// TestFirstSubmissionAfterReturn: ten times, the store becomes unreachable long enough to be
+// known down, then comes back; the first submission sent once it is back is acknowledged
+// within 1s. What it waits for is the driver's monitor: it checks a server it lost at most
+// every 500ms, however soon after the return the submission comes.
+func TestFirstSubmissionAfterReturn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ten outages")
+	}
+	t.Parallel()
+	s := newProxiedStack(t)
+	wantApplied(t, "before", s.post(t, countsBody(t, 100, time.Now(), 1)))
+	var took []time.Duration
+	for i := range 10 {
+		s.stop()
+		down := s.post(t, countsBody(t, 100, time.Now(), int64(i)))
+		if down.status != http.StatusServiceUnavailable {
+			t.Fatalf("outage %d: status %d", i, down.status)
+		}
+		// Known down; the outage lasts a little longer, differently each time.
+		pause := time.NewTimer(time.Duration(300+97*i) * time.Millisecond)
+		<-pause.C
+		s.startProxy(t, s.addr)
+		back := s.post(t, countsBody(t, 100, time.Now(), int64(100+i)))
+		wantApplied(t, fmt.Sprintf("outage %d: the first submission after the return", i), back)
+		took = append(took, back.took)
+	}
+	slices.Sort(took)
+	t.Logf("the first submission after the store's return, acknowledged after: %v", took)
+	if took[len(took)-1] > time.Second {
+		t.Errorf("slowest: %v, want at most 1s", took[len(took)-1])
 	}
 }

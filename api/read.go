@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
@@ -79,7 +80,9 @@ func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 			s.unauthorized(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\"")
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+		// Bounded without a deadline: the driver retries a failing read once, not for as
+		// long as a deadline allows.
+		ctx, cancel := retry.Bound(r.Context(), readTimeout)
 		defer cancel()
 		info, found, err := s.auth.lookupByToken(ctx, token, s.cfg.Now())
 		if err != nil {

@@ -91,8 +91,8 @@ func Classify(err error) Class {
 	if err == nil {
 		return ClassNone
 	}
-	if errors.Is(err, errAttemptTimeout) || errors.Is(err, errProbeTimeout) {
-		// The writer's own timer canceled the command: its outcome is unknown.
+	if errors.Is(err, errAttemptTimeout) || errors.Is(err, errProbeTimeout) || errors.Is(err, errStoreDown) {
+		// The writer itself canceled the command: its outcome is unknown.
 		return ClassUnknownOutcome
 	}
 	if errors.Is(err, context.Canceled) {

@@ -47,14 +47,24 @@ func (e *StoreDownError) Unwrap() error { return ErrUnavailable }
 
 // probeCall is one probe of the store; err is set before done is closed.
 type probeCall struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	seq     uint64    // probes are numbered in the order they start
+	started time.Time // when it started
 }
+
+// maxJoinAge is how old a running probe may be for a caller to wait for it rather than
+// start another: a probe that began before the store came back may run out its timeout
+// waiting for the driver to see the store again, and a submission that joined it would be
+// refused although the store is back. So while the store does not answer, probes start at
+// most this often (each bounded by Options.ProbeTimeout).
+const maxJoinAge = 250 * time.Millisecond
 
 // health is the writer's view of the store: up until a batch fails with a store fault its
 // resend could not get past (unreachable, not writable, not confirming writes), then down
 // until a write or a probe succeeds. While it is down, batches and Submits fail at once and
-// probes (one at a time, at least gap apart) find the store's return.
+// probes (at least gap apart while the store refuses fast, at most one starting per
+// maxJoinAge while it does not answer) find the store's return.
 type health struct {
 	probe   func() error // one bounded probe of the store
 	tracker *status.Tracker
@@ -64,20 +74,73 @@ type health struct {
 	jitter  func() float64 // in [0, 1)
 	probes  [2]atomic.Int64
 	wake    chan struct{} // cap 1: an outage began (for the background prober)
+	// back is signaled when a StoreMonitor (see watch) sees a writable server again after
+	// an outage it reported.
+	back chan struct{} // cap 1: the monitor sees a writable server again (probe now)
 
 	mu        sync.Mutex
 	down      bool
 	since     time.Time // start of the outage
 	reason    string
-	lastProbe time.Time // when the last probe ended
-	running   *probeCall
-	closed    bool // Run is over: no new probe goroutines
+	lastProbe time.Time  // when the last probe ended
+	running   *probeCall // the newest probe, while it runs
+	probeSeq  uint64     // the number of the newest probe
+	okSeq     uint64     // the number of the newest probe that succeeded
+	backHint  bool       // the monitor saw a writable server again since the last probe started
+	closed    bool       // Run is over: no new probe goroutines
 	wg        sync.WaitGroup
+	// attempts are the cancel functions of the writes in flight, ended when the store goes
+	// down (their outcome is unknown; waiting on would only delay the 503).
+	attempts    map[uint64]func()
+	nextAttempt uint64
 }
 
 func newHealth(probe func() error, tracker *status.Tracker, gap time.Duration, log *zap.Logger) *health {
 	return &health{probe: probe, tracker: tracker, log: log, gap: gap, now: time.Now, jitter: rand.Float64,
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), back: make(chan struct{}, 1), attempts: map[uint64]func(){}}
+}
+
+// watch makes the health follow m (see StoreMonitor).
+func (h *health) watch(m *StoreMonitor) { m.subscribe(h.topology) }
+
+// topology is told by the StoreMonitor that the driver has seen no writable server for its
+// grace period (the store is down from now), or that it sees one again (probe now).
+func (h *health) topology(writable bool, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if !writable {
+		h.failedLocked(errors.New("store unreachable: " + reason))
+		return
+	}
+	if h.down {
+		h.backHint = true
+		select {
+		case h.back <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// track registers the cancel function of a write in flight; the returned function
+// unregisters it. A write that starts while the store is down is canceled at once.
+func (h *health) track(cancel func()) (untrack func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.down {
+		cancel()
+		return func() {}
+	}
+	id := h.nextAttempt
+	h.nextAttempt++
+	h.attempts[id] = cancel
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.attempts, id)
+	}
 }
 
 // up reports whether the store is not known to be down (it does not wait).
@@ -118,6 +181,10 @@ func (h *health) failedLocked(err error) {
 	}
 	h.down, h.since = true, h.now()
 	h.log.Warn("store unavailable: refusing writes until a probe succeeds", zap.Error(err))
+	for id, cancel := range h.attempts {
+		cancel()
+		delete(h.attempts, id)
+	}
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -157,15 +224,18 @@ func (h *health) retryAfter() time.Duration {
 }
 
 // check returns nil while the store is up. While it is down it waits for the next probe slot
-// (at most gap), runs or joins one probe and returns nil if the store answered, else a
-// *StoreDownError. It takes at most about gap plus one probe, less if ctx ends first.
+// (at most gap), runs or joins one probe (one that began at most maxJoinAge ago) and returns
+// nil if the store answered, else a *StoreDownError. It takes at most about gap plus one
+// probe, less if ctx ends first.
 func (h *health) check(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.down {
 		h.mu.Unlock()
 		return nil
 	}
-	if h.running == nil {
+	// The slot spaces probes while the store refuses; once the StoreMonitor says the driver
+	// sees a writable server again, the next probe goes at once.
+	if h.running == nil && !h.backHint {
 		if wait := h.lastProbe.Add(h.gap).Sub(h.now()); wait > 0 {
 			h.mu.Unlock()
 			t := time.NewTimer(wait)
@@ -210,29 +280,38 @@ func (h *health) verify() error {
 	return call.err
 }
 
-// startLocked returns the running probe, or starts one; nil once Run is over.
+// startLocked returns the running probe if it began at most maxJoinAge ago, or starts one;
+// nil once Run is over. A probe's success always counts; its failure only when no probe that
+// started later has succeeded.
 func (h *health) startLocked() *probeCall {
-	if h.running != nil {
+	if h.running != nil && h.now().Sub(h.running.started) <= maxJoinAge {
 		return h.running
 	}
 	if h.closed {
 		return nil
 	}
-	call := &probeCall{done: make(chan struct{})}
-	h.running = call
+	h.probeSeq++
+	call := &probeCall{done: make(chan struct{}), seq: h.probeSeq, started: h.now()}
+	h.running, h.backHint = call, false
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		err := h.probe()
 		h.mu.Lock()
-		h.lastProbe, h.running = h.now(), nil
+		h.lastProbe = h.now()
+		if h.running == call {
+			h.running = nil
+		}
 		if err == nil {
 			h.probes[0].Add(1)
+			h.okSeq = max(h.okSeq, call.seq)
 			h.upLocked()
 		} else {
 			h.probes[1].Add(1)
 			call.err = fmt.Errorf("probe: %w", err)
-			h.failedLocked(call.err)
+			if call.seq > h.okSeq {
+				h.failedLocked(call.err)
+			}
 		}
 		h.mu.Unlock()
 		close(call.done)
@@ -254,15 +333,19 @@ func (h *health) run(ctx context.Context) {
 	for {
 		if !h.up() {
 			t := time.NewTimer(interval/2 + time.Duration(h.jitter()*float64(interval/2)))
+			now := false
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return
 			case <-t.C:
+			case <-h.back:
+				t.Stop()
+				now = true
 			}
 			h.mu.Lock()
 			var call *probeCall
-			if h.down && h.now().Sub(h.lastProbe) >= interval/2 {
+			if h.down && (now || h.now().Sub(h.lastProbe) >= interval/2) {
 				call = h.startLocked()
 			}
 			h.mu.Unlock()
@@ -304,6 +387,7 @@ func (w *Writer) probeStore() error {
 var (
 	errAttemptTimeout = errors.New("bulk write attempt timed out (Options.AttemptTimeout)")
 	errProbeTimeout   = errors.New("store probe timed out (Options.ProbeTimeout)")
+	errStoreDown      = errors.New("bulk write attempt ended: the store went down")
 )
 
 // Available returns nil while the store is not known to be down. During an outage it waits

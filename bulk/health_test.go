@@ -191,3 +191,35 @@ func TestHealthRun(t *testing.T) {
 		t.Fatalf("probed after the store was up: %d, then %d", n, p.calls.Load())
 	}
 }
+
+// TestHealthFreshProbe: a check does not wait for a probe that began more than maxJoinAge
+// ago (it may have begun before the store came back and run out its timeout waiting): it
+// starts its own, which finds the store; the old probe's failure, ending after that success,
+// does not mark the store down again.
+func TestHealthFreshProbe(t *testing.T) {
+	p := &fakeProbe{}
+	h := newTestHealth(t, p, time.Millisecond)
+	h.failed(errStore)
+	stuck := make(chan struct{})
+	p.set(errStore, stuck) // the first probe hangs, then fails
+	h.mu.Lock()
+	old := h.startLocked()
+	h.mu.Unlock()
+	pollUntil(t, func() bool { return p.calls.Load() == 1 })
+	h.mu.Lock()
+	old.started = old.started.Add(-2 * maxJoinAge) // it began a while ago
+	h.mu.Unlock()
+	p.set(nil, nil) // the store is back: new probes succeed at once
+	if err := h.check(context.Background()); err != nil {
+		t.Fatalf("check with an old probe running: %v", err)
+	}
+	if p.calls.Load() != 2 || !h.up() {
+		t.Fatalf("%d probes, up %v; want a second probe and the store up", p.calls.Load(), h.up())
+	}
+	p.set(errStore, nil)
+	close(stuck) // the old probe fails now
+	<-old.done
+	if old.err == nil || !h.up() {
+		t.Fatalf("old probe %v; up %v: a stale failure marked the store down", old.err, h.up())
+	}
+}

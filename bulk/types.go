@@ -112,6 +112,11 @@ type Options struct {
 	ProbeInterval time.Duration
 	// ProbeTimeout bounds one probe of the store (default 1s).
 	ProbeTimeout time.Duration
+	// StoreMonitor, when set, is the driver's view of the deployment of the collection's
+	// client: the writer then marks the store down as soon as the driver has seen no writable
+	// server for a second, ending the writes that wait for one, and probes as soon as it sees
+	// one again (see StoreMonitor).
+	StoreMonitor *StoreMonitor
 	// Tracker receives the writer's readiness (default: a new tracker of component "bulk");
 	// see Writer.Tracker.
 	Tracker *status.Tracker

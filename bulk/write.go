@@ -131,8 +131,11 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int) []int {
 		storeFault := class == ClassUnknownOutcome || class == ClassWriteConcern
 		if attempt == 0 && storeFault {
 			// One resend, if the store answers a probe; otherwise it is down and the resend
-			// would only wait for it.
-			if perr := w.health.verify(); perr != nil {
+			// would only wait for it. Known down already (this attempt was ended for it, or
+			// another batch found it): no probe either.
+			if !w.health.up() {
+				err = fmt.Errorf("%w (no resend: %w)", err, w.health.downErr())
+			} else if perr := w.health.verify(); perr != nil {
 				err = fmt.Errorf("%w (no resend: %w)", err, perr)
 			} else {
 				w.stats.retries[classIndex(class)].Add(1)
@@ -175,20 +178,22 @@ func (w *Writer) bulkWrite(ctx context.Context, models []mongo.WriteModel) error
 }
 
 // attempt runs one store command under ctx (which has no deadline), canceled by the writer's
-// own timer after Options.AttemptTimeout.
+// own timer after Options.AttemptTimeout, or when the store goes down meanwhile (another batch
+// or the StoreMonitor found it unreachable: the driver would only wait for a server).
 func (w *Writer) attempt(ctx context.Context, fn func(context.Context) error) error {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if w.opts.AttemptTimeout > 0 {
-		actx, cancel := context.WithCancelCause(ctx)
 		t := time.AfterFunc(w.opts.AttemptTimeout, func() { cancel(errAttemptTimeout) })
-		defer func() {
-			t.Stop()
-			cancel(nil)
-		}()
-		ctx = actx
+		defer t.Stop()
 	}
-	err := fn(ctx)
-	if err != nil && errors.Is(context.Cause(ctx), errAttemptTimeout) {
-		return fmt.Errorf("%w: %w", errAttemptTimeout, err)
+	defer w.health.track(func() { cancel(errStoreDown) })()
+	err := fn(actx)
+	if err != nil {
+		switch cause := context.Cause(actx); {
+		case errors.Is(cause, errAttemptTimeout), errors.Is(cause, errStoreDown):
+			return fmt.Errorf("%w: %w", cause, err)
+		}
 	}
 	return err
 }

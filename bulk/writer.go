@@ -88,6 +88,9 @@ func New(coll *mongo.Collection, opts Options, log *zap.Logger) *Writer {
 		tracker = status.New("bulk", "starting")
 	}
 	w.health = newHealth(w.probeStore, tracker, opts.ProbeInterval, w.log)
+	if opts.StoreMonitor != nil {
+		w.health.watch(opts.StoreMonitor)
+	}
 	w.writeBatch = w.write
 	return w
 }

@@ -222,7 +222,18 @@ func (in *Instance) Heartbeat(ctx context.Context) error {
 		return fmt.Errorf("instance %s heartbeat: %w", in.id, err)
 	}
 	if res.MatchedCount == 0 {
-		other, _, _ := in.read(ctx)
+		other, found, err := in.read(ctx)
+		if err != nil {
+			return err
+		}
+		if !found {
+			// The document expired (the instances TTL index: no heartbeat reached the store
+			// for a day) or was deleted: nobody holds the id, take it again.
+			if ok, err := in.take(ctx, instanceDoc{}, false); err != nil || ok {
+				return err
+			}
+			other, _, _ = in.read(ctx)
+		}
 		return &TakenOverError{ID: in.id, Host: other.Host, PID: other.PID}
 	}
 	return nil

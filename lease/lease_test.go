@@ -212,3 +212,41 @@ func TestFence(t *testing.T) {
 		t.Fatalf("TermGuard(7) matched %v, want %v", ids, want)
 	}
 }
+
+// TestInstanceDocumentExpired: when the instance's document disappears while its process
+// lives (the TTL index expired it after a day without a heartbeat reaching the store), the
+// next heartbeat claims the id again instead of reporting a takeover.
+func TestInstanceDocumentExpired(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	in := NewInstance(db, "expired", time.Hour, time.Now, nil)
+	if err := in.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection(store.InstancesCollection)
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: "expired"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Heartbeat(ctx); err != nil {
+		t.Fatalf("heartbeat after the document expired: %v", err)
+	}
+	var d instanceDoc
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "expired"}}).Decode(&d); err != nil || d.Incarnation != in.incarnation || d.Stopped {
+		t.Fatalf("document after the heartbeat: %+v %v", d, err)
+	}
+	if err := in.Heartbeat(ctx); err != nil {
+		t.Fatalf("next heartbeat: %v", err)
+	}
+	// Another process claimed it meanwhile: a takeover, as before.
+	other := NewInstance(db, "expired", time.Hour, time.Now, nil)
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: "expired"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var over *TakenOverError
+	if err := in.Heartbeat(ctx); !errors.As(err, &over) {
+		t.Fatalf("heartbeat after another process claimed the id: %v, want a TakenOverError", err)
+	}
+}

@@ -98,8 +98,8 @@ func TestStepsAreNumberedInOrder(t *testing.T) {
 	if err := validateSteps(steps); err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 6 {
-		t.Fatalf("got %d steps, want 6", len(steps))
+	if len(steps) != 7 {
+		t.Fatalf("got %d steps, want 7", len(steps))
 	}
 	bad := []struct {
 		name  string

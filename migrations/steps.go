@@ -43,6 +43,7 @@ func Steps() []Step {
 		{Version: 6, Name: "counts: index " + store.CountsProjectTickIndex + " (a project's nodes at a tick)",
 			Up:      indexStep(store.CountsCollection, store.CountsProjectTickIndex),
 			Indexes: []string{store.CountsCollection + "." + store.CountsProjectTickIndex}},
+		{Version: 7, Name: "instances: TTL index " + InstancesBeatTTLIndex + " (instance ids expire a day after their last heartbeat)", Up: instancesTTL},
 	}
 }
 

@@ -138,3 +138,37 @@ func TestDo(t *testing.T) {
 		}
 	})
 }
+
+// TestBound: the bounded context has no deadline (the driver then retries once, not until
+// it), ends after its bound with ErrBound as the cause, and ends with its parent.
+func TestBound(t *testing.T) {
+	parent, cancelParent := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelParent()
+	ctx, cancel := Bound(parent, 20*time.Millisecond)
+	defer cancel()
+	if _, ok := ctx.Deadline(); ok {
+		t.Fatal("the bounded context has a deadline")
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ended after its bound")
+	}
+	if !errors.Is(context.Cause(ctx), ErrBound) || !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("cause %v, err %v", context.Cause(ctx), ctx.Err())
+	}
+
+	p2, cancelP2 := context.WithCancelCause(context.Background())
+	ctx2, cancel2 := Bound(p2, time.Hour)
+	defer cancel2()
+	boom := errors.New("parent gone")
+	cancelP2(boom)
+	select {
+	case <-ctx2.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ended with its parent")
+	}
+	if !errors.Is(context.Cause(ctx2), boom) {
+		t.Fatalf("cause %v, want the parent's", context.Cause(ctx2))
+	}
+}

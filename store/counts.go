@@ -37,7 +37,7 @@ func (c Counts) Ticks(ctx context.Context, project string, from, to time.Time) (
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
 	})
 	var raw []bson.DateTime
-	if err := res.Decode(&raw); err != nil {
+	if err := DistinctInto(res, &raw); err != nil {
 		return nil, fmt.Errorf("list ticks of %s: %w", project, err)
 	}
 	out := make([]time.Time, len(raw))

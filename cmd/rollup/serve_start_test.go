@@ -15,12 +15,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics"
+	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
@@ -152,6 +154,36 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	waitUntil(t, 30*time.Second, "/readyz 200 after the migrations", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatalf("submission after the migrations: %v", err)
+	}
+	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
+}
+
+// TestServeStartsPastStaleMigrationLock: a process killed while it held the migration lock
+// (serve takes it at every start to check for pending steps) left the lock behind. On an
+// up-to-date schema the next start takes no lock: it is ready and takes submissions at once,
+// not when the lock expires. (Found by the soak: kill -9 during serve's start-up stalled
+// ingest and the watcher for the lock's 30 s TTL.)
+func TestServeStartsPastStaleMigrationLock(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		t.Skip("prepares the embedded server's data directory")
+	}
+	t.Parallel()
+	ctx := testctx.Context(t)
+	ms := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
+	db := directDB(t, ms.addr, store.DefaultDatabase)
+	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProject(ctx, t, db, "stale-lock")
+	if _, err := db.Collection(store.LockCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "lock"}, {Key: "owner", Value: "killed-instance"},
+		{Key: "acquired_at", Value: time.Now()}, {Key: "expires_at", Value: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+ms.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	took := waitUntil(t, 30*time.Second, "/readyz 200 with the lock still held", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
+	t.Logf("ready %v after the API answered", took)
+	if err := p.submit(ctx, s.url); err != nil {
+		t.Fatalf("submission: %v", err)
 	}
 	waitUntil(t, 30*time.Second, "correct totals", func() bool { return p.wrong(ctx, t, db) == "" })
 }

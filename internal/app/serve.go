@@ -82,10 +82,14 @@ func Serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 // backoff (see status.go) while /readyz says what waits and ingest answers 503.
 func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log *zap.Logger, out io.Writer) error {
 	// A short heartbeat (the URI's heartbeatFrequencyMS wins) notices a store that came back
-	// soon; the driver's default would delay every component's recovery.
+	// soon; the driver's default would delay every component's recovery. Server selection
+	// gives up after 2 s (twice the heartbeat): every component retries with its own backoff,
+	// and agents and dashboards get their 503 sooner. The bulk writer follows the driver's
+	// view of the deployment (StoreMonitor) to refuse writes as soon as no server takes them.
+	storeMonitor := bulk.NewStoreMonitor(0)
 	client, err := mongo.Connect(options.Client().SetHeartbeatInterval(time.Second).ApplyURI(uri).
 		SetAppName("rollup").
-		SetServerSelectionTimeout(5 * time.Second))
+		SetServerSelectionTimeout(2 * time.Second).SetServerMonitor(storeMonitor.ServerMonitor()))
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("connect to store: %w", err)
@@ -102,7 +106,7 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 	treeCache := treedb.NewCache(trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
-	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor}, log.Named("bulk"))
 	st.bulk = writer.Tracker()
 	migrated := make(chan struct{}) // closed once the schema is in place
 	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log})

@@ -53,19 +53,48 @@ func (g *gatedSink) Submit(ctx context.Context, items []bulk.Item) ([]bulk.Resul
 	}
 }
 
-// migrateAtStart applies pending migrations and checks the schema, retrying store errors
+// The writer's store gate: during an outage the API answers 503 before any store work,
+// with the writer's Retry-After (api.StoreGate).
+var _ api.StoreGate = (*gatedSink)(nil)
+
+// Available is the writer's (when next is a StoreGate): nil unless the store is known down.
+func (g *gatedSink) Available(ctx context.Context) error {
+	if sg, ok := g.next.(api.StoreGate); ok {
+		return sg.Available(ctx)
+	}
+	return nil
+}
+
+// RetryAfter is the writer's suggestion (0 while the store is up).
+func (g *gatedSink) RetryAfter() time.Duration {
+	if sg, ok := g.next.(api.StoreGate); ok {
+		return sg.RetryAfter()
+	}
+	return 0
+}
+
+// migrateAtStart applies pending migrations (under the migration lock; none is taken when
+// nothing is pending) and checks the schema, retrying store errors
 // with backoff until ctx ends (then it returns nil); a permanent error (a conflicting or
 // missing index) is returned for the operator.
 func migrateAtStart(ctx context.Context, db *mongo.Database, log *zap.Logger, tr *status.Tracker) error {
 	m := migrations.New(db, log)
 	err := retry.Do(ctx, retry.Policy{Tracker: tr, What: "apply migrations", Log: log}, func(ctx context.Context) error {
-		// A short lock wait: a held lock shows in /readyz with its holder, then is retried.
-		report, err := m.Up(ctx, migrations.UpOptions{LockWait: 5 * time.Second})
+		// Nothing pending (every start but an upgrade's): no lock is taken, so a process
+		// killed while it held the lock does not hold this start back until the lock expires.
+		pending, err := m.Pending(ctx)
 		if err != nil {
 			return err
 		}
-		if !report.UpToDate() {
-			log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
+		if pending > 0 {
+			// A short lock wait: a held lock shows in /readyz with its holder, then is retried.
+			report, err := m.Up(ctx, migrations.UpOptions{LockWait: 5 * time.Second})
+			if err != nil {
+				return err
+			}
+			if !report.UpToDate() {
+				log.Info("migrations applied", zap.Int("steps", len(report.Applied)), zap.Int("duplicates_removed", report.RemovedCount()))
+			}
 		}
 		return migrations.CheckSchema(ctx, db)
 	})

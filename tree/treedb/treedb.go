@@ -379,7 +379,13 @@ func (s *Store) Versions(ctx context.Context, project string) ([]Version, error)
 // Projects returns the projects that have at least one committed tree, sorted.
 func (s *Store) Projects(ctx context.Context) ([]string, error) {
 	var out []string
-	if err := s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{}).Decode(&out); err != nil {
+	// Driver v2's DistinctResult.Decode does not return the command's error (it decodes an
+	// empty result instead: "error decoding key arr"), so Err comes first.
+	res := s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{})
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("list tree projects: %w", err)
+	}
+	if err := res.Decode(&out); err != nil {
 		return nil, fmt.Errorf("list tree projects: %w", err)
 	}
 	slices.Sort(out)
