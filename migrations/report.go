@@ -136,6 +136,9 @@ func (r Report) formatSharding(b *strings.Builder, verb string) {
 	if r.Sharding == nil {
 		return
 	}
+	if r.Sharding.Skipped != "" {
+		fmt.Fprintf(b, "sharded cluster: sharding setup skipped: %s\n", r.Sharding.Skipped)
+	}
 	for _, ns := range r.Sharding.Already {
 		fmt.Fprintf(b, "sharded cluster: %s is sharded on %s\n", ns, formatKey(store.ShardKey()))
 	}

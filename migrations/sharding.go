@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/store"
 )
@@ -29,6 +30,11 @@ const wireVersion60 = 17
 // database already enabled, before 4.x made it a no-op; shardCollection of a collection
 // already sharded with other options).
 const codeAlreadyInitialized = 23
+
+// codeUnauthorized is MongoDB's Unauthorized error code: rollup's user may lack the
+// privileges of the sharding setup (read on config, enableSharding), which an operator then
+// runs once as a cluster administrator.
+const codeUnauthorized = 13
 
 // configDB and configCollections hold the cluster's catalog of sharded collections.
 const (
@@ -78,6 +84,9 @@ type Sharding struct {
 	// Collections are the collections of store.ShardedCollections, in that order (only on a
 	// sharded cluster).
 	Collections []ShardState
+	// Unreadable says why the shard keys could not be read (rollup's user may not read the
+	// config database); Collections is empty then.
+	Unreadable string
 }
 
 // Pending lists the namespaces still to shard (none off a sharded cluster).
@@ -102,6 +111,9 @@ func (m *Migrator) Sharding(ctx context.Context) (Sharding, error) {
 	for _, coll := range store.ShardedCollections() {
 		ns := m.db.Name() + "." + coll
 		key, err := shardKeyOf(ctx, m.db.Client(), ns)
+		if isUnauthorized(err) {
+			return Sharding{Cluster: c, Unreadable: err.Error()}, nil
+		}
 		if err != nil {
 			return out, err
 		}
@@ -183,6 +195,23 @@ type ShardResult struct {
 	Commands []bson.D
 	// Already lists the namespaces found sharded on store.ShardKey.
 	Already []string
+	// Skipped says why the setup did not run (rollup's user lacks a privilege it needs).
+	Skipped string
+}
+
+// isUnauthorized reports whether err is MongoDB's Unauthorized.
+func isUnauthorized(err error) bool {
+	se := mongo.ServerError(nil)
+	return errors.As(err, &se) && se.HasErrorCode(codeUnauthorized)
+}
+
+// skip records that the setup could not run for lack of privileges, and warns: rollup works on
+// an unsharded counts collection (all of it on the primary shard), so this is no reason to
+// stop serving; an operator runs `rollup migrate up` once with a user that may shard.
+func (m *Migrator) skip(res *ShardResult, why string) {
+	res.Skipped = why + ": run `rollup migrate up` once as a user with the clusterManager role (or shard " +
+		"the collections by hand, docs/scaling.md); until then counts stays unsharded on the primary shard"
+	m.log.Warn("sharding setup skipped", zap.String("why", res.Skipped))
 }
 
 // shard is the sharding setup, run at the end of Up: nothing off a sharded cluster; on one,
@@ -195,6 +224,10 @@ func (m *Migrator) shard(ctx context.Context, r *Report) error {
 	}
 	res := &ShardResult{}
 	r.Sharding = res
+	if st.Unreadable != "" {
+		m.skip(res, "cannot read config.collections ("+st.Unreadable+")")
+		return nil
+	}
 	for _, c := range st.Collections {
 		if c.Sharded() && !c.OK() {
 			return &ShardKeyError{Namespace: c.Namespace, Found: c.Key}
@@ -207,7 +240,12 @@ func (m *Migrator) shard(ctx context.Context, r *Report) error {
 	if r.DryRun {
 		return nil
 	}
-	return m.runShardCommands(ctx, res)
+	err = m.runShardCommands(ctx, res)
+	if isUnauthorized(err) {
+		m.skip(res, err.Error())
+		return nil
+	}
+	return err
 }
 
 // runShardCommands runs res.Commands in order on the admin database. An AlreadyInitialized

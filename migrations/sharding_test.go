@@ -264,3 +264,31 @@ func TestEmbeddedRefusesSharding(t *testing.T) {
 		}
 	}
 }
+
+// TestShardSetupUnauthorized: a rollup user that may not read the config database or shard
+// is no reason to stop: the setup is skipped with a warning and a report line that says how to
+// run it, and nothing else is sent.
+func TestShardSetupUnauthorized(t *testing.T) {
+	ctx := testCtx(t)
+	for _, cmd := range []string{"find", "shardCollection"} {
+		f := startFakeMongos(t, 21)
+		f.failWith(cmd, codeUnauthorized)
+		m := mongosMigrator(t, f)
+		var r Report
+		if err := m.shard(ctx, &r); err != nil {
+			t.Fatalf("%s unauthorized: %v", cmd, err)
+		}
+		var out strings.Builder
+		if err := r.Format(&out); err != nil || r.Sharding == nil || !strings.Contains(out.String(), "sharding setup skipped") ||
+			!strings.Contains(out.String(), "clusterManager") {
+			t.Errorf("%s unauthorized: report\n%s", cmd, out.String())
+		}
+		sent, unexpected := f.state()
+		if len(sent) != 0 || len(unexpected) > 0 { // the stub records only commands that succeed
+			t.Errorf("%s unauthorized: sent %v, unexpected %v", cmd, sent, unexpected)
+		}
+		if st, err := m.Sharding(ctx); err != nil || (cmd == "find") != (st.Unreadable != "") {
+			t.Errorf("%s unauthorized: Sharding %+v, %v", cmd, st, err)
+		}
+	}
+}

@@ -68,6 +68,9 @@ func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus
 		fmt.Fprintf(&b, "schema drift: %s\n", d)
 	}
 	wrongKey := false
+	if sh.Unreadable != "" {
+		fmt.Fprintf(&b, "sharded cluster: cannot read the shard keys (%s): run 'rollup migrate status' as a user that may read the config database\n", sh.Unreadable)
+	}
 	for _, c := range sh.Collections {
 		switch {
 		case c.OK():
