@@ -248,34 +248,44 @@ func (m *Migrator) shard(ctx context.Context, r *Report) error {
 	return err
 }
 
-// runShardCommands runs res.Commands in order on the admin database. An AlreadyInitialized
-// answer is fine for enableSharding (enabled before) and for a shardCollection whose
-// collection turns out sharded on store.ShardKey; on another key it is a *ShardKeyError.
+// runShardCommands runs res.Commands in order on the admin database; after an error,
+// res.Commands keeps only the commands that succeeded.
 func (m *Migrator) runShardCommands(ctx context.Context, res *ShardResult) error {
-	admin := m.db.Client().Database("admin")
-	for _, cmd := range res.Commands {
-		err := admin.RunCommand(ctx, cmd).Err()
-		if err == nil {
-			continue
+	cmds := res.Commands
+	for i, cmd := range cmds {
+		if err := m.runShardCommand(ctx, cmd); err != nil {
+			res.Commands = cmds[:i]
+			return err
 		}
-		if se := mongo.ServerError(nil); errors.As(err, &se) && se.HasErrorCode(codeAlreadyInitialized) {
-			if cmd[0].Key == "enableSharding" {
-				continue
-			}
-			// Sharded meanwhile (not by rollup: Up holds the migration lock): fine on our key.
-			ns, _ := cmd[0].Value.(string)
-			key, kerr := shardKeyOf(ctx, m.db.Client(), ns)
-			if kerr != nil {
-				return kerr
-			}
-			if key != nil && !store.SameShardKey(key) {
-				return &ShardKeyError{Namespace: ns, Found: key}
-			}
-			if key != nil {
-				continue
-			}
-		}
+	}
+	return nil
+}
+
+// runShardCommand runs one command of ShardingCommands. An AlreadyInitialized answer is fine
+// for enableSharding (enabled before) and for a shardCollection whose collection turns out
+// sharded on store.ShardKey; on another key it is a *ShardKeyError.
+func (m *Migrator) runShardCommand(ctx context.Context, cmd bson.D) error {
+	m.log.Info("sharding setup", zap.String("command", cmd[0].Key), zap.Any("target", cmd[0].Value))
+	err := m.db.Client().Database("admin").RunCommand(ctx, cmd).Err()
+	if err == nil {
+		return nil
+	}
+	if se := mongo.ServerError(nil); !errors.As(err, &se) || !se.HasErrorCode(codeAlreadyInitialized) {
 		return fmt.Errorf("%s %v: %w", cmd[0].Key, cmd[0].Value, err)
+	}
+	if cmd[0].Key == "enableSharding" {
+		return nil
+	}
+	// Sharded meanwhile (not by rollup: Up holds the migration lock): fine on our key.
+	ns, _ := cmd[0].Value.(string)
+	key, kerr := shardKeyOf(ctx, m.db.Client(), ns)
+	switch {
+	case kerr != nil:
+		return kerr
+	case key == nil:
+		return fmt.Errorf("%s %v: %w", cmd[0].Key, cmd[0].Value, err)
+	case !store.SameShardKey(key):
+		return &ShardKeyError{Namespace: ns, Found: key}
 	}
 	return nil
 }

@@ -292,3 +292,18 @@ func TestShardSetupUnauthorized(t *testing.T) {
 		}
 	}
 }
+
+// TestShardSetupPartialFailure: when a later command fails, the report lists only the
+// commands that ran.
+func TestShardSetupPartialFailure(t *testing.T) {
+	ctx := testCtx(t)
+	f := startFakeMongos(t, 13)
+	f.failWith("shardCollection", 238)
+	var r Report
+	if err := mongosMigrator(t, f).shard(ctx, &r); err == nil {
+		t.Fatal("no error")
+	}
+	if got := rendered(r.Sharding.Commands); got != enableCmd+"\n" {
+		t.Errorf("report lists\n%s\nwant only %s", got, enableCmd)
+	}
+}
