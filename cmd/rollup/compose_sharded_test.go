@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -233,4 +235,120 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// scriptHarness runs a mongosh script of the sharded profile under node, with the mongosh
+// globals it uses stubbed: `new Mongo(host).getDB("admin").runCommand` answers
+// replSetGetStatus (NotYetInitialized until replSetInitiate, unless the scenario is
+// "initiated") and replSetInitiate; `db.adminCommand` (the mongos) answers listShards (none, or
+// both shards when "initiated") and addShard. It prints the replSetInitiate and addShard calls
+// as JSON; any other command fails the script.
+const scriptHarness = `
+const vm = require("vm"), fs = require("fs");
+const file = process.argv[1], initiated = process.argv[2] === "initiated";
+const calls = [], state = {};
+class Quit extends Error { constructor(c) { super("quit " + c); this.code = c; } }
+function admin(host) {
+  return { runCommand(cmd) {
+    const name = Object.keys(cmd)[0];
+    calls.push({ host, name, arg: cmd[name] });
+    if (name === "replSetGetStatus") {
+      if (!(initiated || state[host])) { const e = new Error("no replset config"); e.codeName = "NotYetInitialized"; throw e; }
+      return { ok: 1, members: [{ stateStr: "PRIMARY", name: host }] };
+    }
+    if (name === "replSetInitiate") { state[host] = true; return { ok: 1 }; }
+    throw new Error("unexpected command " + name);
+  } };
+}
+const ctx = {
+  Mongo: function (host) { return { getDB() { return admin(host); } }; },
+  db: { adminCommand(cmd) {
+    const name = Object.keys(cmd)[0];
+    calls.push({ host: "mongos", name, arg: cmd[name], shardName: cmd.name });
+    if (name === "listShards") return { ok: 1, shards: initiated ? [{ _id: "shard1" }, { _id: "shard2" }] : [] };
+    if (name === "addShard") return { ok: 1, shardAdded: cmd.name };
+    throw new Error("unexpected command " + name);
+  } },
+  print: () => {}, sleep: () => {}, tojson: JSON.stringify, quit: (c) => { throw new Quit(c); },
+};
+try { vm.runInNewContext(fs.readFileSync(file, "utf8"), ctx); }
+catch (e) { if (!(e instanceof Quit) || e.code) { console.error(String(e)); process.exit(1); } }
+console.log(JSON.stringify(calls.filter((c) => c.name === "replSetInitiate" || c.name === "addShard")));
+`
+
+// scriptCall is one call the harness recorded.
+type scriptCall struct {
+	Host, Name, ShardName string
+	Arg                   json.RawMessage
+}
+
+// runScript runs deploy/<file> under the harness in scenario ("fresh" or "initiated").
+func runScript(t *testing.T, node, file, scenario string) []scriptCall {
+	t.Helper()
+	out, err := exec.Command(node, "-e", scriptHarness, filepath.Join(repoRoot, "deploy", file), scenario).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s (%s): %v\n%s", file, scenario, err, out)
+	}
+	var calls []scriptCall
+	if err := json.Unmarshal(out, &calls); err != nil {
+		t.Fatalf("%s (%s): %v\n%s", file, scenario, err, out)
+	}
+	return calls
+}
+
+// TestComposeShardedScripts runs the sharded profile's init scripts (with node, when it is
+// installed) against stubbed mongosh globals: on a fresh cluster they initiate each replica
+// set compose runs, with its members, on its first member, and add both shards; on a started
+// one they do nothing.
+func TestComposeShardedScripts(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the scripts' behaviour is not checked")
+	}
+	type member struct {
+		ID   int    `json:"_id"`
+		Host string `json:"host"`
+	}
+	type setConfig struct {
+		ID        string   `json:"_id"`
+		ConfigSvr bool     `json:"configsvr"`
+		Members   []member `json:"members"`
+	}
+	want := map[string]setConfig{
+		configSet: {ID: configSet, ConfigSvr: true, Members: []member{{0, "sharded-cfg:27017"}}},
+		"shard1":  {ID: "shard1", Members: []member{{0, "sharded-shard1:27017"}}},
+		"shard2":  {ID: "shard2", Members: []member{{0, "sharded-shard2:27017"}}},
+	}
+	calls := runScript(t, node, "mongo-sharded-init.js", "fresh")
+	if len(calls) != len(want) {
+		t.Fatalf("fresh cluster: %d replSetInitiate calls, want %d: %+v", len(calls), len(want), calls)
+	}
+	for _, c := range calls {
+		var got setConfig
+		if err := json.Unmarshal(c.Arg, &got); err != nil {
+			t.Fatal(err)
+		}
+		if w := want[got.ID]; fmt.Sprint(got) != fmt.Sprint(w) || c.Host != w.Members[0].Host {
+			t.Errorf("replSetInitiate on %s: %+v, want %+v on %s", c.Host, got, w, w.Members[0].Host)
+		}
+	}
+	if calls := runScript(t, node, "mongo-sharded-init.js", "initiated"); len(calls) != 0 {
+		t.Errorf("initiated cluster: %+v, want no replSetInitiate", calls)
+	}
+
+	calls = runScript(t, node, "mongo-sharded-shards.js", "fresh")
+	var added []string
+	for _, c := range calls {
+		var arg string
+		if err := json.Unmarshal(c.Arg, &arg); err != nil {
+			t.Fatal(err)
+		}
+		added = append(added, c.ShardName+"="+arg)
+	}
+	if w := []string{"shard1=shard1/sharded-shard1:27017", "shard2=shard2/sharded-shard2:27017"}; !slices.Equal(added, w) {
+		t.Errorf("fresh cluster: addShard %v, want %v", added, w)
+	}
+	if calls := runScript(t, node, "mongo-sharded-shards.js", "initiated"); len(calls) != 0 {
+		t.Errorf("shards already added: %+v, want no addShard", calls)
+	}
 }
