@@ -1,7 +1,10 @@
 // Package migrations holds rollup's versioned, idempotent schema steps (Steps), applies the
 // pending ones under a lock so two instances never migrate at once (Migrator.Up), and finds
 // and repairs schema drift: an index an applied step built that was dropped or changed
-// (Migrator.Drift; Up runs that step again).
+// (Migrator.Drift; Up runs that step again). On a sharded cluster (hello answers
+// "isdbgrid"), Up ends with the sharding setup, which is not a numbered step: it shards every
+// collection of store.ShardedCollections on store.ShardKey once the steps built its unique
+// index (Migrator.Sharding reports the state; a different key is a *ShardKeyError).
 //
 // The one idea: a step is recorded only after it succeeded and may run again at any time, so
 // a crash mid-step, a second instance, or drift all resolve by running Up.

@@ -269,8 +269,9 @@ func (m *Migrator) repairDrift(ctx context.Context, done map[int]appliedDoc, r *
 	return nil
 }
 
-// runPending applies (or with r.DryRun, checks) every pending step in order, then repairs
-// the drift of the steps applied before (see Drift).
+// runPending repairs the drift of the steps applied before (see Drift), applies (or with
+// r.DryRun, checks) every pending step in order, then runs the sharding setup on a sharded
+// cluster (see sharding.go): the indexes the shard key relies on exist by then.
 func (m *Migrator) runPending(ctx context.Context, r *Report) error {
 	done, err := m.applied(ctx)
 	if err != nil {
@@ -299,7 +300,7 @@ func (m *Migrator) runPending(ctx context.Context, r *Report) error {
 		}
 		r.Applied = append(r.Applied, res)
 	}
-	return nil
+	return m.shard(ctx, r)
 }
 
 // validateSteps checks that versions start at 1 and increase by one, and names are set.

@@ -27,6 +27,8 @@ type Report struct {
 	// Duplicates lists every (id, type, timestamp) group of the counts collection that held
 	// more than one document, in key order, with the document kept and those removed.
 	Duplicates []DuplicateGroup
+	// Sharding is what the sharding setup did on a sharded cluster (nil off one).
+	Sharding *ShardResult
 }
 
 // Repair is an applied step run again to repair the drift of its indexes.
@@ -68,7 +70,8 @@ type DuplicateGroup struct {
 
 // UpToDate reports whether the run found nothing to do.
 func (r Report) UpToDate() bool {
-	return len(r.Applied) == 0 && len(r.Repaired) == 0 && len(r.Dropped) == 0 && len(r.Duplicates) == 0
+	return len(r.Applied) == 0 && len(r.Repaired) == 0 && len(r.Dropped) == 0 && len(r.Duplicates) == 0 &&
+		(r.Sharding == nil || len(r.Sharding.Commands) == 0)
 }
 
 // RemovedCount is the number of documents removed (with DryRun: that would be removed).
@@ -86,6 +89,7 @@ func (r Report) Format(w io.Writer) error {
 	var b strings.Builder
 	if r.UpToDate() {
 		b.WriteString("up to date: no pending migrations\n")
+		r.formatSharding(&b, "")
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
@@ -117,8 +121,39 @@ func (r Report) Format(w io.Writer) error {
 			}
 		}
 	}
+	shardVerb := "ran"
+	if r.DryRun {
+		shardVerb = "would run"
+	}
+	r.formatSharding(&b, shardVerb)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// formatSharding writes the sharding setup's lines: the namespaces already sharded on
+// rollup's key and each command run (verb: "ran" or "would run").
+func (r Report) formatSharding(b *strings.Builder, verb string) {
+	if r.Sharding == nil {
+		return
+	}
+	if r.Sharding.Skipped != "" {
+		fmt.Fprintf(b, "sharded cluster: sharding setup skipped: %s\n", r.Sharding.Skipped)
+	}
+	for _, ns := range r.Sharding.Already {
+		fmt.Fprintf(b, "sharded cluster: %s is sharded on %s\n", ns, formatKey(store.ShardKey()))
+	}
+	for _, c := range r.Sharding.Commands {
+		fmt.Fprintf(b, "sharded cluster: %s %s\n", verb, bson.Raw(mustMarshal(c)).String())
+	}
+}
+
+// mustMarshal encodes a command built by ShardingCommands (always encodable).
+func mustMarshal(d bson.D) []byte {
+	b, err := bson.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("migrations: encode %v: %v", d, err))
+	}
+	return b
 }
 
 // took renders a step's duration for Format ("" for none).

@@ -48,6 +48,7 @@ type composeService struct {
 	Volumes     []string                     `yaml:"volumes"`
 	Healthcheck *composeHealthcheck          `yaml:"healthcheck"`
 	Restart     string                       `yaml:"restart"`
+	Profiles    []string                     `yaml:"profiles"`
 }
 
 type composeDependency struct {
@@ -84,9 +85,15 @@ func TestComposeShape(t *testing.T) {
 			t.Errorf("unknown top-level key %q", k)
 		}
 	}
-	for _, name := range []string{"mongo1", "mongo2", "mongo3", "mongo-init", "migrate", "tree-import", "demo-token", "rollup1", "rollup2", "simulator", "prometheus", "grafana"} {
+	for _, name := range append([]string{"mongo1", "mongo2", "mongo3", "mongo-init", "prometheus", "grafana"}, shardedMirrored...) {
 		if _, ok := c.Services[name]; !ok {
 			t.Errorf("service %s is missing", name)
+		}
+	}
+	for _, name := range append([]string{"sharded-cfg", "sharded-shard1", "sharded-shard2", "sharded-rs-init", "sharded-mongos", "sharded-init"},
+		shardedNames(shardedMirrored)...) {
+		if _, ok := c.Services[name]; !ok {
+			t.Errorf("service %s (profile sharded) is missing", name)
 		}
 	}
 	hostPorts := map[string]string{}
@@ -97,11 +104,21 @@ func TestComposeShape(t *testing.T) {
 		if s.Image == rollupImage && s.Build != "." {
 			t.Errorf("%s: the rollup image is built from the Dockerfile: want build: .", name)
 		}
+		switch {
+		case len(s.Profiles) == 0 && strings.HasPrefix(name, shardedPrefix):
+			t.Errorf("%s: want profiles: [%s]", name, shardedProfile)
+		case len(s.Profiles) > 0 && (!slices.Equal(s.Profiles, []string{shardedProfile}) || !strings.HasPrefix(name, shardedPrefix)):
+			t.Errorf("%s: profiles %q: the only profile is %q, for services named %s*", name, s.Profiles, shardedProfile, shardedPrefix)
+		}
 		for dep, d := range s.DependsOn {
 			target, ok := c.Services[dep]
 			switch {
 			case !ok:
 				t.Errorf("%s depends on %s, which is not a service", name, dep)
+			case !slices.Equal(s.Profiles, target.Profiles):
+				// A default service waiting for a profiled one fails when the profile is off;
+				// the sharded stack stays apart from the replica set's.
+				t.Errorf("%s (profiles %q) depends on %s (profiles %q)", name, s.Profiles, dep, target.Profiles)
 			case d.Condition == "service_healthy" && target.Healthcheck == nil:
 				t.Errorf("%s waits for %s to be healthy, which has no healthcheck", name, dep)
 			case d.Condition == "service_completed_successfully" && target.Restart != "no":
@@ -175,7 +192,7 @@ func TestComposeReplicaSet(t *testing.T) {
 	c := loadCompose(t)
 	var members []string
 	for name, s := range c.Services {
-		if !strings.HasPrefix(s.Image, "mongo:") || len(s.Command) == 0 || s.Command[0] != "mongod" {
+		if !strings.HasPrefix(s.Image, "mongo:") || len(s.Command) == 0 || s.Command[0] != "mongod" || len(s.Profiles) > 0 {
 			continue
 		}
 		members = append(members, name+":27017")
@@ -208,7 +225,7 @@ func TestComposeReplicaSet(t *testing.T) {
 	}
 	for name, s := range c.Services {
 		uri, ok := s.Environment["ROLLUP_MONGODB_URI"]
-		if !ok {
+		if !ok || len(s.Profiles) > 0 {
 			continue
 		}
 		want := "mongodb://" + strings.Join(members, ",") + "/?replicaSet=rs0"
@@ -485,8 +502,15 @@ func TestShellCommands(t *testing.T) {
 // tree of the project whose token demo-token writes to the file the simulator reads, through
 // a volume both mount.
 func TestComposeDemoFlow(t *testing.T) {
+	for _, prefix := range []string{"", shardedPrefix} {
+		t.Run("stack="+prefix, func(t *testing.T) { checkDemoFlow(t, prefix) })
+	}
+}
+
+// checkDemoFlow is TestComposeDemoFlow for the services named prefix+name.
+func checkDemoFlow(t *testing.T, prefix string) {
 	c := loadCompose(t)
-	sim, tok, imp := c.Services["simulator"], c.Services["demo-token"], c.Services["tree-import"]
+	sim, tok, imp := c.Services[prefix+"simulator"], c.Services[prefix+"demo-token"], c.Services[prefix+"tree-import"]
 	simArgs := flagValues(sim.Command)
 	tokenFile := simArgs["--token-file"]
 	if tokenFile == "" || !strings.Contains(tok.Command[0], "> "+tokenFile+".new") || !strings.Contains(tok.Command[0], "mv "+tokenFile+".new "+tokenFile) {
@@ -506,8 +530,8 @@ func TestComposeDemoFlow(t *testing.T) {
 	if !strings.Contains(tok.Command[0], "--project "+tr.Project()) || !strings.Contains(imp.Command[0], "--project "+tr.Project()) {
 		t.Errorf("demo-token and tree-import must name the tree's project %q", tr.Project())
 	}
-	if url := simArgs["--url"]; url != "http://rollup1:8080" || sim.DependsOn["rollup1"].Condition == "" {
-		t.Errorf("simulator --url %q: want the rollup1 service it depends on", url)
+	if url := simArgs["--url"]; url != "http://"+prefix+"rollup1:8080" || sim.DependsOn[prefix+"rollup1"].Condition == "" {
+		t.Errorf("simulator --url %q: want the %srollup1 service it depends on", url, prefix)
 	}
 }
 

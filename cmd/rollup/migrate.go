@@ -25,6 +25,11 @@ documents, keeping the newest of each group, and prints every document it remove
 exists with another definition (someone dropped or changed it). 'up' repairs it: it runs the
 step again (dropping a differently defined index first; for the unique index, removing the
 duplicates written meanwhile).
+Through a mongos (a sharded cluster), 'up' also shards the counts collection on its unique
+key {id: 1, type: 1, timestamp: 1} after building the indexes (enableSharding first on
+servers before 6.0); a collection already sharded on that key is left alone, one sharded on
+another key is an error naming it. 'status' shows each collection's shard key.
+See docs/scaling.md.
 'rollup serve' applies pending migrations at start, so this command is for operators
 who want to run or inspect them on their own.
 
@@ -32,6 +37,7 @@ Examples:
   rollup migrate up --dry-run --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0'
   ROLLUP_MONGODB_URI='mongodb://db1/?replicaSet=rs0' rollup migrate up
   rollup migrate status --mongodb-uri 'mongodb://db1/?replicaSet=rs0' --database rollup
+  rollup migrate up --mongodb-uri 'mongodb://mongos1:27017,mongos2:27017/'
 
 Flags:
 `

@@ -24,8 +24,9 @@ func MigrateUp(ctx context.Context, w io.Writer, m *migrations.Migrator, dryRun 
 	return err
 }
 
-// MigrateStatus prints one line per step of database, the number pending and the schema
-// drift (an applied step's index missing or defined differently; `migrate up` repairs it).
+// MigrateStatus prints one line per step of database, the schema drift (an applied step's
+// index missing or defined differently; `migrate up` repairs it), on a sharded cluster how
+// each collection rollup shards is sharded, and what is pending.
 func MigrateStatus(ctx context.Context, w io.Writer, m *migrations.Migrator, database string) error {
 	st, err := m.Status(ctx)
 	if err != nil {
@@ -35,11 +36,16 @@ func MigrateStatus(ctx context.Context, w io.Writer, m *migrations.Migrator, dat
 	if err != nil {
 		return err
 	}
-	return printMigrateStatus(w, database, st, drift)
+	sh, err := m.Sharding(ctx)
+	if err != nil {
+		return err
+	}
+	return printMigrateStatus(w, database, st, drift, sh)
 }
 
-// printMigrateStatus prints one line per step, the number pending and the schema drift.
-func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus, drift []migrations.StepDrift) error {
+// printMigrateStatus prints one line per step, the schema drift, the sharding state and the
+// number pending.
+func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus, drift []migrations.StepDrift, sh migrations.Sharding) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "database %s:\n", database)
 	pending, width := 0, 0
@@ -61,7 +67,25 @@ func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus
 	for _, d := range drift {
 		fmt.Fprintf(&b, "schema drift: %s\n", d)
 	}
+	wrongKey := false
+	if sh.Unreadable != "" {
+		fmt.Fprintf(&b, "sharded cluster: cannot read the shard keys (%s): run 'rollup migrate status' as a user that may read the config database\n", sh.Unreadable)
+	}
+	for _, c := range sh.Collections {
+		switch {
+		case c.OK():
+			fmt.Fprintf(&b, "sharded cluster: %s is sharded on %s\n", c.Namespace, c.Key.String())
+		case c.Sharded():
+			wrongKey = true
+			fmt.Fprintf(&b, "sharded cluster: %s\n", &migrations.ShardKeyError{Namespace: c.Namespace, Found: c.Key})
+		default:
+			pending++
+			fmt.Fprintf(&b, "sharded cluster: %s is not sharded yet (pending: 'rollup migrate up' shards it)\n", c.Namespace)
+		}
+	}
 	switch {
+	case wrongKey:
+		b.WriteString("a collection is sharded on the wrong key: reshard it (above)\n")
 	case pending == 0 && len(drift) == 0:
 		b.WriteString("up to date\n")
 	case pending == 0:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/gameops/rollup/api/agentclient"
@@ -16,6 +17,7 @@ import (
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -118,5 +120,43 @@ func TestSubmitReport(t *testing.T) {
 	}
 	if want := "0\ta\tt\tapplied\n1\tb\tt\trejected\tno\nsubmission s1: 1 applied, 0 stale, 1 rejected\n"; out.String() != want {
 		t.Fatalf("report %q, want %q", out.String(), want)
+	}
+}
+
+// TestMigrateStatusSharding: on a sharded cluster the status names each collection rollup
+// shards and its state; an unsharded one is pending, one on another key says how to fix it.
+func TestMigrateStatusSharding(t *testing.T) {
+	key := func(d bson.D) bson.Raw {
+		b, err := bson.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	applied := []migrations.StepStatus{{Version: 1, Name: "one", Applied: true, AppliedAt: time.Unix(0, 0)}}
+	cluster := migrations.Cluster{Sharded: true, MaxWireVersion: 21}
+	tests := []struct {
+		name string
+		sh   migrations.Sharding
+		want []string
+	}{
+		{"replica set", migrations.Sharding{}, []string{"up to date\n"}},
+		{"sharded", migrations.Sharding{Cluster: cluster, Collections: []migrations.ShardState{{Namespace: "r.counts", Key: key(store.ShardKey())}}},
+			[]string{`sharded cluster: r.counts is sharded on {"id": {"$numberInt":"1"}`, "up to date\n"}},
+		{"pending", migrations.Sharding{Cluster: cluster, Collections: []migrations.ShardState{{Namespace: "r.counts"}}},
+			[]string{"r.counts is not sharded yet", "1 pending: run 'rollup migrate up'\n"}},
+		{"wrong key", migrations.Sharding{Cluster: cluster, Collections: []migrations.ShardState{{Namespace: "r.counts", Key: key(bson.D{{Key: "id", Value: "hashed"}})}}},
+			[]string{`r.counts is sharded on {"id": "hashed"}, but rollup needs`, "reshardCollection", "sharded on the wrong key"}},
+	}
+	for _, tc := range tests {
+		var out bytes.Buffer
+		if err := printMigrateStatus(&out, "r", applied, nil, tc.sh); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: status lacks %q:\n%s", tc.name, w, out.String())
+			}
+		}
 	}
 }
