@@ -68,6 +68,17 @@ func newPipeline(t *testing.T) *pipeline {
 			}
 		}
 	})
+	// Leaves written before the stream is open are rolled up by the watcher's first replay
+	// and then delivered by the stream too, and Stats.Events counts both: report's wait
+	// would end before the last report's rollups. So no leaf is written before then.
+	waitFor(t, "the watcher's stream to be open", func() bool {
+		for _, s := range p.w.Progress().Streams {
+			if !s.CheckpointSavedAt.IsZero() {
+				return true
+			}
+		}
+		return false
+	})
 	return p
 }
 
