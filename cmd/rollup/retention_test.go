@@ -175,3 +175,41 @@ func TestReplayRefusedAfterRetention(t *testing.T) {
 		t.Errorf("horizon %s is not after the window", hz.Leaves)
 	}
 }
+
+// TestServeEnforcesRetention runs serve in process over a store holding a project's old
+// leaves and checks from outside that retention deletes them on its own: the leaves go, the
+// 5-minute parents stay (no hourly summary exists), /readyz lists the retention component
+// ready and /metrics counts the deleted leaves of the leading instance.
+func TestServeEnforcesRetention(t *testing.T) {
+	e := newOpsEnv(t, 2, 2, 3, 3)
+	e.replay("--progress", "none")
+	if _, err := e.db.Collection(store.ProjectsCollection).InsertOne(e.ctx, bson.D{{Key: "_id", Value: opsProject}}); err != nil {
+		t.Fatal(err)
+	}
+	leaves := func() int64 {
+		n, err := e.counts.CountDocuments(e.ctx, bson.D{{Key: "rollup", Value: bson.D{{Key: "$ne", Value: true}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	stored := leaves()
+	parents := len(e.snapshot()) - int(stored)
+	s := serveInProcess(t, "--mongodb-uri", e.uri, "--database", e.db.Name(), "--listen", "127.0.0.1:0",
+		"--instance-id", "retention-test", "--retention-interval", "1s", "--totals-max-projects", "0")
+	waitUntil(t, 60*time.Second, "the old leaves deleted", func() bool { return leaves() == 0 })
+	if got := len(e.snapshot()); got != parents {
+		t.Errorf("%d documents left, want the %d parents", got, parents)
+	}
+	waitUntil(t, 30*time.Second, "retention ready and counted", func() bool {
+		code, rd := readyz(s.url)
+		ready := false
+		for _, c := range rd.Components {
+			ready = ready || c.Component == "retention" && c.Ready
+		}
+		m := metricsText(s.url)
+		return code == 200 && ready && strings.Contains(m, "rollup_retention_leader 1") &&
+			strings.Contains(m, fmt.Sprintf(`rollup_retention_deleted_total{tier="leaves"} %d`, stored)) &&
+			strings.Contains(m, `rollup_retention_blocked_projects{tier="5m"} 1`)
+	})
+}
