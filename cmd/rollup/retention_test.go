@@ -176,40 +176,81 @@ func TestReplayRefusedAfterRetention(t *testing.T) {
 	}
 }
 
-// TestServeEnforcesRetention runs serve in process over a store holding a project's old
-// leaves and checks from outside that retention deletes them on its own: the leaves go, the
-// 5-minute parents stay (no hourly summary exists), /readyz lists the retention component
-// ready and /metrics counts the deleted leaves of the leading instance.
+// TestServeEnforcesRetention runs two serve instances in process over a store holding the
+// old leaves of two projects, one of which keeps everything by an override set with 'rollup
+// retention set', and checks from outside that retention deletes the other's leaves on its
+// own: its leaves go, its 5-minute parents stay (no hourly summary exists), the overridden
+// project loses nothing, exactly one instance holds the retention lease and deletes (the
+// other's /metrics count nothing deleted), and /readyz lists the retention component ready.
 func TestServeEnforcesRetention(t *testing.T) {
 	e := newOpsEnv(t, 2, 2, 3, 3)
 	e.replay("--progress", "none")
-	if _, err := e.db.Collection(store.ProjectsCollection).InsertOne(e.ctx, bson.D{{Key: "_id", Value: opsProject}}); err != nil {
+	const keeper = "keeper"
+	var keeperDocs []any
+	for i, at := range e.ticks {
+		for j := range 4 {
+			keeperDocs = append(keeperDocs, bson.D{{Key: "id", Value: fmt.Sprintf("keeper-p%d", j)}, {Key: "type", Value: "process"},
+				{Key: "timestamp", Value: at}, {Key: "project", Value: keeper}, {Key: "online", Value: int64(i + j)},
+				{Key: "version", Value: int64(1)}, {Key: "written_at", Value: at}})
+		}
+	}
+	if _, err := e.counts.InsertMany(e.ctx, keeperDocs); err != nil {
 		t.Fatal(err)
 	}
-	leaves := func() int64 {
-		n, err := e.counts.CountDocuments(e.ctx, bson.D{{Key: "rollup", Value: bson.D{{Key: "$ne", Value: true}}}})
+	for _, p := range []string{opsProject, keeper} {
+		if _, err := e.db.Collection(store.ProjectsCollection).InsertOne(e.ctx, bson.D{{Key: "_id", Value: p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := e.cmd(e.ctx, nil, "retention", "set", "--project", keeper, "leaves=forever", "5m=forever", "1h=forever"); err != nil {
+		t.Fatalf("retention set: %v\n%s", err, out)
+	}
+	leaves := func(project string) int64 {
+		n, err := e.counts.CountDocuments(e.ctx, bson.D{{Key: "project", Value: project}, {Key: "rollup", Value: bson.D{{Key: "$ne", Value: true}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	stored := leaves()
-	parents := len(e.snapshot()) - int(stored)
-	s := serveInProcess(t, "--mongodb-uri", e.uri, "--database", e.db.Name(), "--listen", "127.0.0.1:0",
-		"--instance-id", "retention-test", "--retention-interval", "1s", "--totals-max-projects", "0")
-	waitUntil(t, 60*time.Second, "the old leaves deleted", func() bool { return leaves() == 0 })
-	if got := len(e.snapshot()); got != parents {
-		t.Errorf("%d documents left, want the %d parents", got, parents)
+	stored := leaves(opsProject)
+	parents := len(e.snapshot()) - int(stored) - len(keeperDocs)
+	serve := func(id string) *inProcess {
+		return serveInProcess(t, "--mongodb-uri", e.uri, "--database", e.db.Name(), "--listen", "127.0.0.1:0",
+			"--instance-id", id, "--retention-interval", "1s", "--totals-max-projects", "0")
 	}
-	waitUntil(t, 30*time.Second, "retention ready and counted", func() bool {
-		code, rd := readyz(s.url)
-		ready := false
-		for _, c := range rd.Components {
-			ready = ready || c.Component == "retention" && c.Ready
+	instances := []*inProcess{serve("retention-one"), serve("retention-two")}
+	waitUntil(t, 60*time.Second, "the old leaves deleted", func() bool { return leaves(opsProject) == 0 })
+	if got := len(e.snapshot()); got != parents+len(keeperDocs) {
+		t.Errorf("%d documents left, want the %d parents and the %d leaves of %s", got, parents, len(keeperDocs), keeper)
+	}
+	if n := leaves(keeper); n != int64(len(keeperDocs)) {
+		t.Errorf("project %s kept %d of its %d leaves", keeper, n, len(keeperDocs))
+	}
+	var leader, standby *inProcess
+	waitUntil(t, 30*time.Second, "one leader, ready and counted", func() bool {
+		leader, standby = nil, nil
+		for _, s := range instances {
+			code, rd := readyz(s.url)
+			ready := false
+			for _, c := range rd.Components {
+				ready = ready || c.Component == "retention" && c.Ready
+			}
+			if code != 200 || !ready {
+				return false
+			}
+			switch m := metricsText(s.url); {
+			case strings.Contains(m, "rollup_retention_leader 1") &&
+				strings.Contains(m, fmt.Sprintf(`rollup_retention_deleted_total{tier="leaves"} %d`, stored)) &&
+				strings.Contains(m, `rollup_retention_blocked_projects{tier="5m"} 1`):
+				leader = s
+			case strings.Contains(m, "rollup_retention_leader 0"):
+				standby = s
+			}
 		}
-		m := metricsText(s.url)
-		return code == 200 && ready && strings.Contains(m, "rollup_retention_leader 1") &&
-			strings.Contains(m, fmt.Sprintf(`rollup_retention_deleted_total{tier="leaves"} %d`, stored)) &&
-			strings.Contains(m, `rollup_retention_blocked_projects{tier="5m"} 1`)
+		return leader != nil && standby != nil
 	})
+	m := metricsText(standby.url)
+	if !strings.Contains(m, `rollup_retention_deleted_total{tier="leaves"} 0`) || !strings.Contains(m, "rollup_retention_passes_total 0") {
+		t.Errorf("the standby instance enforced retention too:\n%s", grepLines(m, "rollup_retention_"))
+	}
 }
