@@ -408,7 +408,7 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 	var total int64
 	logged := time.Now()
 	for {
-		ids, last, err := docs.batch(ctx, k.project, from, h, e.opts.Batch)
+		ids, first, last, err := docs.batch(ctx, k.project, from, h, e.opts.Batch)
 		if err != nil {
 			return total, err
 		}
@@ -423,7 +423,10 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 				return total, err
 			}
 		}
-		n, err := docs.remove(ctx, k.project, ids, h)
+		if !last.Before(h) { // the find's bound, checked again: never delete at or after h
+			return total, fmt.Errorf("find expired documents of %s: the store returned one at %s, not before the horizon %s", k.project, last.Format(time.RFC3339), h.Format(time.RFC3339))
+		}
+		n, err := docs.remove(ctx, k.project, ids, first, last)
 		total += n
 		counter.(*atomic.Int64).Add(n)
 		if err != nil {

@@ -80,36 +80,46 @@ func (d tierDocs) at(ctx context.Context, project string, t time.Time) (bool, er
 	return true, nil
 }
 
-// batch returns the _ids and the last timestamp of up to n of project's oldest documents in
-// [from, to).
-func (d tierDocs) batch(ctx context.Context, project string, from, to time.Time, n int) ([]any, time.Time, error) {
+// batch returns the _ids and the first and last timestamps of up to n of project's oldest
+// documents in [from, to).
+func (d tierDocs) batch(ctx context.Context, project string, from, to time.Time, n int) (ids []any, first, last time.Time, _ error) {
 	cur, err := d.coll.Find(ctx, d.filter(project, from, to), options.Find().
 		SetSort(bson.D{{Key: store.FieldTimestamp, Value: 1}}).
 		SetLimit(int64(n)).SetBatchSize(int32(min(n, 100_000))).
 		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: store.FieldTimestamp, Value: 1}}))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("find expired documents of %s in %s: %w", project, d.coll.Name(), err)
+		return nil, first, last, fmt.Errorf("find expired documents of %s in %s: %w", project, d.coll.Name(), err)
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	ids := make([]any, 0, n)
-	var last time.Time
+	ids = make([]any, 0, n)
 	for cur.Next(ctx) {
 		id := cur.Current.Lookup("_id")
 		ids = append(ids, bson.RawValue{Type: id.Type, Value: slices.Clone(id.Value)})
 		if dt, ok := cur.Current.Lookup(store.FieldTimestamp).DateTimeOK(); ok {
 			last = time.UnixMilli(dt).UTC()
+			if first.IsZero() {
+				first = last
+			}
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("find expired documents of %s in %s: %w", project, d.coll.Name(), err)
+		return nil, first, last, fmt.Errorf("find expired documents of %s in %s: %w", project, d.coll.Name(), err)
 	}
-	return ids, last, nil
+	return ids, first, last, nil
 }
 
-// remove deletes the documents ids among project's documents before `before` (the filter
-// repeats the bound, so a document that is not expired is never deleted).
-func (d tierDocs) remove(ctx context.Context, project string, ids []any, before time.Time) (int64, error) {
-	f := append(d.filter(project, time.Time{}, before), bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}})
+// remove deletes the documents ids among project's documents with a timestamp in [first,
+// last], a batch's span, all before the horizon (the filter repeats the bounds, so a
+// document that is not expired is never deleted, and the store reads only the batch's span
+// of the {project, timestamp} index, not every expired document left, whichever index it
+// picks).
+func (d tierDocs) remove(ctx context.Context, project string, ids []any, first, last time.Time) (int64, error) {
+	f := bson.D{{Key: store.FieldProject, Value: project}, {Key: store.FieldTimestamp, Value: bson.D{
+		{Key: "$gte", Value: bson.NewDateTimeFromTime(first)}, {Key: "$lte", Value: bson.NewDateTimeFromTime(last)}}}}
+	if d.extra.Key != "" {
+		f = append(f, d.extra)
+	}
+	f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}})
 	res, err := d.coll.DeleteMany(ctx, f)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired documents of %s in %s: %w", project, d.coll.Name(), err)
