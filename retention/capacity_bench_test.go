@@ -111,10 +111,10 @@ const capacityProject = "capacity"
 // hour and every UTC day a summary per parent and root (the #14 tiers' documents: id, type,
 // project, timestamp and the aggregates); at the end of each simulated hour a retention pass
 // (the real Enforcer, its clock the simulated one). It logs, day by day, the documents of
-// each tier and the bytes of the data directory, and reports at the end the documents per
-// leaf per day and the bytes per document of each tier (BSON, measured), the documents
-// stored and the data directory's size. The documents are inserted directly,
-// not through the API and the watcher: what is measured is what is stored and what retention
+// each tier, the bytes of the data directory and the heap (the in-process server's memory),
+// and reports at the end the documents per leaf per day and the bytes per document of each
+// tier (BSON, measured), the documents stored, the data directory's size and the heap. The
+// documents are inserted directly, not through the API and the watcher: what is measured is what is stored and what retention
 // deletes, not the ingest. Numbers go to docs/capacity.md and docs/benchmarks.md.
 //
 // It fails when a tier kept for a finite period still grows once the period has passed.
@@ -308,8 +308,8 @@ func simulateCapacity(b *testing.B, cfg capacityConfig) {
 			b.Errorf("tier %s: %d documents stored (%v), the simulation counted %d", t, n, err, tiers[t].docs)
 		}
 	}
-	// A tier kept for a finite period stops growing one day after it (the pass runs at the
-	// end of each day): from then on, its count is the same every day.
+	// A tier kept for a finite period stops changing once its period has passed: from then
+	// on, its count at the end of each day (after that hour's pass) is the same.
 	perLeafDay := func(n int64) float64 { return float64(n) / float64(cfg.leaves()) / float64(cfg.days) }
 	for _, t := range store.Tiers() {
 		ct := tiers[t]
