@@ -80,15 +80,28 @@ func (s *Server) parseFind(r *request) (findArgs, error) {
 func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	var docs []*storage.Doc
 	stopAt := 0
-	if a.sort == nil && a.limit > 0 {
+	if a.limit > 0 {
 		stopAt = int(min(a.skip+a.limit, math.MaxInt32))
 	}
 	var err error
-	s.engine.Read(func(rd *storage.Reader) { docs, err = findMatching(rd, db, coll, a.q, a.filter, stopAt) })
+	sorted := false
+	s.engine.Read(func(rd *storage.Reader) {
+		if path, desc, ok := a.sort.Single(); ok {
+			// An index that yields the documents in sort order: read only what is returned.
+			sorted = rd.FindInOrder(db, coll, a.q, path, desc, matchInto(&docs, &err, a.filter, stopAt))
+		}
+		if !sorted {
+			limit := stopAt
+			if a.sort != nil {
+				limit = 0
+			}
+			docs, err = findMatching(rd, db, coll, a.q, a.filter, limit)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	if a.sort != nil {
+	if a.sort != nil && !sorted {
 		sort.SliceStable(docs, func(i, j int) bool { return a.sort.Compare(docs[i].D, docs[j].D) < 0 })
 	}
 	if a.skip > 0 {

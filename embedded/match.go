@@ -15,18 +15,24 @@ import (
 func findMatching(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, limit int) ([]*storage.Doc, error) {
 	var matches []*storage.Doc
 	var matchErr error
-	rd.Find(db, coll, q, func(d *storage.Doc) bool {
+	rd.Find(db, coll, q, matchInto(&matches, &matchErr, filter, limit))
+	return matches, matchErr
+}
+
+// matchInto returns the callback of a storage find that appends the candidates matching
+// filter to matches, until limit of them (0: no limit) or a match error (set in matchErr).
+func matchInto(matches *[]*storage.Doc, matchErr *error, filter *query.Filter, limit int) func(d *storage.Doc) bool {
+	return func(d *storage.Doc) bool {
 		ok, err := filter.Match(d.D)
 		if err != nil {
-			matchErr = err
+			*matchErr = err
 			return false
 		}
 		if ok {
-			matches = append(matches, d)
+			*matches = append(*matches, d)
 		}
-		return limit <= 0 || len(matches) < limit
-	})
-	return matches, matchErr
+		return limit <= 0 || len(*matches) < limit
+	}
 }
 
 // findOne returns the first document matching filter, in sort order when sort is given.

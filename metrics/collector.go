@@ -14,6 +14,8 @@ import (
 	"github.com/gameops/rollup/metrics/hist"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/retention"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -34,6 +36,8 @@ type Sources struct {
 	Components func() []status.State
 	// Totals is totals.Reader.Snapshot: the business numbers of the last complete tick.
 	Totals func() totals.Snapshot
+	// Retention is retention.Enforcer.Stats.
+	Retention func() retention.Stats
 	// Now is the clock of the lag and age gauges (default time.Now).
 	Now func() time.Time
 }
@@ -82,6 +86,8 @@ type descs struct {
 	groupOnline, groupReported, groupExpected, groupComplete             *prometheus.Desc
 	totRefreshes, totStale, totSuccess, totDuration, totTick             *prometheus.Desc
 	totDropped, totInvalid                                               *prometheus.Desc
+	retLeader, retPasses, retLastPass, retDeleted, retHorizon, retLag    *prometheus.Desc
+	retBlocked, retInvalid                                               *prometheus.Desc
 }
 
 func newDescs() descs {
@@ -134,6 +140,14 @@ func newDescs() descs {
 		totTick:          desc("totals_tick_timestamp_seconds", "Start of the last complete tick the project numbers are from (unix seconds)."),
 		totDropped:       desc("totals_dropped", "Projects or groups not exported because of the caps (--totals-max-projects, --totals-max-groups), by kind.", "kind"),
 		totInvalid:       desc("totals_invalid_roots", "Root documents of the last complete tick that could not be decoded (their projects are not exported)."),
+		retLeader:        desc("retention_leader", "1 when this instance holds the retention lease and enforces retention, else 0."),
+		retPasses:        desc("retention_passes_total", "Retention passes over every project this instance completed."),
+		retLastPass:      desc("retention_last_pass_timestamp_seconds", "Wall time the last retention pass of this instance ended (unix seconds)."),
+		retDeleted:       desc("retention_deleted_total", "Documents retention deleted, by tier (leaves, 5m, 1h, 1d).", "tier"),
+		retHorizon:       desc("retention_horizon_timestamp_seconds", "Oldest retention horizon of the tier over the projects that do not keep it forever (documents before it may have been deleted; unix seconds).", "tier"),
+		retLag:           desc("retention_lag_seconds", "How far deletion is behind schedule: the longest time, over the projects, between where the tier is due to be cut now and where it is known deleted.", "tier"),
+		retBlocked:       desc("retention_blocked_projects", "Projects whose deletion of the tier waits for the summaries built from it (build them with rollup replay).", "tier"),
+		retInvalid:       desc("retention_invalid_policies", "Projects retention leaves alone because their policy is refused or their override does not read (see the logs, rollup retention show)."),
 	}
 }
 
@@ -151,6 +165,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.projOnline, d.projReported, d.projExpected, d.projComplete, d.projAge,
 		d.groupOnline, d.groupReported, d.groupExpected, d.groupComplete,
 		d.totRefreshes, d.totStale, d.totSuccess, d.totDuration, d.totTick, d.totDropped, d.totInvalid,
+		d.retLeader, d.retPasses, d.retLastPass, d.retDeleted, d.retHorizon, d.retLag, d.retBlocked, d.retInvalid,
 	} {
 		ch <- x
 	}
@@ -256,6 +271,36 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.Totals != nil {
 		collectTotals(d, c.src.Totals(), now, counter, gauge)
+	}
+	if c.src.Retention != nil {
+		collectRetention(d, c.src.Retention(), counter, gauge)
+	}
+}
+
+// collectRetention sends the retention enforcer's series.
+func collectRetention(d descs, s retention.Stats, counter func(*prometheus.Desc, int64, ...string), gauge func(*prometheus.Desc, float64, ...string)) {
+	leader := 0.0
+	if s.Leader {
+		leader = 1
+	}
+	gauge(d.retLeader, leader)
+	counter(d.retPasses, s.Passes)
+	if !s.LastPass.IsZero() {
+		gauge(d.retLastPass, float64(s.LastPass.UnixNano())/1e9)
+	}
+	gauge(d.retInvalid, float64(s.InvalidPolicies))
+	for _, t := range store.Tiers() {
+		tier := string(t)
+		counter(d.retDeleted, s.Deleted[t], tier)
+		ts, ok := s.Tiers[t]
+		if !ok {
+			continue // no project deletes the tier (or no pass yet): no horizon, no lag
+		}
+		if !ts.Horizon.IsZero() {
+			gauge(d.retHorizon, float64(ts.Horizon.Unix()), tier)
+		}
+		gauge(d.retLag, max(0, ts.Lag.Seconds()), tier)
+		gauge(d.retBlocked, float64(ts.Blocked), tier)
 	}
 }
 

@@ -72,6 +72,10 @@ type ReplayStats struct {
 //   - Parent documents of nodes that are not parents in the tick's tree are left alone, and
 //     so are documents that do not decode (counted as Invalid: verify names them, and only
 //     fixing them by hand repairs them).
+//   - A window that starts before the leaves' retention horizon is refused with a
+//     *HorizonError before anything is written; a tick that retention reaches while the
+//     replay reads it (the horizon is read again after its leaves) ends the replay with one,
+//     that tick unwritten.
 func Replay(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, project string, from, to time.Time, opts ReplayOptions) (ReplayStats, error) {
 	log := opts.Logger
 	if log == nil {
@@ -81,13 +85,20 @@ func Replay(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, pr
 	if err := CheckProject(ctx, db, project); err != nil {
 		return st, err
 	}
+	horizons := store.NewHorizons(db)
+	if err := checkHorizons(ctx, horizons, project, from, to, replayTiers()); err != nil {
+		return st, err
+	}
 	e := New(db, trees, opts.Options, log.Named("replay"))
 	ticks, err := e.counts.Ticks(ctx, project, from, to)
 	if err != nil {
 		return st, err
 	}
 	for i, tick := range ticks {
-		n, err := e.replayTick(ctx, project, tick)
+		// After the tick's leaves are read: a horizon still at or before the tick means they
+		// were read whole (retention advances it before it deletes).
+		whole := func(ctx context.Context) error { return checkHorizons(ctx, horizons, project, tick, to, replayTiers()) }
+		n, err := e.replayTick(ctx, project, tick, whole)
 		st.Leaves += n
 		c := e.Stats()
 		st.ParentWrites, st.Conflicts, st.Orphans, st.Invalid = c.ParentWrites, c.Conflicts, c.Orphans, c.Invalid
@@ -104,8 +115,9 @@ func Replay(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, pr
 }
 
 // replayTick rebuilds every parent of project at tick (see Replay) and returns the number of
-// leaf documents read.
-func (e *Engine) replayTick(ctx context.Context, project string, tick time.Time) (int64, error) {
+// leaf documents read; whole is called once the leaves are read, and its error ends the tick
+// before anything is written.
+func (e *Engine) replayTick(ctx context.Context, project string, tick time.Time, whole func(context.Context) error) (int64, error) {
 	r := newRound()
 	tt, err := e.treeAt(ctx, r, project, tick)
 	if err != nil {
@@ -124,6 +136,9 @@ func (e *Engine) replayTick(ctx context.Context, project string, tick time.Time)
 	leaves, invalid, err := e.counts.TickLeaves(ctx, project, tick)
 	n := int64(len(leaves) + len(invalid))
 	if err != nil {
+		return n, err
+	}
+	if err := whole(ctx); err != nil {
 		return n, err
 	}
 	e.stats.invalid.Add(int64(len(invalid)))

@@ -61,6 +61,17 @@ type VerifyReport struct {
 	OrphanLeaves []OrphanLeaf
 	// Index is what is wrong with the unique index on counts (nil: it is as rollup needs it).
 	Index *store.Drift
+	// Horizon is the project's retention horizons as the check ended: documents of a tier
+	// before its horizon may have been deleted.
+	Horizon store.Horizon
+	// LeavesExpired counts the ticks checked before the leaves' horizon: their parents were
+	// checked against each other and the tree only (sum, expected, duplicate, invalid), not
+	// against leaves that have expired. PastHorizon counts the ticks before the 5-minute
+	// horizon, not checked at all (their documents may be partly deleted).
+	LeavesExpired, PastHorizon int
+	// Expired counts the violations found at ticks whose leaves have expired: replay
+	// refuses to rebuild those ticks.
+	Expired int
 	// ByKind counts the violations of each kind (an index problem included); Total is their
 	// sum; Violations are the first Max.
 	ByKind     map[rollup.ViolationKind]int
@@ -83,6 +94,10 @@ func (r VerifyReport) OK() bool { return r.Total == 0 }
 // tick's tree, with the tree's expectations; that no key has two documents, no orphan is
 // counted and every document decodes; and that the unique index on counts exists as rollup
 // defines it. It writes nothing. An unknown project is an *UnknownProjectError.
+//
+// It knows the retention horizons: ticks whose leaves have expired are checked without them
+// (the parents' sums and expectations), ticks before the 5-minute horizon not at all, and
+// missing data past a horizon is no violation (see VerifyReport.LeavesExpired).
 func Verify(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, project string, from, to time.Time, opts VerifyOptions) (VerifyReport, error) {
 	r := VerifyReport{Project: project, From: from, To: to, ByKind: map[rollup.ViolationKind]int{}}
 	if err := CheckProject(ctx, db, project); err != nil {
@@ -101,19 +116,40 @@ func Verify(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, pr
 		r.ByKind[KindIndex]++
 		r.Total++
 	}
+	horizons := store.NewHorizons(db)
+	if r.Horizon, err = horizons.Get(ctx, project); err != nil {
+		return r, err
+	}
 	counts := store.NewCounts(db)
 	ticks, err := counts.Ticks(ctx, project, from, to)
 	if err != nil {
 		return r, err
 	}
 	for _, tick := range ticks {
+		if tick.Before(r.Horizon.FiveMin) {
+			r.PastHorizon++
+			continue
+		}
 		d, err := readTick(ctx, counts, trees, project, tick)
 		if err != nil {
 			return r, err
 		}
+		// Read again after the tick: retention may have moved on while it was read.
+		if r.Horizon, err = horizons.Get(ctx, project); err != nil {
+			return r, err
+		}
+		if tick.Before(r.Horizon.FiveMin) {
+			r.PastHorizon++
+			continue
+		}
 		rep, err := rollup.Check(d)
 		if err != nil {
 			return r, fmt.Errorf("check %s: %w", tick.Format(time.RFC3339), err)
+		}
+		if tick.Before(r.Horizon.Leaves) {
+			r.LeavesExpired++
+			rep.Violations = withoutLeaves(rep.Violations)
+			r.Expired += len(rep.Violations)
 		}
 		r.Ticks++
 		r.Checked += rep.Checked
@@ -137,6 +173,20 @@ func Verify(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, pr
 		}
 	}
 	return r, nil
+}
+
+// withoutLeaves keeps the violations that do not depend on a tick's leaves, for a tick whose
+// leaves have expired: a parent against its own children map (sum), against the tree
+// (expected), duplicates and documents that do not decode.
+func withoutLeaves(vs []rollup.Violation) []rollup.Violation {
+	out := vs[:0]
+	for _, v := range vs {
+		switch v.Kind {
+		case rollup.KindSum, rollup.KindExpected, rollup.KindDuplicate, rollup.KindInvalid:
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Repair is one step that fixes some kinds of violations.
@@ -179,10 +229,19 @@ func (r VerifyReport) Repairs() []Repair {
 		// After migrate up or a hand fix the parents of the window must be rebuilt too.
 		ks = found(rollup.KindDuplicate, rollup.KindInvalid)
 	}
-	if len(ks) > 0 {
+	from := r.From
+	if r.Horizon.Leaves.After(from) {
+		from = r.Horizon.Leaves
+	}
+	if len(ks) > 0 && r.Expired < r.Total && from.Before(r.To) {
 		out = append(out, Repair{Kinds: ks, Command: fmt.Sprintf("rollup replay --project %s --from %s --to %s",
-			r.Project, r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339)),
+			r.Project, from.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339)),
 			Why: "recomputes every parent and root of the window from its leaves"})
+	}
+	if r.Expired > 0 {
+		out = append(out, Repair{Kinds: ks, Command: fmt.Sprintf("none for the %d violations before %s", r.Expired, r.Horizon.Leaves.UTC().Format(time.RFC3339)),
+			Why: "their leaves have expired (retention): replay refuses to rebuild those ticks, which would compute totals from nothing; " +
+				"the stored totals are all that is left of them"})
 	}
 	return out
 }
@@ -194,7 +253,7 @@ func (r VerifyReport) Format(w io.Writer) error {
 	window := fmt.Sprintf("project %s [%s, %s)", r.Project, r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "verify %s: %d ticks, %d (node, tick) checked, %d leaf documents, %d orphan leaves\n",
 		window, r.Ticks, r.Checked, r.Leaves, r.Orphans)
-	if r.Ticks == 0 {
+	if r.Ticks == 0 && r.PastHorizon == 0 {
 		fmt.Fprintf(&b, "note: project %s has no documents in the window\n", r.Project)
 	}
 	if r.NoTree > 0 {
@@ -213,6 +272,7 @@ func (r VerifyReport) Format(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s (%s) at %s: online %d\n", o.ID, o.Type, o.Tick.UTC().Format(time.RFC3339), o.Online)
 		}
 	}
+	r.formatTiers(&b)
 	if r.Index == nil {
 		fmt.Fprintf(&b, "unique index %s: ok\n", store.CountsKeyIndex)
 	}
@@ -258,6 +318,30 @@ func (r VerifyReport) Format(w io.Writer) error {
 	return err
 }
 
+// formatTiers says which tiers were checked for which ticks, and the horizons.
+func (r VerifyReport) formatTiers(b *strings.Builder) {
+	if r.Horizon == (store.Horizon{}) {
+		return
+	}
+	parts := make([]string, 0, 4)
+	for _, t := range store.Tiers() {
+		h := "none"
+		if at := r.Horizon.Of(t); !at.IsZero() {
+			h = at.UTC().Format(time.RFC3339)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", t, h))
+	}
+	fmt.Fprintf(b, "retention horizons (a tier's documents before it may have been deleted): %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(b, "5m: %d ticks checked against their leaves", r.Ticks-r.LeavesExpired)
+	if r.LeavesExpired > 0 {
+		fmt.Fprintf(b, "; %d ticks before the leaves' horizon checked without them (sum, expected, duplicate, invalid: the leaves have expired)", r.LeavesExpired)
+	}
+	if r.PastHorizon > 0 {
+		fmt.Fprintf(b, "; %d ticks before the 5m horizon not checked (past their retention)", r.PastHorizon)
+	}
+	b.WriteString("\n")
+}
+
 // PlanStats are the totals of Plan.
 type PlanStats struct {
 	// Ticks and Leaves are the ticks and leaf documents read; Changes the parents a replay
@@ -267,10 +351,13 @@ type PlanStats struct {
 
 // Plan calls fn with every parent a Replay of the window would change, tick by tick in
 // order, writing nothing (`rollup replay --dry-run`). An unknown project is an
-// *UnknownProjectError.
+// *UnknownProjectError; a window Replay refuses is a *HorizonError.
 func Plan(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, project string, from, to time.Time, fn func(rollup.Change) error) (PlanStats, error) {
 	var st PlanStats
 	if err := CheckProject(ctx, db, project); err != nil {
+		return st, err
+	}
+	if err := checkHorizons(ctx, store.NewHorizons(db), project, from, to, replayTiers()); err != nil {
 		return st, err
 	}
 	counts := store.NewCounts(db)

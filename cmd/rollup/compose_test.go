@@ -249,6 +249,8 @@ func rollupParsers() map[string]func(*env, []string) error {
 		"submit":   func(e *env, a []string) error { _, err := parseSubmit(e, a); return err },
 		"replay":   func(e *env, a []string) error { _, err := parseReplay(e, a); return err },
 		"verify":   func(e *env, a []string) error { _, err := parseVerify(e, a); return err },
+
+		"retention": func(e *env, a []string) error { _, err := parseRetention(e, a); return err },
 	}
 }
 

@@ -52,6 +52,8 @@ func commands() map[string]command {
 
 		"replay": {summary: "recompute a project's parents for a time window from the leaves (--dry-run: show changes)", run: runReplay},
 		"verify": {summary: "check a project's rollups for a time window; exit 1 on any violation", run: runVerify},
+
+		"retention": {summary: "show or change how long each tier is kept (show, set, clear)", run: runRetention},
 	}
 }
 

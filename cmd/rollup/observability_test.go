@@ -24,6 +24,8 @@ import (
 	"github.com/gameops/rollup/metrics/hist"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/retention"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -85,6 +87,10 @@ func exportedMetrics(t *testing.T) (names map[string]bool, families []string) {
 		Components: func() []status.State { return []status.State{{Component: "bulk", Ready: true, Since: now}} },
 		Totals: func() totals.Snapshot {
 			return totals.Snapshot{Tick: now, LastSuccess: now, Projects: []totals.Project{{Name: "p", Groups: []totals.Group{{ID: "g"}}}}}
+		},
+		Retention: func() retention.Stats {
+			return retention.Stats{Leader: true, Passes: 1, LastPass: now, Deleted: map[store.Tier]int64{store.TierLeaves: 1},
+				Tiers: map[store.Tier]retention.TierStats{store.TierLeaves: {Projects: 1, Horizon: now, Lag: time.Second, Blocked: 1}}}
 		},
 	}
 	capture := &captureRegisterer{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,9 @@ prints. Progress goes to stderr: a bar on a terminal, plain lines (about one a s
 otherwise; the summary goes to stdout. --dry-run writes nothing and prints, one line per
 parent a replay would change, "node tick old new" (online totals; other changed fields
 follow; parents whose only change would be a child's new revision are not listed).
+A window that starts before the leaves' retention horizon (leaves older than it may have
+been deleted: see 'rollup retention show') is refused, naming the horizon, with exit status
+1 and nothing written: a rebuild would compute totals from nothing. Replay from the horizon.
 
 Examples:
   rollup replay --project demo --from 2024-05-01T00:00:00Z --to 2024-05-02T00:00:00Z --dry-run \
@@ -101,7 +105,11 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 func replaySummary(w io.Writer, c replayConfig, st recompute.ReplayStats, took time.Duration, err error) error {
 	var b strings.Builder
 	verb := "replayed"
-	if err != nil {
+	var refused *recompute.HorizonError
+	switch {
+	case errors.As(err, &refused):
+		verb = "refused"
+	case err != nil:
 		verb = "interrupted"
 	}
 	fmt.Fprintf(&b, "%s %s: %d ticks, %d leaves, %d parent writes (%d conflicts), %d orphans, %d invalid in %s (%s leaves/s)\n",
@@ -110,7 +118,7 @@ func replaySummary(w io.Writer, c replayConfig, st recompute.ReplayStats, took t
 	if err == nil && st.Ticks == 0 {
 		fmt.Fprintf(&b, "note: project %s has no documents in the window\n", c.window.project)
 	}
-	if err != nil {
+	if err != nil && refused == nil {
 		from := c.window.from
 		if !st.LastTick.IsZero() {
 			from = st.LastTick.Add(tree.DefaultTick)

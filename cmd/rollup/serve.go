@@ -7,6 +7,7 @@ import (
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
@@ -14,7 +15,8 @@ import (
 const serveUsage = `usage: rollup serve [flags]
 
 Run rollup: the ingest and read API, the dashboard (at /), the bulk writer, the watcher that
-keeps parent and root totals, and (with --demo) simulated agents. Without
+keeps parent and root totals, retention (one instance, holding a lease, deletes what the
+policy of 'rollup retention' no longer keeps), and (with --demo) simulated agents. Without
 --mongodb-uri it starts the embedded MongoDB-compatible server in-process (the embedded
 default): durable in --data, or in memory with --demo. Pending migrations are applied at start.
 The HTTP port answers at once (/healthz 200, /readyz 503 until ready); store faults are waited
@@ -57,6 +59,10 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.IntVar(&c.Totals.MaxProjects, "totals-max-projects", totals.DefaultMaxProjects, "business metrics: most projects exported, the first by name (0 turns the business metrics off)")
 	fs.StringVar(&c.Totals.Groups, "totals-groups", "", `business metrics: projects whose groups (the root's children) are exported too, comma-separated, or "*" for all`)
 	fs.IntVar(&c.Totals.MaxGroups, "totals-max-groups", totals.DefaultMaxGroups, "business metrics: most groups exported per project, the first by id")
+	fs.BoolVar(&c.Retention.Enabled, "retention", true, "enforce the retention policy ('rollup retention show'): the instance holding the retention lease deletes what it no longer keeps; false: this instance never deletes")
+	fs.DurationVar(&c.Retention.Interval, "retention-interval", retention.DefaultInterval, "retention: time between two passes over every project")
+	fs.IntVar(&c.Retention.Batch, "retention-batch", retention.DefaultBatch, "retention: most documents one delete removes")
+	fs.IntVar(&c.Retention.Rate, "retention-rate", retention.DefaultRate, "retention: most documents deleted per second (0: no limit)")
 	err := e.parse(fs, args)
 	sc := serveConfig{Config: c, source: fs.Source}
 	if err != nil {

@@ -28,7 +28,10 @@ and root (node, tick) it checks:
   missing    a node with reported leaves under it has a document
   duplicate  at most one document per (id, type, timestamp) (the original system's dips)
   invalid    every parent document decodes
-and that the unique index on counts (id, type, timestamp) exists (index). It prints a summary
+and that the unique index on counts (id, type, timestamp) exists (index). It knows the
+retention horizons ('rollup retention show'): ticks whose leaves have expired are checked
+without them (sum, expected, duplicate, invalid only), ticks before the 5m horizon are not
+checked, and the report says which tiers were checked for which ticks. It prints a summary
 (ticks and (node, tick) pairs checked, the orphan leaves by name, violations by kind, the
 first --max violations with node, tick, stored and expected values) and, for the kinds found,
 the repairs in the order to run them:

@@ -526,6 +526,15 @@ func parseIn(op string, v any) (pred, error) {
 	p := &inPred{}
 	for _, x := range arr {
 		switch y := x.(type) {
+		case bson.ObjectID:
+			// An ObjectID equals only the same ObjectID (no other type compares equal to it),
+			// so a set answers for them: a delete of 1,000 _ids tests each candidate once,
+			// not against every one of them.
+			if p.oids == nil {
+				p.oids = map[bson.ObjectID]struct{}{}
+			}
+			p.oids[y] = struct{}{}
+			continue
 		case bson.Regex:
 			rp, err := compileRegexPred(y.Pattern, y.Options)
 			if err != nil {
@@ -669,10 +678,16 @@ func (c *cmpPred) test(v any, missing bool) bool {
 
 type inPred struct {
 	eq      []cmpPred
+	oids    map[bson.ObjectID]struct{} // the ObjectIDs of the list (not in eq)
 	regexes []*regexPred
 }
 
 func (p *inPred) test(v any, missing bool) bool {
+	if oid, ok := v.(bson.ObjectID); ok && !missing {
+		// Only an ObjectID of the list can equal it, and no regex matches one.
+		_, in := p.oids[oid]
+		return in
+	}
 	for i := range p.eq {
 		if p.eq[i].test(v, missing) {
 			return true

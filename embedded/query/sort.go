@@ -51,6 +51,15 @@ func CompileSort(sort bson.D) (*Sort, error) {
 	return s, nil
 }
 
+// Single returns the field path and direction of a sort on one field (ok false for a sort
+// on several fields, or none: s is nil).
+func (s *Sort) Single() (path string, desc, ok bool) {
+	if s == nil || len(s.keys) != 1 {
+		return "", false, false
+	}
+	return strings.Join(s.keys[0].parts, "."), s.keys[0].desc, true
+}
+
 // Compare orders a before b (<0), after (>0) or as equal (0) under MongoDB sort semantics:
 // a missing field sorts as null, an empty array before null, and an array by its smallest
 // element ascending or its largest descending.

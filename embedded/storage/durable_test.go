@@ -578,3 +578,92 @@ func TestLogWriteFailure(t *testing.T) {
 		t.Fatalf("engine accepted a write after a log failure: %v", err)
 	}
 }
+
+// TestSteadyStateDiskUse runs a sliding window of documents — every round inserts a batch
+// and deletes the oldest one, as retention does under continuous ingest — and checks that the
+// data directory stops growing: compaction keeps running under the writes, deleted documents
+// leave the snapshot, the retained oplog stays within its bound, and obsolete logs and
+// snapshots are removed. The directory is measured once compaction is idle after each round
+// of the second half and must stay within a fixed bound of its size at the end of the first.
+func TestSteadyStateDiskUse(t *testing.T) {
+	dir := t.TempDir()
+	const (
+		compactAt = 256 << 10
+		oplogMax  = 256 << 10
+		perRound  = 200
+		window    = 5 // rounds of documents alive at once
+		rounds    = 60
+	)
+	e := openDir(t, dir, Options{CompactAfterBytes: compactAt, OplogMaxBytes: oplogMax, NoSync: true})
+	mustWrite(t, e, func(w *Writer) error {
+		_, err := w.CreateIndex("db", "c", IndexSpec{Name: "r_1", Key: d("r", 1)})
+		return err
+	})
+	size := func() int64 {
+		var total int64
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, de := range des {
+			if fi, err := de.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return total
+	}
+	idle := func() {
+		deadline := testctx.Deadline(t)
+		for e.compacting.Load() {
+			if time.Now().After(deadline) {
+				t.Fatal("compaction never finished")
+			}
+			runtimeGosched()
+		}
+	}
+	var sizes []int64
+	for r := range rounds {
+		mustWrite(t, e, func(w *Writer) error {
+			for i := range perRound {
+				if _, err := w.Insert("db", "c", d("_id", r*perRound+i, "r", int64(r), "pad", strings.Repeat("p", 400))); err != nil {
+					return err
+				}
+			}
+			if r < window {
+				return nil
+			}
+			var old []*Doc
+			w.Find("db", "c", d("r", int64(r-window)), func(doc *Doc) bool { old = append(old, doc); return true })
+			for _, doc := range old {
+				if err := w.Delete("db", "c", doc); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		idle()
+		sizes = append(sizes, size())
+	}
+	if n := len(ids(e, "db", "c", nil)); n != window*perRound {
+		t.Fatalf("%d documents alive, want %d", n, window*perRound)
+	}
+	// What must fit: the live documents and the retained oplog in the snapshot, plus a log of
+	// up to the compaction threshold (and one round's writes past it).
+	live := int64(window * perRound * 450)
+	bound := live + oplogMax + 2*compactAt + perRound*1000
+	first := sizes[rounds/2-1]
+	for r := rounds / 2; r < rounds; r++ {
+		if sizes[r] > bound {
+			t.Errorf("round %d: data directory %d bytes, above the steady-state bound %d (sizes %v)", r, sizes[r], bound, sizes)
+			break
+		}
+	}
+	if last := sizes[rounds-1]; last > first+compactAt {
+		t.Errorf("the data directory grew from %d to %d bytes over the second half", first, last)
+	}
+	logs, snaps := files(t, dir)
+	if len(snaps) != 1 || len(logs) > 2 {
+		t.Errorf("files left: logs %v snapshots %v", logs, snaps)
+	}
+	t.Logf("data directory, bytes after each round: %v", sizes)
+}

@@ -356,6 +356,30 @@ func (r *Reader) Find(db, coll string, filter bson.D, fn func(d *Doc) bool) {
 	c.scan(p, fn)
 }
 
+// FindInOrder is Find for a query sorted by one field, path, ascending (or descending, desc):
+// when the index Find would use yields the candidates in that order (a range condition on
+// path right after the index's equality prefix, see plan.inOrderOf) it calls fn with them in
+// order, so a sorted query with a limit reads only what it returns, and reports true. It
+// reports false without calling fn otherwise: the caller finds and sorts.
+func (r *Reader) FindInOrder(db, coll string, filter bson.D, path string, desc bool, fn func(d *Doc) bool) bool {
+	c := r.e.st.coll(db, coll)
+	if c == nil {
+		return true
+	}
+	p := c.planFor(filter, &r.conds)
+	if !p.inOrderOf(path) {
+		return false
+	}
+	r.iter++
+	defer func() { r.iter-- }()
+	if desc {
+		c.scanDesc(p, fn)
+	} else {
+		c.scan(p, fn)
+	}
+	return true
+}
+
 // Get returns the document with the given _id.
 func (r *Reader) Get(db, coll string, id any) (*Doc, bool) {
 	c := r.e.st.coll(db, coll)

@@ -173,6 +173,10 @@ type plan struct {
 	dedupe bool // a document may be reached more than once
 	exact  bool // every range is one full key of a unique index
 	score  int
+	// rangePath is the field of the range condition on the index field after the points
+	// ("" without one), rangeClass the type class of its bounds.
+	rangePath  string
+	rangeClass byte
 }
 
 func findCond(conds []cond, path string) *cond {
@@ -234,6 +238,7 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 	p := plan{ix: ix, score: 2*len(pts) + 1, dedupe: ix.multikey}
 	if rng != nil {
 		p.score++
+		p.rangePath, p.rangeClass = rng.path, rng.lo[0]
 	}
 	p.exact = ix.spec.Unique && rng == nil && len(pts) == len(ix.spec.Key)
 	single := true
@@ -326,4 +331,41 @@ func (c *collection) scan(p plan, fn func(d *Doc) bool) {
 			return
 		}
 	}
+}
+
+// orderedClass reports whether the index keys of values of type class c order exactly as
+// MongoDB sorts the values (numbers are left out: unequal numbers may share a key).
+func orderedClass(c byte) bool {
+	switch int(c) {
+	case bsonval.ClassString, bsonval.ClassObjectID, bsonval.ClassDate, bsonval.ClassTimestamp:
+		return true
+	}
+	return false
+}
+
+// inOrderOf reports whether scanning p yields every candidate in order of path (ascending;
+// descending when scanned backwards): one range of a non-multikey index whose range
+// condition is on path, with bounds of a class whose keys order as its values do.
+func (p plan) inOrderOf(path string) bool {
+	return p.ix != nil && !p.ix.multikey && !p.exact && len(p.ranges) == 1 && p.rangePath == path &&
+		orderedClass(p.rangeClass)
+}
+
+// scanDesc is scan backwards, for a plan of one range (see inOrderOf).
+func (c *collection) scanDesc(p plan, fn func(d *Doc) bool) {
+	r := p.ranges[0]
+	visit := func(e entry) bool {
+		if bytes.Compare(e.key, r.lo) < 0 {
+			return false
+		}
+		if r.hi != nil && bytes.Compare(e.key, r.hi) >= 0 {
+			return true // only the key equal to hi itself: outside [lo, hi)
+		}
+		return fn(e.doc)
+	}
+	if r.hi == nil {
+		p.ix.tree.Descend(visit)
+		return
+	}
+	p.ix.tree.DescendLessOrEqual(entry{key: r.hi}, visit)
 }

@@ -360,3 +360,77 @@ func TestFindStopsEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFindInOrder: a range on the field after an index's equality prefix yields the documents
+// in order, forwards and backwards, reading only as many as the caller takes; numbers,
+// several ranges and multikey indexes are refused (the caller sorts).
+func TestFindInOrder(t *testing.T) {
+	e := openMem(t)
+	mustWrite(t, e, func(w *Writer) error {
+		if _, err := w.CreateIndex("db", "c", IndexSpec{Name: "p_t", Key: d("p", 1, "t", 1)}); err != nil {
+			return err
+		}
+		for i := range 100 {
+			// Inserted out of order, so that _id order is not t order.
+			ts := bson.DateTime(int64((i * 37) % 100))
+			if _, err := w.Insert("db", "c", d("_id", i, "p", fmt.Sprint("p", i%2), "t", ts, "n", int64(i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	dates := func(lo, hi int64) bson.D {
+		return d("$gte", bson.DateTime(lo), "$lt", bson.DateTime(hi))
+	}
+	tests := []struct {
+		name   string
+		filter bson.D
+		desc   bool
+		ok     bool
+		want   []int64 // the t values of the first 5 read
+	}{
+		{"ascending", d("p", "p0", "t", dates(10, 90)), false, true, []int64{10, 12, 14, 16, 18}},
+		// Candidates are a superset: $lt's bound is read inclusively (the caller filters).
+		{"descending", d("p", "p0", "t", dates(10, 90)), true, true, []int64{90, 88, 86, 84, 82}},
+		{"descending to the end", d("p", "p1", "t", d("$gte", bson.DateTime(95))), true, true, []int64{99, 97, 95}},
+		{"numbers are sorted by the caller", d("p", "p0", "n", d("$gte", int64(3))), false, false, nil},
+		{"several ranges are sorted by the caller", d("p", d("$in", bson.A{"p0", "p1"}), "t", dates(0, 10)), false, false, nil},
+		{"no range on the field", d("p", "p0"), false, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int64
+			reads := 0
+			e.Read(func(r *Reader) {
+				ok := r.FindInOrder("db", "c", tt.filter, "t", tt.desc, func(doc *Doc) bool {
+					reads++
+					v, _ := bsonval.Get(doc.D, "t")
+					got = append(got, int64(v.(bson.DateTime)))
+					return len(got) < 5
+				})
+				if ok != tt.ok {
+					t.Fatalf("in order = %v, want %v", ok, tt.ok)
+				}
+			})
+			if !tt.ok {
+				if reads != 0 {
+					t.Fatalf("refused, yet read %d documents", reads)
+				}
+				return
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) || reads != len(tt.want) {
+				t.Fatalf("read %d documents, t = %v; want %v", reads, got, tt.want)
+			}
+		})
+	}
+	// An array value makes the index multikey: refused from then on.
+	mustWrite(t, e, func(w *Writer) error {
+		_, err := w.Insert("db", "c", d("_id", 1000, "p", "p0", "t", bson.A{bson.DateTime(1), bson.DateTime(2)}))
+		return err
+	})
+	e.Read(func(r *Reader) {
+		if r.FindInOrder("db", "c", d("p", "p0", "t", dates(10, 90)), "t", false, func(*Doc) bool { return true }) {
+			t.Fatal("a multikey index was read in order")
+		}
+	})
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/watcher"
 )
@@ -34,6 +36,7 @@ type Config struct {
 	// InstanceID names this instance in watcher leases ("" = DefaultInstanceID).
 	InstanceID string
 	Totals     Totals
+	Retention  Retention
 }
 
 // Validate checks the settings together.
@@ -80,6 +83,9 @@ func (c Config) Validate() error {
 	if err := CheckInstanceID(c.InstanceID); err != nil {
 		return settings.Invalid("instance-id", "%w", err)
 	}
+	if err := c.Retention.Validate(); err != nil {
+		return err
+	}
 	return c.Totals.Validate()
 }
 
@@ -94,7 +100,7 @@ func (c Config) LogFields() []zap.Field {
 		zap.String("mongodb_uri", uri), zap.String("database", c.Database), zap.String("data", c.DataDir),
 		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.String("embedded_listen", c.EmbeddedListen),
 		zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
-	}, c.Totals.logFields()...)
+	}, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }
 
 // Bounds of the business metrics' settings.
@@ -167,5 +173,51 @@ func (c Totals) logFields() []zap.Field {
 	return []zap.Field{
 		zap.Duration("totals_grace", c.Grace), zap.Duration("totals_refresh", c.Refresh),
 		zap.Int("totals_max_projects", c.MaxProjects), zap.String("totals_groups", c.Groups), zap.Int("totals_max_groups", c.MaxGroups),
+	}
+}
+
+// Bounds of the retention settings.
+const (
+	minRetentionInterval = time.Second
+	maxRetentionInterval = 24 * time.Hour
+)
+
+// Retention are the settings of the retention enforcer (package retention): whether this
+// instance may enforce the policy, and how fast. The policy itself lives in the database
+// ('rollup retention'), so every instance applies the same.
+type Retention struct {
+	Enabled  bool
+	Interval time.Duration // between passes
+	Batch    int           // documents per delete
+	Rate     int           // documents deleted per second; 0: no limit
+}
+
+// Validate checks the settings (named like serve's --retention-* flags).
+func (c Retention) Validate() error {
+	switch {
+	case c.Interval < minRetentionInterval || c.Interval > maxRetentionInterval:
+		return settings.Invalid("retention-interval", "want %s to %s, got %s", minRetentionInterval, maxRetentionInterval, c.Interval)
+	case c.Batch < 1 || c.Batch > retention.MaxBatch:
+		return settings.Invalid("retention-batch", "want 1 to %d, got %d", retention.MaxBatch, c.Batch)
+	case c.Rate < 0:
+		return settings.Invalid("retention-rate", "want 0 (no limit) or more documents per second, got %d", c.Rate)
+	}
+	return nil
+}
+
+// Options returns the retention.Options of the settings for the instance owner.
+func (c Retention) Options(owner string, tr *status.Tracker) retention.Options {
+	rate := float64(c.Rate)
+	if c.Rate == 0 {
+		rate = retention.Unlimited
+	}
+	return retention.Options{Interval: c.Interval, Batch: c.Batch, Rate: rate, Owner: owner, Status: tr}
+}
+
+// logFields describe the settings for the start-up log line.
+func (c Retention) logFields() []zap.Field {
+	return []zap.Field{
+		zap.Bool("retention", c.Enabled), zap.Duration("retention_interval", c.Interval),
+		zap.Int("retention_batch", c.Batch), zap.Int("retention_rate", c.Rate),
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
+	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -101,7 +102,7 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 	}()
 	db := mongoconn.Database(client, cfg.Database)
 
-	st := newServeStatus()
+	st := newServeStatus(cfg.Retention.Enabled)
 	trees := treedb.New(db)
 	treeCache := treedb.NewCache(trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
@@ -133,6 +134,11 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 	if cfg.Totals.Enabled() {
 		projectTotals = totals.New(db, cfg.Totals.Options(), log.Named("totals"))
 		sources.Totals = projectTotals.Snapshot
+	}
+	var enforcer *retention.Enforcer // deletes what the retention policy no longer keeps, unless --retention=false
+	if cfg.Retention.Enabled {
+		enforcer = retention.New(db, cfg.Retention.Options(cfg.InstanceID, st.retention), log.Named("retention"))
+		sources.Retention = enforcer.Stats
 	}
 	if err := metrics.Register(reg, sources); err != nil {
 		_ = ln.Close()
@@ -168,6 +174,15 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 		st.watcher.NotReady("starting")
 		return w.Run(ctx)
 	})
+	if enforcer != nil {
+		p.Go(func(ctx context.Context) error {
+			if !waitFor(ctx, migrated) {
+				return nil
+			}
+			st.retention.NotReady("starting")
+			return enforcer.Run(ctx)
+		})
+	}
 	if cfg.Demo {
 		p.Go(func(ctx context.Context) error {
 			if !waitFor(ctx, migrated) {

@@ -20,18 +20,23 @@ import (
 type serveStatus struct {
 	store, migrations, watcher *status.Tracker
 	bulk                       *status.Tracker // the bulk writer's own (Writer.Tracker), set once it exists
+	retention                  *status.Tracker // nil when this instance does not enforce retention
 }
 
-func newServeStatus() *serveStatus {
-	return &serveStatus{
+func newServeStatus(retention bool) *serveStatus {
+	s := &serveStatus{
 		store:      status.New("store", "starting"),
 		migrations: status.New("migrations", "applying migrations"),
 		watcher:    status.New("watcher", "waiting for migrations"),
 	}
+	if retention {
+		s.retention = status.New("retention", "waiting for migrations")
+	}
+	return s
 }
 
 func (s *serveStatus) states() []status.State {
-	return status.States(s.store, s.migrations, s.watcher, s.bulk)
+	return status.States(s.store, s.migrations, s.watcher, s.bulk, s.retention)
 }
 
 // gatedSink refuses writes (503, resend later) until open is closed: leaves must not be
