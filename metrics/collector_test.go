@@ -216,7 +216,7 @@ func TestCollectorPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The watcher opens its stream after Run starts: wait for its first checkpoint.
-	waitFor(t, "the first checkpoint", func() bool {
+	testctx.WaitFor(t, "the first checkpoint", func() bool {
 		p := w.Progress()
 		return len(p.Streams) > 0 && !p.Streams[0].CheckpointSavedAt.IsZero()
 	})
@@ -231,7 +231,7 @@ func TestCollectorPipeline(t *testing.T) {
 	if _, err := writer.Submit(ctx, items[:2]); err != nil { // resent: stale after a read of the documents
 		t.Fatal(err)
 	}
-	waitFor(t, "the watcher to process every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
+	testctx.WaitFor(t, "the watcher to process every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
 	body := scrape(t, Handler(reg))
 	wantLines(t, body,
 		`rollup_bulk_batches_total 2`,
@@ -272,18 +272,6 @@ func value(body, prefix string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := testctx.Deadline(t)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		tm := time.NewTimer(5 * time.Millisecond) // a bounded poll interval, not a wait for a signal
-		<-tm.C
-	}
 }
 
 // TestCollectorTotalsFakes checks the business series' names, labels and values from a fixed
@@ -397,7 +385,7 @@ func TestCollectorTotalsPipeline(t *testing.T) {
 	if _, err := writer.Submit(ctx, items); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the watcher to roll up every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
+	testctx.WaitFor(t, "the watcher to roll up every leaf", func() bool { return w.Stats().Events >= int64(len(items)) })
 
 	now := tick.Add(8 * time.Minute) // tick ended 3 minutes ago: complete with the default 2m grace
 	r := totals.New(db, totals.Options{GroupProjects: []string{project}, MaxProjects: 4, MaxGroups: 3, Now: func() time.Time { return now }}, zaptest.NewLogger(t))

@@ -159,17 +159,4 @@ func keptFrom(ts []time.Time, from time.Time) []time.Time {
 	return out
 }
 
-// waitFor polls cond until it holds or the test's deadline nears.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := testctx.Deadline(t)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		tm := time.NewTimer(10 * time.Millisecond) // a bounded poll interval, not a wait for a signal
-		<-tm.C
-	}
-}
-
 func optionsUpsert() *options.UpdateOneOptionsBuilder { return options.UpdateOne().SetUpsert(true) }

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/retry"
@@ -81,14 +82,14 @@ func TestFaultMidBatch(t *testing.T) {
 
 	// The fault lasts: every delete of the enforcer fails.
 	stop := start(t, enf)
-	waitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
+	testctx.WaitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
 	faultFor := 20 * time.Second
 	if testing.Short() {
 		faultFor = 2 * time.Second
 	}
 	proxy.ResetStats()
 	began := time.Now()
-	waitFor(t, "the fault to last", func() bool { return time.Since(began) >= faultFor })
+	testctx.WaitFor(t, "the fault to last", func() bool { return time.Since(began) >= faultFor })
 	deletes := len(proxy.Commands("delete"))
 	if maxDeletes := 2 * int(8+2*faultFor.Seconds()); deletes == 0 || deletes > maxDeletes {
 		t.Errorf("%d delete commands in %s of faults, want 1 to %d (retried with backoff)", deletes, faultFor, maxDeletes)
@@ -97,7 +98,7 @@ func TestFaultMidBatch(t *testing.T) {
 		t.Errorf("%d leaves deleted through the fault", len(left)-n)
 	}
 	e.failApp(t, app, nil, "off")
-	waitFor(t, "the pass to finish", func() bool { return enf.Stats().Passes > 0 && tr.State().Ready })
+	testctx.WaitFor(t, "the pass to finish", func() bool { return enf.Stats().Passes > 0 && tr.State().Ready })
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -146,7 +147,7 @@ func TestRestartMidRun(t *testing.T) {
 	}
 	a := retention.New(dbA, opts("a"), zaptest.NewLogger(t).Named("a"))
 	stopA := start(t, a)
-	waitFor(t, "a to delete a few batches", func() bool { return a.Stats().Deleted[store.TierLeaves] >= 300 })
+	testctx.WaitFor(t, "a to delete a few batches", func() bool { return a.Stats().Deleted[store.TierLeaves] >= 300 })
 	e.failApp(t, app, allCommands, "alwaysOn") // a dies: none of its commands reach the store any more
 	if err := stopA(); err != nil {
 		t.Fatalf("a: %v", err)
@@ -165,7 +166,7 @@ func TestRestartMidRun(t *testing.T) {
 	died := time.Now()
 	b := retention.New(e.db, opts("b"), zaptest.NewLogger(t).Named("b"))
 	start(t, b)
-	waitFor(t, "b to finish", func() bool { return b.Stats().Passes > 0 })
+	testctx.WaitFor(t, "b to finish", func() bool { return b.Stats().Passes > 0 })
 	if took := time.Since(died); took < time.Second {
 		t.Errorf("b took over %s after a died, before a's lease (2s, not released) could expire", took)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/retry"
@@ -114,7 +115,7 @@ func TestRunOneInstanceDeletes(t *testing.T) {
 	a := retention.New(e.db, opts("a"), zaptest.NewLogger(t).Named("a"))
 	b := retention.New(e.db, opts("b"), zaptest.NewLogger(t).Named("b"))
 	stopA := start(t, a)
-	waitFor(t, "a to lead and pass", func() bool { return a.Stats().Leader && a.Stats().Passes > 0 })
+	testctx.WaitFor(t, "a to lead and pass", func() bool { return a.Stats().Leader && a.Stats().Passes > 0 })
 	stopB := start(t, b)
 	for range 30 { // b never leads while a does
 		if b.Stats().Leader || b.Stats().Passes > 0 {
@@ -126,7 +127,7 @@ func TestRunOneInstanceDeletes(t *testing.T) {
 	if err := stopA(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to take over", func() bool { return b.Stats().Leader && b.Stats().Passes > 0 })
+	testctx.WaitFor(t, "b to take over", func() bool { return b.Stats().Leader && b.Stats().Passes > 0 })
 	if a.Stats().Leader {
 		t.Error("a still says it leads after it stopped")
 	}
@@ -172,10 +173,10 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 	if testing.Short() {
 		faultFor = 3 * time.Second
 	}
-	waitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
+	testctx.WaitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
 	proxy.ResetStats()
 	began := time.Now()
-	waitFor(t, "the fault to last", func() bool { return time.Since(began) >= faultFor })
+	testctx.WaitFor(t, "the fault to last", func() bool { return time.Since(began) >= faultFor })
 	cmds := 0
 	for name, n := range proxy.Stats().Commands {
 		if name != "hello" && name != "isMaster" && name != "ping" {
@@ -192,7 +193,7 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 		t.Error("something was deleted through the fault")
 	}
 	fail("off")
-	waitFor(t, "a pass after the fault", func() bool { return enf.Stats().Passes > 0 && tr.State().Ready })
+	testctx.WaitFor(t, "a pass after the fault", func() bool { return enf.Stats().Passes > 0 && tr.State().Ready })
 	if got := e.stored(t, "a")[store.TierLeaves]; len(got) == 2*288 {
 		t.Error("nothing deleted after the fault")
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
@@ -97,7 +98,7 @@ func benchTick100k(b *testing.B, opts Options) {
 			pollPause()
 		}
 		lat = append(lat, time.Since(acked))
-		waitFor(b, "writes settle", func() bool { return w.Stats().ParentWrites-before >= distinct })
+		testctx.WaitFor(b, "writes settle", func() bool { return w.Stats().ParentWrites-before >= distinct })
 		writes = append(writes, w.Stats().ParentWrites-before)
 	}
 	b.StopTimer()

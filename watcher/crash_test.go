@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/tree"
 )
@@ -66,7 +67,7 @@ func TestCrashSafety(t *testing.T) {
 				}
 				if rng.IntN(2) == 0 {
 					// Let it crash if it gets there, else stop it gracefully.
-					waitFor(t, "watcher progress", func() bool { return levels.Load() > crashAfter || w.Stats().Batches > 0 })
+					testctx.WaitFor(t, "watcher progress", func() bool { return levels.Load() > crashAfter || w.Stats().Batches > 0 })
 				}
 				err := r.stop()
 				if err != nil && !errors.Is(err, recompute.ErrCrashed) {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/tree"
 )
@@ -66,7 +67,7 @@ func TestGetMoreFailsMidStream(t *testing.T) {
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core()))
 	w := New(db, e.trees, Options{BatchSize: 4, MaxAwait: time.Second}, log)
 	r := e.start(w)
-	waitFor(t, "the first checkpoint", func() bool {
+	testctx.WaitFor(t, "the first checkpoint", func() bool {
 		_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
 		return err == nil && ok
 	})
@@ -76,7 +77,7 @@ func TestGetMoreFailsMidStream(t *testing.T) {
 	leaves := int64(len(tr.Leaves()))
 	for i := range ticks {
 		at := t0.Add(-time.Duration(i) * tick)
-		waitFor(t, "a waiting getMore", func() bool { return inFlight.Load() == 1 })
+		testctx.WaitFor(t, "a waiting getMore", func() bool { return inFlight.Load() == 1 })
 		e.store.FailPoint(t, e.client, bson.D{
 			{Key: "configureFailPoint", Value: "failGetMoreAfterCursorCheckout"},
 			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
@@ -84,10 +85,10 @@ func TestGetMoreFailsMidStream(t *testing.T) {
 		})
 		// The waiting getMore returns the first 4 events, the next one fails.
 		e.fill(project, tr, at, int64(i+1), 1)
-		waitFor(t, "the failed getMore", func() bool { return failed.Load() == int64(i+1) })
+		testctx.WaitFor(t, "the failed getMore", func() bool { return failed.Load() == int64(i+1) })
 		e.waitCorrect(project)
 	}
-	waitFor(t, "every leaf event", func() bool { return w.Stats().Events >= ticks*leaves })
+	testctx.WaitFor(t, "every leaf event", func() bool { return w.Stats().Events >= ticks*leaves })
 	st := w.Stats()
 	if st.Events != ticks*leaves || st.Replays != 0 {
 		t.Errorf("Events = %d, Replays = %d; want %d events (each leaf once) and no replay", st.Events, st.Replays, ticks*leaves)
@@ -139,7 +140,7 @@ func TestGetMoreAlwaysFails(t *testing.T) {
 	w := New(db, e.trees, Options{CheckpointInterval: 10 * time.Millisecond, Status: tracker},
 		zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	r := e.start(w)
-	waitFor(t, "ready", func() bool { return tracker.State().Ready })
+	testctx.WaitFor(t, "ready", func() bool { return tracker.State().Ready })
 	e.fill(project, tr, t0, 1, 1)
 	e.waitCorrect(project)
 

@@ -302,18 +302,6 @@ func pollPause() {
 	<-t.C
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := testctx.Deadline(t)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		pollPause()
-	}
-}
-
 // parentDoc reads the parent document of id at tick (ok false if absent).
 func (e *env) parentDoc(id, typ string, at time.Time) (rollup.Parent, bool) {
 	e.t.Helper()

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/lease"
 	"github.com/gameops/rollup/store"
 )
@@ -21,7 +22,7 @@ func TestDuplicateInstanceRefused(t *testing.T) {
 	}
 	opts := Options{Heartbeat: 100 * time.Millisecond}
 	a := f.instance("same", opts, onHost("h1"))
-	waitFor(t, "a leads", func() bool { return a.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "a leads", func() bool { return a.w.Leadership()[0].Leader })
 	b := f.instance("same", opts, onHost("h2"))
 	var dup *lease.DuplicateInstanceError
 	if err := b.wait(t); !errors.As(err, &dup) || dup.Host != "h1" {
@@ -90,11 +91,11 @@ func TestRestartReclaimsLease(t *testing.T) {
 		}
 		k.Lease.BeforeHeartbeat = k.BeforeLeaseRound
 	})
-	waitFor(t, "the first process leads", func() bool { return old.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "the first process leads", func() bool { return old.w.Leadership()[0].Leader })
 	for range 3 {
 		f.submitRound()
 	}
-	waitFor(t, "its first writes", func() bool { return old.w.Stats().Events >= 9 })
+	testctx.WaitFor(t, "its first writes", func() bool { return old.w.Stats().Events >= 9 })
 	oldTerm := old.w.Leadership()[0].Term
 	close(frozenCh)
 	f.submitRound()
@@ -102,7 +103,7 @@ func TestRestartReclaimsLease(t *testing.T) {
 
 	restarted := time.Now()
 	b := start(nil)
-	waitFor(t, "the restarted process leads", func() bool { return b.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "the restarted process leads", func() bool { return b.w.Leadership()[0].Leader })
 	took := time.Since(restarted)
 	newTerm := b.w.Leadership()[0].Term
 	t.Logf("restarted process leads after %v (lease TTL %v)", took, ttl)
@@ -115,10 +116,10 @@ func TestRestartReclaimsLease(t *testing.T) {
 	for range 3 {
 		f.submitRound()
 	}
-	waitFor(t, "the restarted process caught up", func() bool { return b.w.Stats().Events >= 4*3 })
+	testctx.WaitFor(t, "the restarted process caught up", func() bool { return b.w.Stats().Events >= 4*3 })
 
 	thawWrites() // the dead process's write reaches the store late
-	waitFor(t, "the late write fenced", func() bool { return old.w.Stats().Fenced > 0 })
+	testctx.WaitFor(t, "the late write fenced", func() bool { return old.w.Stats().Fenced > 0 })
 	thawLeases()
 	var over *lease.TakenOverError
 	if err := old.wait(t); !errors.As(err, &over) {
@@ -131,7 +132,7 @@ func TestRestartReclaimsLease(t *testing.T) {
 		t.Fatalf("%d parents with a term other than the two processes' (%v)", n, err)
 	}
 	f.submitRound()
-	waitFor(t, "correct totals", func() bool {
+	testctx.WaitFor(t, "correct totals", func() bool {
 		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: store.FieldTerm, Value: ""}}}}); err != nil {
 			t.Fatal(err)
 		}

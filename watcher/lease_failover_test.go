@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
@@ -108,7 +109,7 @@ func TestFailover(t *testing.T) {
 	}
 	opts := Options{Partitions: parts, MaxPartitions: 1}
 	rs := []*running{f.instance("a", opts, nil), f.instance("b", opts, nil), f.instance("c", opts, nil)}
-	waitFor(t, "both partitions led", func() bool { return leaderOf(t, rs, 0) >= 0 && leaderOf(t, rs, 1) >= 0 })
+	testctx.WaitFor(t, "both partitions led", func() bool { return leaderOf(t, rs, 0) >= 0 && leaderOf(t, rs, 1) >= 0 })
 	for range 5 {
 		f.submitRound()
 	}
@@ -121,7 +122,7 @@ func TestFailover(t *testing.T) {
 	for range 5 {
 		f.submitRound() // leaves keep coming during the takeover
 	}
-	waitFor(t, "a new leader of partition 0", func() bool { return leaderOf(t, rs, 0) >= 0 })
+	testctx.WaitFor(t, "a new leader of partition 0", func() bool { return leaderOf(t, rs, 0) >= 0 })
 	nl := leaderOf(t, rs, 0)
 	// From the stop to when the new leader took the lease (Since), not to when this test
 	// noticed it after its submissions and polling.
@@ -176,11 +177,11 @@ func TestStaleLeaderFenced(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, "a leads", func() bool { return a.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "a leads", func() bool { return a.w.Leadership()[0].Leader })
 	for range 3 {
 		f.submitRound()
 	}
-	waitFor(t, "a's first writes", func() bool { return a.w.Stats().Events >= 9 })
+	testctx.WaitFor(t, "a's first writes", func() bool { return a.w.Stats().Events >= 9 })
 	termA := a.w.Leadership()[0].Term
 	frozen.Store(true)
 	f.submitRound()
@@ -188,7 +189,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	frozenAt := time.Now()
 
 	b := f.instance("b", Options{}, nil)
-	waitFor(t, "b takes over", func() bool { return b.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "b takes over", func() bool { return b.w.Leadership()[0].Leader })
 	took := time.Since(frozenAt)
 	termB := b.w.Leadership()[0].Term
 	if termB <= termA {
@@ -198,12 +199,12 @@ func TestStaleLeaderFenced(t *testing.T) {
 	for range 3 {
 		f.submitRound()
 	}
-	waitFor(t, "b processed the frozen burst and more", func() bool { return b.w.Stats().Events >= 4*3 })
+	testctx.WaitFor(t, "b processed the frozen burst and more", func() bool { return b.w.Stats().Events >= 4*3 })
 
 	thawWrites() // a resumes its stale burst; its lease loop is still frozen
-	waitFor(t, "a fenced", func() bool { return a.w.Stats().Fenced > 0 })
+	testctx.WaitFor(t, "a fenced", func() bool { return a.w.Stats().Fenced > 0 })
 	thawLeases()
-	waitFor(t, "a stands by", func() bool { return !a.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "a stands by", func() bool { return !a.w.Leadership()[0].Leader })
 	if !b.w.Leadership()[0].Leader {
 		t.Fatal("b lost the lease to the stale leader")
 	}
@@ -222,7 +223,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	}
 	// The totals check reads parents with store.DecodeParent, which does not know the term:
 	// strip it before each check (harmless to b, whose guard accepts an absent term).
-	waitFor(t, "correct totals", func() bool {
+	testctx.WaitFor(t, "correct totals", func() bool {
 		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: store.FieldTerm, Value: ""}}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
@@ -53,7 +54,7 @@ func TestRunRidesOutOutages(t *testing.T) {
 			w := New(db, f.e.trees, Options{Leases: true, Owner: "outage", LeaseTTL: time.Second, CheckpointInterval: 10 * time.Millisecond,
 				Status: tracker}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 			r := f.e.start(w)
-			waitFor(t, "ready", func() bool { return tracker.State().Ready })
+			testctx.WaitFor(t, "ready", func() bool { return tracker.State().Ready })
 			f.submitRound()
 			f.waitCorrect()
 
@@ -85,7 +86,7 @@ func TestRunRidesOutOutages(t *testing.T) {
 			back := time.Now()
 			f.waitCorrect()
 			correct := time.Since(back)
-			waitFor(t, "ready again", func() bool { return tracker.State().Ready })
+			testctx.WaitFor(t, "ready again", func() bool { return tracker.State().Ready })
 			t.Logf("%s: %d commands in %v; status during: %q; totals correct %v after the fault ended, ready after %v",
 				tc.name, sent, outage, notReady.Reason, correct, time.Since(back))
 			if limit := int64(tc.perSecond) * int64(outage/time.Second); sent > limit {
@@ -153,7 +154,7 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, "a leads", func() bool { return a.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "a leads", func() bool { return a.w.Leadership()[0].Leader })
 	f.submitRound()
 	f.waitCorrect()
 	frozen.Store(true)
@@ -164,7 +165,7 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 	if err := f.e.db.Collection(store.LeasesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: DefaultName}}).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a stops leading", func() bool { return !a.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "a stops leading", func() bool { return !a.w.Leadership()[0].Leader })
 	if stopped := time.Now(); !stopped.Before(doc.ExpiresAt) {
 		t.Fatalf("a stopped at %v, after its lease expired at %v", stopped, doc.ExpiresAt)
 	}
@@ -173,9 +174,9 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 	for range 3 {
 		f.submitRound()
 	}
-	waitFor(t, "b leads", func() bool { return b.w.Leadership()[0].Leader })
+	testctx.WaitFor(t, "b leads", func() bool { return b.w.Leadership()[0].Leader })
 	ctx := context.Background()
-	waitFor(t, "correct totals", func() bool {
+	testctx.WaitFor(t, "correct totals", func() bool {
 		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: store.FieldTerm, Value: ""}}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -32,7 +33,7 @@ func TestProgress(t *testing.T) {
 	}
 	e.submit(items...)
 	e.waitCorrect(project)
-	waitFor(t, "a recomputed burst and a checkpoint", func() bool {
+	testctx.WaitFor(t, "a recomputed burst and a checkpoint", func() bool {
 		p := w.Progress()
 		return p.Recompute.Count > 0 && len(p.Streams) == 1 && !p.Streams[0].CheckpointSavedAt.IsZero()
 	})
@@ -57,7 +58,7 @@ func TestProgress(t *testing.T) {
 	}
 	// Idle: the position follows the cluster time without new leaves.
 	bursts := p.Recompute.Count
-	waitFor(t, "the idle stream's position to advance", func() bool {
+	testctx.WaitFor(t, "the idle stream's position to advance", func() bool {
 		return w.Progress().Streams[0].Position.After(s.Position)
 	})
 	if got := w.Progress().Recompute.Count; got != bursts {

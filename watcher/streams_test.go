@@ -19,6 +19,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
@@ -44,7 +45,7 @@ func TestHistoryLost(t *testing.T) {
 	first := e.start(e.newWatcher(Options{CheckpointInterval: time.Millisecond}))
 	// Its first checkpoint means its stream is open: data written from now on is streamed,
 	// not replayed.
-	waitFor(t, "first checkpoint", func() bool {
+	testctx.WaitFor(t, "first checkpoint", func() bool {
 		n, err := e.db.Collection(store.CheckpointsCollection).CountDocuments(context.Background(), bson.D{})
 		return err == nil && n > 0
 	})
@@ -66,7 +67,7 @@ func TestHistoryLost(t *testing.T) {
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core()))
 	second := e.start(New(e.db, e.trees, Options{CheckpointInterval: time.Millisecond}, log))
 	e.waitCorrect(project)
-	waitFor(t, "the replay counted", func() bool { return second.w.Stats().Replays == 1 })
+	testctx.WaitFor(t, "the replay counted", func() bool { return second.w.Stats().Replays == 1 })
 	if logs.FilterMessageSnippet("replaying leaves").FilterField(zap.String("reason", "change stream history lost")).Len() != 1 {
 		t.Fatalf("no warning naming the lost window: %v", logs.All())
 	}
@@ -94,7 +95,7 @@ func TestMissingCheckpointWithData(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	r := e.start(New(e.db, e.trees, Options{}, zap.New(core)))
 	e.waitCorrect(project)
-	waitFor(t, "the replay counted", func() bool { return r.w.Stats().Replays == 1 })
+	testctx.WaitFor(t, "the replay counted", func() bool { return r.w.Stats().Replays == 1 })
 	if n := logs.FilterLevelExact(zap.WarnLevel).Len(); n != 0 {
 		t.Errorf("%d warnings at a start without a checkpoint: %v", n, logs.FilterLevelExact(zap.WarnLevel).All())
 	}
@@ -109,7 +110,7 @@ func TestFirstStartQuiet(t *testing.T) {
 	e := newEnv(t)
 	core, logs := observer.New(zap.InfoLevel)
 	r := e.start(New(e.db, e.trees, Options{CheckpointInterval: time.Millisecond}, zap.New(core)))
-	waitFor(t, "the first checkpoint", func() bool {
+	testctx.WaitFor(t, "the first checkpoint", func() bool {
 		_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
 		return err == nil && ok
 	})
@@ -141,7 +142,7 @@ func TestInvalidate(t *testing.T) {
 	if err := e.counts.Drop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the restart after invalidate", func() bool {
+	testctx.WaitFor(t, "the restart after invalidate", func() bool {
 		return logs.FilterMessageSnippet("invalidated").Len() > 0
 	})
 	e.createIndex()
@@ -190,7 +191,7 @@ func TestFailPoints(t *testing.T) {
 				{Key: "appName", Value: "w-getmore"},
 			}},
 		})
-		waitFor(t, "the failed getMore", func() bool { return failed.Load() == 1 })
+		testctx.WaitFor(t, "the failed getMore", func() bool { return failed.Load() == 1 })
 		e.fill(project, tr, t0, 2, 2)
 		e.waitCorrect(project)
 		select {
@@ -212,7 +213,7 @@ func TestFailPoints(t *testing.T) {
 		w := New(db, e.trees, Options{CheckpointInterval: time.Hour}, zap.New(core))
 		r := e.start(w)
 		// Wait for the first checkpoint so that the next "update" is a parent write.
-		waitFor(t, "the first checkpoint", func() bool {
+		testctx.WaitFor(t, "the first checkpoint", func() bool {
 			_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
 			return err == nil && ok
 		})
@@ -249,7 +250,7 @@ func TestFailPoints(t *testing.T) {
 		db := e.watcherClient("w-find", &failed, "find", "")
 		core, logs := observer.New(zap.WarnLevel)
 		r := e.start(New(db, e.trees, Options{}, zap.New(core)))
-		waitFor(t, "the first checkpoint", func() bool {
+		testctx.WaitFor(t, "the first checkpoint", func() bool {
 			_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
 			return err == nil && ok
 		})

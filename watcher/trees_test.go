@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -24,5 +25,5 @@ func TestWatcherWithTreeDB(t *testing.T) {
 	e.fill(project, tr, t0, 1, 1)
 	e.fill(project, tr, t0.Add(-2*tick), 1, 1) // before the tree: orphans
 	e.waitCorrect(project)
-	waitFor(t, "orphans counted", func() bool { return r.w.Stats().Orphans == int64(len(tr.Leaves())) })
+	testctx.WaitFor(t, "orphans counted", func() bool { return r.w.Stats().Orphans == int64(len(tr.Leaves())) })
 }

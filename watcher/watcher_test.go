@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
@@ -58,7 +59,7 @@ func TestBasic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the older version's event", func() bool { return r.w.Stats().Events > events })
+		testctx.WaitFor(t, "the older version's event", func() bool { return r.w.Stats().Events > events })
 		after, _ := e.parentDoc(project, tree.TypeProject, t0)
 		if after.Online != before.Online || after.Rev != before.Rev {
 			t.Fatalf("root changed by an older version: %+v → %+v", before, after)
@@ -76,7 +77,7 @@ func TestBasic(t *testing.T) {
 	t.Run("orphan kept, excluded and counted", func(t *testing.T) {
 		orphans := r.w.Stats().Orphans
 		e.submit(item(project, "not-in-tree", tree.TypeProcess, t0, 99, 1))
-		waitFor(t, "the orphan counted", func() bool { return r.w.Stats().Orphans > orphans })
+		testctx.WaitFor(t, "the orphan counted", func() bool { return r.w.Stats().Orphans > orphans })
 		e.waitCorrect(project)
 		n, err := e.counts.CountDocuments(context.Background(), bson.D{{Key: store.FieldID, Value: "not-in-tree"}})
 		if err != nil || n != 1 {

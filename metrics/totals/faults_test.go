@@ -14,6 +14,7 @@ import (
 
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics/totals"
 )
 
@@ -73,7 +74,7 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 			t.Errorf("Run returned %v, want nil", err)
 		}
 	}()
-	waitFor(t, "the first refresh", func() bool { return r.Snapshot().Refreshes >= 1 })
+	testctx.WaitFor(t, "the first refresh", func() bool { return r.Snapshot().Refreshes >= 1 })
 	good := r.Snapshot()
 	if good.Stale || len(good.Projects) != 1 || good.Projects[0].Reported != 3 || good.Projects[0].Expected != 4 {
 		t.Fatalf("first snapshot = %+v", good)
@@ -95,7 +96,7 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 	// A blip: the driver retries the read once and the refresh succeeds.
 	failPoint(bson.D{{Key: "times", Value: 1}})
 	n := r.Snapshot().Refreshes
-	waitFor(t, "two refreshes after the blip", func() bool { return r.Snapshot().Refreshes >= n+2 })
+	testctx.WaitFor(t, "two refreshes after the blip", func() bool { return r.Snapshot().Refreshes >= n+2 })
 	if s := r.Snapshot(); s.Failures != 0 || s.Stale {
 		t.Fatalf("after a blip: failures %d stale %v (%s)", s.Failures, s.Stale, s.LastError)
 	}
@@ -106,10 +107,10 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 		faultFor = 3 * time.Second
 	}
 	failPoint("alwaysOn")
-	waitFor(t, "a failed refresh", func() bool { return r.Snapshot().Failures >= 1 })
+	testctx.WaitFor(t, "a failed refresh", func() bool { return r.Snapshot().Failures >= 1 })
 	proxy.ResetStats()
 	f0, start := r.Snapshot().Failures, time.Now()
-	waitFor(t, fmt.Sprintf("the fault to last %s", faultFor), func() bool { return time.Since(start) >= faultFor })
+	testctx.WaitFor(t, fmt.Sprintf("the fault to last %s", faultFor), func() bool { return time.Since(start) >= faultFor })
 	s := r.Snapshot()
 	failures, cmds := s.Failures-f0, proxy.Stats().Commands
 	if !s.Stale || !reflect.DeepEqual(s.Projects, good.Projects) || !s.Tick.Equal(good.Tick) || s.LastError == "" {
@@ -126,17 +127,17 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 	t.Logf("%s of failing reads: %d failed refreshes, %v commands", faultFor, failures, cmds)
 
 	failPoint("off")
-	waitFor(t, "recovery after the fault", func() bool { s := r.Snapshot(); return !s.Stale })
+	testctx.WaitFor(t, "recovery after the fault", func() bool { s := r.Snapshot(); return !s.Stale })
 
 	// The store cannot be reached: the proxy is gone. Then it comes back on the same address.
 	stopProxy()
 	f1 := r.Snapshot().Failures
-	waitFor(t, "failed refreshes while the store is unreachable", func() bool { return r.Snapshot().Failures >= f1+3 })
+	testctx.WaitFor(t, "failed refreshes while the store is unreachable", func() bool { return r.Snapshot().Failures >= f1+3 })
 	if s := r.Snapshot(); !s.Stale || !reflect.DeepEqual(s.Projects, good.Projects) {
 		t.Errorf("while unreachable: stale %v projects %+v", s.Stale, s.Projects)
 	}
 	startProxy(t, target, addr)
-	waitFor(t, "recovery after the outage", func() bool { return !r.Snapshot().Stale })
+	testctx.WaitFor(t, "recovery after the outage", func() bool { return !r.Snapshot().Stale })
 	if s := r.Snapshot(); !reflect.DeepEqual(s.Projects, good.Projects) || s.LastError != "" {
 		t.Errorf("after recovery: %+v", s)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
@@ -71,7 +72,7 @@ func newPipeline(t *testing.T) *pipeline {
 	// Leaves written before the stream is open are rolled up by the watcher's first replay
 	// and then delivered by the stream too, and Stats.Events counts both: report's wait
 	// would end before the last report's rollups. So no leaf is written before then.
-	waitFor(t, "the watcher's stream to be open", func() bool {
+	testctx.WaitFor(t, "the watcher's stream to be open", func() bool {
 		for _, s := range p.w.Progress().Streams {
 			if !s.CheckpointSavedAt.IsZero() {
 				return true
@@ -140,18 +141,5 @@ func (p *pipeline) report(t *testing.T, project string, at time.Time, counts map
 		}
 	}
 	p.events += int64(len(items))
-	waitFor(t, "the watcher to roll up every leaf", func() bool { return p.w.Stats().Events >= p.events })
-}
-
-// waitFor polls cond until it holds or the test's time runs out.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(min(testTimeout(t), 60*time.Second))
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		tm := time.NewTimer(5 * time.Millisecond) // a bounded poll interval, not a wait for a signal
-		<-tm.C
-	}
+	testctx.WaitFor(t, "the watcher to roll up every leaf", func() bool { return p.w.Stats().Events >= p.events })
 }
