@@ -32,7 +32,13 @@ func (c Counts) Collection() *mongo.Collection { return c.coll }
 // Ticks returns the distinct ticks of project's documents in [from, to), ascending (the
 // {project, timestamp} index).
 func (c Counts) Ticks(ctx context.Context, project string, from, to time.Time) ([]time.Time, error) {
-	res := c.coll.Distinct(ctx, FieldTimestamp, bson.D{
+	return distinctTicks(ctx, c.coll, project, from, to)
+}
+
+// distinctTicks returns the distinct timestamps of project's documents of coll in [from, to),
+// ascending.
+func distinctTicks(ctx context.Context, coll *mongo.Collection, project string, from, to time.Time) ([]time.Time, error) {
+	res := coll.Distinct(ctx, FieldTimestamp, bson.D{
 		{Key: FieldProject, Value: project},
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
 	})

@@ -76,6 +76,12 @@ func (s Summaries) NodeRange(ctx context.Context, project, id, typ string, from,
 		})
 }
 
+// Starts returns the distinct bucket starts of project's summaries in [from, to), ascending
+// (the {project, timestamp} index).
+func (s Summaries) Starts(ctx context.Context, project string, from, to time.Time) ([]time.Time, error) {
+	return distinctTicks(ctx, s.coll, project, from, to)
+}
+
 func (s Summaries) find(ctx context.Context, filter, sort bson.D, fn func(Key, rollup.Summary, error) error) error {
 	o := options.Find().SetBatchSize(10_000)
 	if sort != nil {
