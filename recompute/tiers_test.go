@@ -2,6 +2,7 @@ package recompute
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -343,4 +344,87 @@ func keysOf[V any](m map[bucket]V) []bucket {
 		return cmp.Or(a.start.Compare(b.start), cmp.Compare(a.id, b.id), cmp.Compare(a.typ, b.typ))
 	})
 	return out
+}
+
+// TestSummaryWriteFaults: a summary BulkWrite whose outcome is unknown (a writeConcernError)
+// is recomputed at once and finds its writes applied; an outage (every update failing) is
+// returned to the caller, whose backoff retries, with the dirty hours kept, and the next
+// Summarize after it writes them. The fail points match this engine's own client only.
+func TestSummaryWriteFaults(t *testing.T) {
+	e := newEnv(t)
+	const project = "proj"
+	t0 := baseTick()
+	tr, _ := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	c := e.store.Client(t, options.Client().SetAppName("tiers-faults"))
+	eng := New(c.Database(e.db.Name()), e.trees, Options{}, nil)
+	parents := int64(1 + 2 + 4)
+	failUpdates := func(times int) {
+		e.store.FailPoint(t, e.client, bson.D{
+			{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: times}}},
+			{Key: "data", Value: bson.D{
+				{Key: "failCommands", Value: bson.A{"update"}},
+				{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}},
+				{Key: "appName", Value: "tiers-faults"},
+			}},
+		})
+	}
+	leavesAt := func(at time.Time, seed int64) []store.Leaf {
+		var out []store.Leaf
+		for i, l := range tr.Leaves() {
+			out = append(out, store.Leaf{Project: project, ID: l.ID, Type: l.Type, Tick: at, Online: seed*100 + int64(i), Version: seed})
+		}
+		e.writeLeaves(out)
+		return out
+	}
+
+	d := NewDirty()
+	if err := eng.Parents(e.ctx, leavesAt(t0, 1), d); err != nil {
+		t.Fatal(err)
+	}
+	failUpdates(1) // the hourly summaries' write
+	if err := eng.Summarize(e.ctx, d); err != nil {
+		t.Fatalf("Summarize after one unknown outcome: %v", err)
+	}
+	if msg := e.tierMismatch(project); msg != "" {
+		t.Fatal(msg)
+	}
+	// Every hour and day written once: the recomputation found the first write applied.
+	if st := eng.Stats(); st.TierWrites != 2*parents || d.Len() != 0 {
+		t.Fatalf("stats %+v, %d dirty hours left", st, d.Len())
+	}
+
+	d = NewDirty()
+	if err := eng.Parents(e.ctx, leavesAt(t0, 2), d); err != nil {
+		t.Fatal(err)
+	}
+	// An outage: every update of this client fails, without being applied.
+	fp := func(mode any) {
+		e.store.FailPoint(t, e.client, bson.D{
+			{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: mode},
+			{Key: "data", Value: bson.D{
+				{Key: "failCommands", Value: bson.A{"update"}},
+				{Key: "errorCode", Value: 91}, // ShutdownInProgress
+				{Key: "appName", Value: "tiers-faults"},
+			}},
+		})
+	}
+	fp("alwaysOn")
+	// Without a deadline: with one, the driver retries a retryable error until it (the
+	// watcher's contexts have none; see package retry).
+	err := eng.Summarize(context.WithoutCancel(e.ctx), d)
+	if err == nil || d.Len() != int(parents) {
+		t.Fatalf("Summarize in an outage: %v, %d dirty hours kept; want an error and %d", err, d.Len(), parents)
+	}
+	if msg := e.tierMismatch(project); msg == "" {
+		t.Fatal("the summaries are current although no write went through")
+	}
+	fp("off")
+	if err := eng.Summarize(e.ctx, d); err != nil {
+		t.Fatalf("Summarize after the outage: %v", err)
+	}
+	if msg := e.tierMismatch(project); msg != "" {
+		t.Fatal(msg)
+	}
 }
