@@ -597,3 +597,27 @@ func TestReplayTiersOnly(t *testing.T) {
 		t.Fatalf("--tiers-only --dry-run: %v, want a usage error", err)
 	}
 }
+
+// TestReplayResumeCommand: after an interruption the printed command resumes after the last
+// tick finished, or from that tick when the next one starts an hour (so the resumed replay
+// rebuilds that hour's and day's summaries, which the interrupted one may not have written);
+// --tiers-only resumes from the window's start.
+func TestReplayResumeCommand(t *testing.T) {
+	w := windowFlags{project: "ops", from: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC), to: time.Date(2024, 5, 1, 13, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		last  time.Time
+		tiers bool
+		want  string
+	}{
+		{time.Time{}, false, "resume: rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T13:00:00Z"},
+		{time.Date(2024, 5, 1, 10, 5, 0, 0, time.UTC), false, "resume: rollup replay --project ops --from 2024-05-01T10:10:00Z --to 2024-05-01T13:00:00Z"},
+		{time.Date(2024, 5, 1, 10, 55, 0, 0, time.UTC), false, "resume: rollup replay --project ops --from 2024-05-01T10:55:00Z --to 2024-05-01T13:00:00Z"},
+		{time.Date(2024, 5, 1, 10, 55, 0, 0, time.UTC), true, "resume: rollup replay --tiers-only --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T13:00:00Z"},
+	} {
+		var b strings.Builder
+		err := replaySummary(&b, replayConfig{window: w, tiers: tc.tiers}, recompute.ReplayStats{LastTick: tc.last}, time.Second, context.Canceled)
+		if !errors.Is(err, context.Canceled) || !strings.Contains(b.String(), tc.want+"\n") {
+			t.Errorf("last tick %s, tiers-only %v: %v\n%s\nwant %q", tc.last, tc.tiers, err, b.String(), tc.want)
+		}
+	}
+}
