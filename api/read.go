@@ -24,8 +24,9 @@ import (
 const (
 	// MaxSeriesPoints bounds the points of one series answer.
 	MaxSeriesPoints = 10_000
-	// MaxSeriesWindow bounds the window of one series answer at any step.
-	MaxSeriesWindow = 366 * 24 * time.Hour
+	// MaxSeriesWindow bounds the window of one series answer at any step: two years (a
+	// leap day included), at 1d.
+	MaxSeriesWindow = 731 * 24 * time.Hour
 	// MaxTicksWindow bounds the ticks one GET .../ticks may cover (at the default 5m tick: 34.7 days).
 	MaxTicksWindow = 10_000
 	// MaxTopN bounds the n of GET .../top.

@@ -20,6 +20,7 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
@@ -265,5 +266,27 @@ func (w *world) write(tb testing.TB, s *readStack) {
 			tb.Fatalf("write world: %v", err)
 		}
 		models = models[n:]
+	}
+	w.summarize(tb, s)
+}
+
+// summarize writes the hourly and daily summaries of the world's parents as the watcher
+// would (recompute's tier rebuild over the days the world covers).
+func (w *world) summarize(tb testing.TB, s *readStack) {
+	tb.Helper()
+	var from, to time.Time
+	for t := range w.leaves {
+		if from.IsZero() || t.Before(from) {
+			from = t
+		}
+		if t.Add(rtick).After(to) {
+			to = t.Add(rtick)
+		}
+	}
+	if from.IsZero() {
+		return
+	}
+	if _, err := recompute.Replay(s.ctx, s.db, treedb.NewCache(s.trees), w.project, from, to, recompute.ReplayOptions{TiersOnly: true}); err != nil {
+		tb.Fatalf("summarize world: %v", err)
 	}
 }

@@ -42,7 +42,7 @@ func TestOpenAPIDocumentsReadAPI(t *testing.T) {
 	for _, s := range []string{
 		apiv1.ErrInvalidParameter, apiv1.ErrUnknownNode, apiv1.ErrNoData, apiv1.ErrNotFound, apiv1.ErrMethodNotAllowed,
 		`"405": {$ref: "#/components/responses/MethodNotAllowed"}`, "Allow:", "in the future", "not due", apiv1.Step5m, apiv1.Step1h, apiv1.Step1d,
-		apiv1.AggMax, apiv1.AggMean, apiv1.AggLast, "--read-only", "10,000 points", "366 days", "10,000 ticks", "1,000 children",
+		apiv1.AggMax, apiv1.AggMin, apiv1.AggMean, apiv1.AggLast, "--read-only", "10,000 points", "731 days", "tier", "10,000 ticks", "1,000 children",
 		"name: tick", "name: from", "name: to", "name: step", "name: agg", "name: node", "name: n\n",
 	} {
 		if !strings.Contains(text, s) {

@@ -239,7 +239,7 @@ func testReadSeries(t *testing.T, f *readFixture) {
 	steps := map[string]time.Duration{apiv1.Step5m: rtick, apiv1.Step1h: time.Hour, apiv1.Step1d: 24 * time.Hour}
 	for _, node := range []string{"proj-r", "g01", "g02-s0001-p01", "g03"} {
 		for _, step := range []string{apiv1.Step5m, apiv1.Step1h, apiv1.Step1d} {
-			for _, agg := range []string{apiv1.AggMax, apiv1.AggMean, apiv1.AggLast} {
+			for _, agg := range []string{apiv1.AggMax, apiv1.AggMin, apiv1.AggMean, apiv1.AggLast} {
 				// The window ends 3 hours after the server's clock (readNow): those ticks
 				// have not started and expect nothing.
 				end := readEnd.Add(3 * time.Hour)
@@ -249,7 +249,13 @@ func testReadSeries(t *testing.T, f *readFixture) {
 				f.getOK(t, f.tokRd, readPath+apiv1.SeriesPath, q, &got)
 				// The API widens from and to to whole steps.
 				want := naiveSeries(f, node, tree.AlignTick(rt0.Add(-time.Hour), steps[step]), alignUp(end, steps[step]), steps[step], agg)
-				if got.Node != node || got.Step != step || got.Agg != agg || got.Type != f.w.versions[1].typeOf(node) {
+				// A parent's or root's 1h and 1d points come from its summaries; a leaf has
+				// none.
+				tier := step
+				if node == "g02-s0001-p01" {
+					tier = apiv1.Step5m
+				}
+				if got.Node != node || got.Step != step || got.Agg != agg || got.Type != f.w.versions[1].typeOf(node) || got.Tier != tier {
 					t.Fatalf("%s %s %s: header %+v", node, step, agg, got)
 				}
 				if len(got.Points) != len(want) {
@@ -330,6 +336,8 @@ func naiveSeries(f *readFixture, node string, from, to time.Time, step time.Dura
 			switch agg {
 			case apiv1.AggMax:
 				v = float64(slices.Max(vals))
+			case apiv1.AggMin:
+				v = float64(slices.Min(vals))
 			case apiv1.AggLast:
 				v = float64(vals[len(vals)-1])
 			case apiv1.AggMean:
@@ -453,7 +461,9 @@ func testReadErrors(t *testing.T, f *readFixture) {
 		{series, url.Values{"node": {"proj-r"}, "from": {day(2)}, "to": {day(1)}}, 400, apiv1.ErrInvalidParameter, "from"},
 		{series, url.Values{"node": {"proj-r"}, "from": {day(0)}, "to": {day(35)}}, 400, apiv1.ErrInvalidParameter, "from"},
 		{series, url.Values{"node": {"proj-r"}, "from": {day(0)}, "to": {day(34)}, "step": {"5m"}}, 200, "", ""},
-		{series, url.Values{"node": {"proj-r"}, "from": {day(0)}, "to": {day(367)}, "step": {"1d"}}, 400, apiv1.ErrInvalidParameter, "from"},
+		{series, url.Values{"node": {"proj-r"}, "from": {day(0)}, "to": {day(732)}, "step": {"1d"}}, 400, apiv1.ErrInvalidParameter, "from"},
+		{series, url.Values{"node": {"proj-r"}, "from": {day(0)}, "to": {day(731)}, "step": {"1d"}}, 200, "", ""},
+		{series, url.Values{"node": {"proj-r"}, "agg": {"median"}}, 400, apiv1.ErrInvalidParameter, "agg"},
 		{series, url.Values{"node": {"proj-r"}, "steps": {"1h"}}, 400, apiv1.ErrInvalidParameter, "steps"},
 		{series, url.Values{"node": {"proj-r", "g01"}}, 400, apiv1.ErrInvalidParameter, "node"},
 		{series, url.Values{"node": {"nope"}, "from": {day(0)}, "to": {day(2)}}, 404, apiv1.ErrUnknownNode, "node"},

@@ -30,19 +30,28 @@ type tickValue struct {
 
 // serveSeries answers GET /v1/projects/{project}/series?node=&from=&to=&step=&agg=: one point
 // per step of [from, to) (from aligned down, to aligned up to the step), gaps included. It
-// reads only the node's own documents, per tree version span, through the unique
-// {id, type, timestamp} index.
+// reads only the node's own documents through the unique {id, type, timestamp} index: for a
+// 1h or 1d step of a parent or root, its hourly or daily summaries (one per point); else its
+// 5-minute documents, per tree version span.
 func (s *Server) serveSeries(ctx context.Context, _ tokenInfo, project string, q url.Values) (any, error) {
 	sq, err := s.read.seriesQuery(q)
 	if err != nil {
 		return nil, err
+	}
+	typ, points, ok, err := s.read.summarySeries(ctx, project, sq)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return apiv1.SeriesResponse{Node: sq.node, Type: typ, Step: sq.stepName, Agg: sq.agg,
+			Tier: string(tierOfStep(sq.stepName)), Points: points}, nil
 	}
 	typ, ticks, err := s.read.nodeTicks(ctx, project, sq.node, sq.from, sq.to)
 	if err != nil {
 		return nil, err
 	}
 	return apiv1.SeriesResponse{
-		Node: sq.node, Type: typ, Step: sq.stepName, Agg: sq.agg,
+		Node: sq.node, Type: typ, Step: sq.stepName, Agg: sq.agg, Tier: string(store.Tier5m),
 		Points: downsample(ticks, sq.from, s.read.tick, int(sq.step/s.read.tick), sq.agg),
 	}, nil
 }
@@ -86,9 +95,9 @@ func (rd *reader) seriesQuery(q url.Values) (seriesParams, error) {
 	switch sq.agg {
 	case "":
 		sq.agg = apiv1.AggMax
-	case apiv1.AggMax, apiv1.AggMean, apiv1.AggLast:
+	case apiv1.AggMax, apiv1.AggMin, apiv1.AggMean, apiv1.AggLast:
 	default:
-		return sq, badParam("agg", "%q is not one of max, mean, last", sq.agg)
+		return sq, badParam("agg", "%q is not one of max, min, mean, last", sq.agg)
 	}
 	if sq.from, sq.to, err = rd.window(q, sq.step, def); err != nil {
 		return sq, err
@@ -161,7 +170,7 @@ func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, 
 	out := make([]apiv1.SeriesPoint, 0, (len(ticks)+per-1)/per)
 	for lo := 0; lo < len(ticks); lo += per {
 		p := apiv1.SeriesPoint{T: from.Add(time.Duration(lo) * tick), Complete: true}
-		var n, sum, maxv, last int64
+		var n, sum, maxv, minv, last int64
 		for _, tv := range ticks[lo:min(lo+per, len(ticks))] {
 			p.Reported += tv.reported
 			p.Expected += tv.expected
@@ -175,6 +184,9 @@ func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, 
 			if n == 0 || tv.online > maxv {
 				maxv = tv.online
 			}
+			if n == 0 || tv.online < minv {
+				minv = tv.online
+			}
 			n++
 			sum += tv.online
 			last = tv.online
@@ -187,6 +199,8 @@ func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, 
 				v = float64(sum) / float64(n)
 			case apiv1.AggLast:
 				v = float64(last)
+			case apiv1.AggMin:
+				v = float64(minv)
 			default:
 				v = float64(maxv)
 			}

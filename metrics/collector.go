@@ -81,6 +81,7 @@ type descs struct {
 	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
 	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
 	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
+	tierWrites, tierConflicts, tierSeconds                               *prometheus.Desc
 	componentReady, componentSince                                       *prometheus.Desc
 	projOnline, projReported, projExpected, projComplete, projAge        *prometheus.Desc
 	groupOnline, groupReported, groupExpected, groupComplete             *prometheus.Desc
@@ -118,6 +119,9 @@ func newDescs() descs {
 		leaseLosses:      desc("watcher_lease_losses_total", "Leases this instance lost (releases at shutdown excluded)."),
 		lastEvent:        desc("watcher_last_event_timestamp_seconds", "Wall time of the last leaf event the watcher read (unix seconds)."),
 		recompute:        desc("watcher_recompute_seconds", "Time to recompute a burst of leaves (every ancestor written)."),
+		tierWrites:       desc("watcher_tier_writes_total", "Hourly and daily summary writes sent (conflicting and resent ones included)."),
+		tierConflicts:    desc("watcher_tier_conflicts_total", "Summary writes that lost the rev guard and were recomputed."),
+		tierSeconds:      desc("watcher_tier_seconds", "Time to write the waiting hourly and daily summaries (when the stream is quiet, at most every 5 s while events flow)."),
 		lag:              desc("watcher_lag_seconds", "Now minus the cluster time after the last processed change stream batch.", "checkpoint"),
 		checkpointAge:    desc("watcher_checkpoint_age_seconds", "Now minus the time the last checkpoint was saved by this process.", "checkpoint"),
 		leader:           desc("watcher_leader", "1 when this instance runs the partition (leads its lease), else 0.", "partition", "id"),
@@ -161,6 +165,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
 		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
 		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
+		d.tierWrites, d.tierConflicts, d.tierSeconds,
 		d.componentReady, d.componentSince,
 		d.projOnline, d.projReported, d.projExpected, d.projComplete, d.projAge,
 		d.groupOnline, d.groupReported, d.groupExpected, d.groupComplete,
@@ -227,6 +232,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.batches, s.Batches)
 		counter(d.parentWrites, s.ParentWrites)
 		counter(d.conflicts, s.Conflicts)
+		counter(d.tierWrites, s.TierWrites)
+		counter(d.tierConflicts, s.TierConflicts)
 		counter(d.replays, s.Replays)
 		counter(d.orphans, s.Orphans)
 		counter(d.invalid, s.Invalid)
@@ -240,6 +247,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Progress != nil {
 		p := c.src.Progress()
 		histogram(d.recompute, p.Recompute)
+		histogram(d.tierSeconds, p.Tiers)
 		for _, s := range p.Streams {
 			if !s.Position.IsZero() {
 				gauge(d.lag, max(0, now.Sub(s.Position).Seconds()), s.Checkpoint)

@@ -98,8 +98,8 @@ func TestStepsAreNumberedInOrder(t *testing.T) {
 	if err := validateSteps(steps); err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 7 {
-		t.Fatalf("got %d steps, want 7", len(steps))
+	if len(steps) != 9 {
+		t.Fatalf("got %d steps, want 9", len(steps))
 	}
 	bad := []struct {
 		name  string
@@ -190,14 +190,15 @@ func TestStatusListsUnknownSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := db.Collection(store.MigrationsCollection).InsertOne(ctx, appliedDoc{Version: 9, Name: "from the future", AppliedAt: at}); err != nil {
+	future := len(Steps()) + 1
+	if _, err := db.Collection(store.MigrationsCollection).InsertOne(ctx, appliedDoc{Version: future, Name: "from the future", AppliedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := m.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := StepStatus{Version: 9, Name: "from the future", Applied: true, AppliedAt: at, Unknown: true}
+	want := StepStatus{Version: future, Name: "from the future", Applied: true, AppliedAt: at, Unknown: true}
 	known := len(Steps())
 	if len(st) != known+1 || st[known] != want {
 		t.Fatalf("Status = %+v, want %d known then %+v", st, known, want)
@@ -996,5 +997,56 @@ func TestStepsAreIdempotent(t *testing.T) {
 	}
 	if after := allDocs(ctx, t, db.Collection(store.CountsCollection)); len(after) != 1 || len(before) != 1 {
 		t.Fatalf("counts: %d docs before dry runs, %d after; want 1", len(before), len(after))
+	}
+}
+
+// TestSummaryDuplicates: a summaries collection that got duplicate keys while its unique
+// index was missing is repaired by `migrate up` (the newest summary of each key kept; the
+// dry run only counts them), and the report says how to rebuild them.
+func TestSummaryDuplicates(t *testing.T) {
+	ctx := testCtx(t)
+	db := newDB(t)
+	m := newTestMigrator(t, db)
+	if _, err := m.Up(ctx, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection(store.HourlyCollection)
+	if err := coll.Indexes().DropOne(ctx, store.SummaryKeyIndex); err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2024, 1, 1, 3, 0, 0, 0, time.UTC)
+	if _, err := coll.InsertMany(ctx, []any{
+		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 1},
+		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 3},
+		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 2},
+		genDoc{ID: bson.NewObjectID(), NodeID: "b", Type: "server", Timestamp: ts, Version: 1},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dry, err := m.Up(ctx, UpOptions{DryRun: true})
+	if err != nil || dry.SummaryDuplicates[store.HourlyCollection] != 2 || len(allDocs(ctx, t, coll)) != 4 {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	r, err := m.Up(ctx, UpOptions{})
+	if err != nil || r.SummaryDuplicates[store.HourlyCollection] != 2 || len(r.Repaired) != 1 || r.Repaired[0].Step.Version != 8 {
+		t.Fatalf("repair: %+v, %v", r, err)
+	}
+	var b strings.Builder
+	if err := r.Format(&b); err != nil || !strings.Contains(b.String(), "duplicate summaries in rollups_1h: 2 documents removed") {
+		t.Fatalf("report: %q, %v", b.String(), err)
+	}
+	docs := allDocs(ctx, t, coll)
+	if len(docs) != 2 {
+		t.Fatalf("%d summaries left, want 2", len(docs))
+	}
+	for _, d := range docs {
+		if id, _ := d.Lookup(store.FieldID).StringValueOK(); id == "a" {
+			if v, _ := d.Lookup(store.FieldVersion).AsInt64OK(); v != 3 {
+				t.Fatalf("kept version %d of a, want 3", v)
+			}
+		}
+	}
+	if d, err := store.CheckIndexes(ctx, db); err != nil || len(d) != 0 {
+		t.Fatalf("drift after repair: %v, %v", d, err)
 	}
 }

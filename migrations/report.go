@@ -29,6 +29,10 @@ type Report struct {
 	Duplicates []DuplicateGroup
 	// Sharding is what the sharding setup did on a sharded cluster (nil off one).
 	Sharding *ShardResult
+	// SummaryDuplicates counts, per summaries collection (rollups_1h, rollups_1d), the
+	// documents removed (with DryRun: to remove) because another document of their key is
+	// newer: summaries are derived, `rollup replay --tiers-only` rebuilds them.
+	SummaryDuplicates map[string]int
 }
 
 // Repair is an applied step run again to repair the drift of its indexes.
@@ -71,7 +75,7 @@ type DuplicateGroup struct {
 // UpToDate reports whether the run found nothing to do.
 func (r Report) UpToDate() bool {
 	return len(r.Applied) == 0 && len(r.Repaired) == 0 && len(r.Dropped) == 0 && len(r.Duplicates) == 0 &&
-		(r.Sharding == nil || len(r.Sharding.Commands) == 0)
+		(r.Sharding == nil || len(r.Sharding.Commands) == 0) && len(r.SummaryDuplicates) == 0
 }
 
 // RemovedCount is the number of documents removed (with DryRun: that would be removed).
@@ -119,6 +123,12 @@ func (r Report) Format(w io.Writer) error {
 			for _, d := range g.Removed {
 				fmt.Fprintf(&b, "    %s %s\n", dupVerb+":", docSummary(d))
 			}
+		}
+	}
+	for _, coll := range []string{store.HourlyCollection, store.DailyCollection} {
+		if n := r.SummaryDuplicates[coll]; n > 0 {
+			fmt.Fprintf(&b, "duplicate summaries in %s: %d documents %s (the newest of each key is kept; "+
+				"run `rollup replay --tiers-only` over their buckets to rebuild them)\n", coll, n, countVerb)
 		}
 	}
 	shardVerb := "ran"

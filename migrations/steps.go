@@ -44,7 +44,58 @@ func Steps() []Step {
 			Up:      indexStep(store.CountsCollection, store.CountsProjectTickIndex),
 			Indexes: []string{store.CountsCollection + "." + store.CountsProjectTickIndex}},
 		{Version: 7, Name: "instances: TTL index " + InstancesBeatTTLIndex + " (instance ids expire a day after their last heartbeat)", Up: instancesTTL},
+		summaryStep(8, store.HourlyCollection, "hourly"),
+		summaryStep(9, store.DailyCollection, "daily"),
 	}
+}
+
+// summaryStep builds the indexes of a summaries collection: the unique key (duplicates,
+// which only a dropped index lets in, are resolved first, keeping the newest) and
+// {project, timestamp}.
+func summaryStep(version int, coll, what string) Step {
+	return Step{
+		Version: version,
+		Name:    fmt.Sprintf("%s: %s summaries, unique index %s and index %s", coll, what, store.SummaryKeyIndex, store.SummaryProjectTickIndex),
+		Up: func(ctx context.Context, db *mongo.Database, r *Report) error {
+			if err := summaryUniqueIndex(ctx, db, coll, r); err != nil {
+				return err
+			}
+			return indexStep(coll, store.SummaryProjectTickIndex)(ctx, db, r)
+		},
+		Indexes: []string{coll + "." + store.SummaryKeyIndex, coll + "." + store.SummaryProjectTickIndex},
+	}
+}
+
+// summaryUniqueIndex is countsUniqueIndex for a summaries collection: the removed documents
+// are only counted in the report (summaries are derived; a replay rebuilds them).
+func summaryUniqueIndex(ctx context.Context, db *mongo.Database, coll string, r *Report) error {
+	ix := mustIndex(coll, store.SummaryKeyIndex)
+	build, err := ensureIndex(ctx, db, ix, r)
+	if err != nil || !build {
+		return err
+	}
+	c := db.Collection(coll)
+	groups, err := findDuplicates(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !r.DryRun && len(groups) > 0 {
+		groups, err = removeDuplicates(ctx, c, groups)
+	}
+	for _, g := range groups {
+		if r.SummaryDuplicates == nil {
+			r.SummaryDuplicates = map[string]int{}
+		}
+		r.SummaryDuplicates[coll] += len(g.Removed)
+	}
+	if err != nil || r.DryRun {
+		return err
+	}
+	err = createIndex(ctx, db, ix)
+	if mongo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("create index %s on %s: duplicates were written during the migration; rerun it: %w", store.SummaryKeyIndex, coll, err)
+	}
+	return err
 }
 
 // codeNamespaceExists is MongoDB's NamespaceExists error code.

@@ -35,6 +35,10 @@ type Options struct {
 	// ReplayChunk is the number of leaves recomputed together by LeavesWrittenSince (default
 	// 10,000).
 	ReplayChunk int
+	// TierChunk is the most summary buckets read and written together by Summarize and the
+	// replay (default 5,000): one find of the stored summaries, one of their sources and one
+	// unordered BulkWrite.
+	TierChunk int
 	// Knobs are test hooks (nil in production).
 	Knobs *Knobs
 }
@@ -44,8 +48,12 @@ type Knobs struct {
 	// BeforeLevel is called before each level's writes; when it returns true the round is
 	// abandoned as by a crash (ErrCrashed): nothing more is written.
 	BeforeLevel func() bool
-	// BeforeFencedWrite is called before each fenced BulkWrite (to freeze a leader).
+	// BeforeFencedWrite is called before each fenced BulkWrite of parents (to freeze a
+	// leader); the summaries' writes, fenced the same way, do not call it.
 	BeforeFencedWrite func()
+	// BeforeTiers is called before Summarize writes; when it returns true Summarize is
+	// abandoned as by a crash between the 5-minute writes and the summaries' (ErrCrashed).
+	BeforeTiers func() bool
 }
 
 // Defaults of Options.
@@ -54,6 +62,7 @@ const (
 	DefaultWorkers      = 2
 	DefaultMaxConflicts = 20
 	DefaultReplayChunk  = 10_000
+	DefaultTierChunk    = 5_000
 )
 
 func (o Options) withDefaults() Options {
@@ -68,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReplayChunk <= 0 {
 		o.ReplayChunk = DefaultReplayChunk
+	}
+	if o.TierChunk <= 0 {
+		o.TierChunk = DefaultTierChunk
 	}
 	if o.Knobs == nil {
 		o.Knobs = &Knobs{}
@@ -92,16 +104,21 @@ type Stats struct {
 	Invalid int64
 	// Fenced is the number of fenced writes refused because a newer lease term holds.
 	Fenced int64
+	// TierWrites is the number of hourly and daily summary writes sent (conflicting and resent
+	// ones included); TierConflicts the number that lost the rev guard and were recomputed.
+	TierWrites, TierConflicts int64
 }
 
 type counters struct {
 	events, parentWrites, conflicts, orphans, invalid, fenced atomic.Int64
+	tierWrites, tierConflicts                                 atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Events: c.events.Load(), ParentWrites: c.parentWrites.Load(), Conflicts: c.conflicts.Load(),
 		Orphans: c.orphans.Load(), Invalid: c.invalid.Load(), Fenced: c.fenced.Load(),
+		TierWrites: c.tierWrites.Load(), TierConflicts: c.tierConflicts.Load(),
 	}
 }
 
@@ -110,23 +127,31 @@ func (c *counters) snapshot() Stats {
 // It is safe for concurrent use.
 type Engine struct {
 	counts store.Counts // w:majority, j:true, read concern majority
-	trees  treedb.TreeSource
-	opts   Options
-	log    *zap.Logger
-	stats  *counters
-	now    func() time.Time
+	// tiers are the hourly and daily summaries, written and read like counts.
+	tiers map[store.Tier]store.Summaries
+	trees treedb.TreeSource
+	opts  Options
+	log   *zap.Logger
+	stats *counters
+	now   func() time.Time
 	// fence, for a lease holder, fences its parent writes by its term (nil: unfenced).
 	fence *Fence
 }
 
-// New returns an engine over db's counts collection. It writes parents with w:majority,
-// j:true and reads them with read concern majority, whatever db's defaults.
+// New returns an engine over db's counts collection and summaries. It writes parents and
+// summaries with w:majority, j:true and reads them with read concern majority, whatever db's
+// defaults.
 func New(db *mongo.Database, trees treedb.TreeSource, opts Options, log *zap.Logger) *Engine {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	tiers := map[store.Tier]store.Summaries{}
+	for _, t := range []store.Tier{store.Tier1h, store.Tier1d} {
+		tiers[t], _ = store.NewSummaries(db, t, store.Durable().SetReadConcern(readconcern.Majority()))
+	}
 	return &Engine{
 		counts: store.NewCounts(db, store.Durable().SetReadConcern(readconcern.Majority())),
+		tiers:  tiers,
 		trees:  trees,
 		opts:   opts.withDefaults(),
 		log:    log,
@@ -161,10 +186,23 @@ var ErrCrashed = errors.New("recompute: simulated crash")
 const maxUnknown = 1
 
 // Leaves recomputes every ancestor of leaves, in one round: each dirty (parent, tick) is
-// written at most once, deepest level first, plus conflict retries. Leaves not in their
-// tick's tree are counted as orphans and skipped.
+// written at most once, deepest level first, plus conflict retries; then the hourly and
+// daily summaries of those parents (Summarize). Leaves not in their tick's tree are counted
+// as orphans and skipped.
 func (e *Engine) Leaves(ctx context.Context, leaves []store.Leaf) error {
+	d := NewDirty()
+	if err := e.Parents(ctx, leaves, d); err != nil {
+		return err
+	}
+	return e.Summarize(ctx, d)
+}
+
+// Parents is Leaves without the summaries: every parent it wrote or found current is added to
+// d, whose summaries the caller brings up to date with Summarize before it considers the
+// leaves done (the watcher: before its checkpoint moves past them).
+func (e *Engine) Parents(ctx context.Context, leaves []store.Leaf, d *Dirty) error {
 	r := newRound()
+	r.summaries = d
 	if err := e.addLeaves(ctx, r, leaves); err != nil {
 		return err
 	}
@@ -199,6 +237,8 @@ type round struct {
 	// snapshot, for a rebuild (Replay), holds the parent documents read before the leaves;
 	// nil for a merge.
 	snapshot map[store.Key]bson.Raw
+	// summaries collects the hour of every parent written or found current (nil: none).
+	summaries *Dirty
 }
 
 type tickKey struct {
@@ -324,6 +364,9 @@ func (e *Engine) recompute(ctx context.Context, r *round) error {
 				continue
 			}
 			dp := r.dirty[k]
+			if r.summaries != nil {
+				r.summaries.add(k.project, k.id, dp.node.Type, k.tick)
+			}
 			gp, ok := dp.tr.Parent(k.id)
 			if !ok {
 				continue
@@ -411,7 +454,10 @@ func (e *Engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 			return done, nil
 		}
 		e.stats.parentWrites.Add(int64(len(ws)))
-		conflicts, err := e.writeParents(ctx, ws)
+		if pause := e.opts.Knobs.BeforeFencedWrite; pause != nil && e.fence != nil {
+			pause()
+		}
+		conflicts, err := e.writeFenced(ctx, e.counts.Collection(), "parents", ws)
 		if errors.Is(err, errUnknownOutcome) && ctx.Err() == nil && unknown < maxUnknown {
 			// Once more at once (a blip); a second unknown outcome in a row is an outage,
 			// left to the caller's backoff.

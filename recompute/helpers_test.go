@@ -87,17 +87,20 @@ type env struct {
 	db     *mongo.Database
 	counts *mongo.Collection
 	trees  *staticTrees
+	store  *embeddedtest.Store
+	client *mongo.Client
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := embeddedtest.Start(t)
-	db := srv.Database(t, srv.Client(t))
+	client := srv.Client(t)
+	db := srv.Database(t, client)
 	ctx := testctx.Context(t)
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return &env{t: t, ctx: ctx, db: db, counts: db.Collection(store.CountsCollection), trees: &staticTrees{}}
+	return &env{t: t, ctx: ctx, db: db, counts: db.Collection(store.CountsCollection), trees: &staticTrees{}, store: srv, client: client}
 }
 
 // fill writes every leaf of tr at tick with online = seed*1000+i and version v, as ingest

@@ -46,8 +46,14 @@ func sourceName(t store.Tier) string {
 	return string(t) + " documents"
 }
 
-// replayTiers are the tiers Replay rebuilds.
-func replayTiers() []store.Tier { return []store.Tier{store.Tier5m} }
+// replayTiers are the tiers Replay rebuilds: the 5-minute parents and the hourly and daily
+// summaries, or only the summaries (ReplayOptions.TiersOnly).
+func replayTiers(tiersOnly bool) []store.Tier {
+	if tiersOnly {
+		return []store.Tier{store.Tier1h, store.Tier1d}
+	}
+	return []store.Tier{store.Tier5m, store.Tier1h, store.Tier1d}
+}
 
 // CheckRebuild returns a *HorizonError when rebuilding tier t of project over [from, to)
 // needs sources before their horizon in h: the sources of t's bucket that from falls in.

@@ -55,6 +55,9 @@ type VerifyReport struct {
 	// Leaves the leaf documents read; NoTree the ticks without a tree version; Ignored the
 	// parent documents of nodes that are not parents in their tick's tree.
 	Ticks, Checked, Leaves, NoTree, Ignored int
+	// Hours and Days are the hourly and daily summary buckets checked (of every node with a
+	// summary or a source in the hours and UTC days that overlap the window).
+	Hours, Days int
 	// Orphans is the number of orphan leaves (not in their tick's tree: kept, not counted);
 	// OrphanLeaves are the first Max of them, by tick and id.
 	Orphans      int
@@ -93,11 +96,15 @@ func (r VerifyReport) OK() bool { return r.Total == 0 }
 // (node, tick) that it is the sum of its children and a full recompute of its leaves over the
 // tick's tree, with the tree's expectations; that no key has two documents, no orphan is
 // counted and every document decodes; and that the unique index on counts exists as rollup
-// defines it. It writes nothing. An unknown project is an *UnknownProjectError.
+// defines it. Then it checks the hourly summaries of the hours that overlap the window
+// against the 5-minute parents, and the daily summaries of the UTC days that overlap it
+// against their hours (KindSummary). It writes nothing. An unknown project is an
+// *UnknownProjectError.
 //
 // It knows the retention horizons: ticks whose leaves have expired are checked without them
 // (the parents' sums and expectations), ticks before the 5-minute horizon not at all, and
-// missing data past a horizon is no violation (see VerifyReport.LeavesExpired).
+// missing data past a horizon is no violation (see VerifyReport.LeavesExpired); summaries
+// whose sources have expired are not checked.
 func Verify(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, project string, from, to time.Time, opts VerifyOptions) (VerifyReport, error) {
 	r := VerifyReport{Project: project, From: from, To: to, ByKind: map[rollup.ViolationKind]int{}}
 	if err := CheckProject(ctx, db, project); err != nil {
@@ -172,6 +179,9 @@ func Verify(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, pr
 			}
 		}
 	}
+	if err := verifyTiers(ctx, db, trees, project, from, to, opts, &r); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -221,7 +231,7 @@ func (r VerifyReport) Repairs() []Repair {
 	if ks := found(rollup.KindInvalid); len(ks) > 0 {
 		out = append(out, Repair{Kinds: ks, Command: "fix or delete each invalid document listed, by hand",
 			Why: "every reader skips it, replay included: give a leaf's counts whole numbers (NumberLong), or delete the document " +
-				"(a parent's is rebuilt by the replay)"})
+				"(a parent's or a summary's is rebuilt by the replay)"})
 	}
 	replayKinds := []rollup.ViolationKind{rollup.KindSum, rollup.KindRecompute, rollup.KindExpected, rollup.KindOrphan, rollup.KindChild, rollup.KindMissing}
 	ks := found(replayKinds...)
@@ -234,9 +244,13 @@ func (r VerifyReport) Repairs() []Repair {
 		from = r.Horizon.Leaves
 	}
 	if len(ks) > 0 && r.Expired < r.Total && from.Before(r.To) {
-		out = append(out, Repair{Kinds: ks, Command: fmt.Sprintf("rollup replay --project %s --from %s --to %s",
+		out = append(out, Repair{Kinds: append(ks, found(KindSummary)...), Command: fmt.Sprintf("rollup replay --project %s --from %s --to %s",
 			r.Project, from.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339)),
-			Why: "recomputes every parent and root of the window from its leaves"})
+			Why: "recomputes every parent and root of the window from its leaves, then the hourly and daily summaries of its hours and days"})
+	} else if ks := found(KindSummary); len(ks) > 0 {
+		out = append(out, Repair{Kinds: ks, Command: fmt.Sprintf("rollup replay --tiers-only --project %s --from %s --to %s",
+			r.Project, r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339)),
+			Why: "recomputes the hourly summaries of the window's hours from the 5-minute parents and the daily summaries of its days from their hours"})
 	}
 	if r.Expired > 0 {
 		out = append(out, Repair{Kinds: ks, Command: fmt.Sprintf("none for the %d violations before %s", r.Expired, r.Horizon.Leaves.UTC().Format(time.RFC3339)),
@@ -253,6 +267,7 @@ func (r VerifyReport) Format(w io.Writer) error {
 	window := fmt.Sprintf("project %s [%s, %s)", r.Project, r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "verify %s: %d ticks, %d (node, tick) checked, %d leaf documents, %d orphan leaves\n",
 		window, r.Ticks, r.Checked, r.Leaves, r.Orphans)
+	fmt.Fprintf(&b, "summaries: %d hourly and %d daily buckets checked\n", r.Hours, r.Days)
 	if r.Ticks == 0 && r.PastHorizon == 0 {
 		fmt.Fprintf(&b, "note: project %s has no documents in the window\n", r.Project)
 	}
@@ -357,7 +372,7 @@ func Plan(ctx context.Context, db *mongo.Database, trees treedb.TreeSource, proj
 	if err := CheckProject(ctx, db, project); err != nil {
 		return st, err
 	}
-	if err := checkHorizons(ctx, store.NewHorizons(db), project, from, to, replayTiers()); err != nil {
+	if err := checkHorizons(ctx, store.NewHorizons(db), project, from, to, replayTiers(false)); err != nil {
 		return st, err
 	}
 	counts := store.NewCounts(db)

@@ -15,15 +15,15 @@ import (
 	"github.com/gameops/rollup/store"
 )
 
-// guardedWrite is one parent document write under optimistic concurrency on its rev (the
-// document's version field).
+// guardedWrite is one parent or summary document write under optimistic concurrency on its
+// rev (the document's version field).
 type guardedWrite struct {
 	key store.Key
 	// exists says a stored document was read; rev is its version then.
 	exists bool
 	rev    int64
-	// update is the absolute {$set: ...} document (every field of the parent, new rev
-	// included), from store.ParentUpdate.
+	// update is the absolute {$set: ...} document (every field of the document, new rev
+	// included), from store.ParentUpdate or store.SummaryUpdate.
 	update bson.D
 	// term, when > 0, is the writer's lease term: it is set on the document and the write
 	// is refused (as a conflict) when the stored document has a newer term.
@@ -55,11 +55,11 @@ func (g guardedWrite) model() mongo.WriteModel {
 // because merging is idempotent and the writes are absolute.
 var errUnknownOutcome = errors.New("parent write outcome unknown")
 
-// writeGuarded sends ws in one unordered BulkWrite and returns the indices of ws that
-// conflicted (another writer changed the document since it was read). Any other write error
-// is returned as is (permanent); a write-concern or command-level failure wraps
-// errUnknownOutcome.
-func writeGuarded(ctx context.Context, coll *mongo.Collection, ws []guardedWrite) ([]int, error) {
+// writeGuarded sends ws (what, for messages: "parents", "1h summaries") in one unordered
+// BulkWrite and returns the indices of ws that conflicted (another writer changed the document
+// since it was read). Any other write error is returned as is (permanent); a write-concern or
+// command-level failure wraps errUnknownOutcome.
+func writeGuarded(ctx context.Context, coll *mongo.Collection, what string, ws []guardedWrite) ([]int, error) {
 	if len(ws) == 0 {
 		return nil, nil
 	}
@@ -72,21 +72,21 @@ func writeGuarded(ctx context.Context, coll *mongo.Collection, ws []guardedWrite
 	case bulk.ClassNone:
 		return nil, nil
 	case bulk.ClassContext:
-		return nil, fmt.Errorf("write parents: %w", err)
+		return nil, fmt.Errorf("write %s: %w", what, err)
 	case bulk.ClassWriteConcern, bulk.ClassUnknownOutcome:
-		return nil, fmt.Errorf("write parents: %w: %w", errUnknownOutcome, err)
+		return nil, fmt.Errorf("write %s: %w: %w", what, errUnknownOutcome, err)
 	}
 	var bwe mongo.BulkWriteException
 	if !errors.As(err, &bwe) {
-		return nil, fmt.Errorf("write parents: %w", err)
+		return nil, fmt.Errorf("write %s: %w", what, err)
 	}
 	var conflicts []int
 	for _, we := range bwe.WriteErrors {
 		if we.Index < 0 || we.Index >= len(ws) {
-			return nil, fmt.Errorf("write parents: write error for index %d of %d: %w", we.Index, len(ws), err)
+			return nil, fmt.Errorf("write %s: write error for index %d of %d: %w", what, we.Index, len(ws), err)
 		}
 		if bulk.ClassifyWriteError(we.WriteError) != bulk.ClassDuplicateKey {
-			return nil, fmt.Errorf("write parent %d (%s %s): %w", we.Index, ws[we.Index].key.ID, ws[we.Index].key.Tick.Format(time.RFC3339), err)
+			return nil, fmt.Errorf("write %s %d (%s %s): %w", what, we.Index, ws[we.Index].key.ID, ws[we.Index].key.Tick.Format(time.RFC3339), err)
 		}
 		conflicts = append(conflicts, we.Index)
 	}
@@ -103,28 +103,5 @@ type Fence struct {
 	Check func(context.Context) error
 }
 
-// writeParents is writeGuarded for the engine: a lease holder's writes carry its term, and
-// after any conflict or unknown outcome the lease is checked, so a stale holder stops (an
-// error wrapping lease.ErrFenced) instead of re-merging over its successor's work.
-func (e *Engine) writeParents(ctx context.Context, ws []guardedWrite) ([]int, error) {
-	coll := e.counts.Collection()
-	if e.fence == nil {
-		return writeGuarded(ctx, coll, ws)
-	}
-	for i := range ws {
-		ws[i].term = e.fence.Term
-	}
-	if pause := e.opts.Knobs.BeforeFencedWrite; pause != nil {
-		pause()
-	}
-	conflicts, err := writeGuarded(ctx, coll, ws)
-	if len(conflicts) > 0 || errors.Is(err, errUnknownOutcome) {
-		if ferr := e.fence.Check(ctx); ferr != nil {
-			if errors.Is(ferr, lease.ErrFenced) {
-				e.stats.fenced.Add(1)
-			}
-			return nil, ferr
-		}
-	}
-	return conflicts, err
-}
+// isFenced reports whether err says a newer lease term holds.
+func isFenced(err error) bool { return errors.Is(err, lease.ErrFenced) }

@@ -21,7 +21,7 @@ func TestTermRefusesWrites(t *testing.T) {
 	}
 	write := func(exists bool, rev, term, online int64) []int {
 		t.Helper()
-		c, err := writeGuarded(ctx, e.counts, []guardedWrite{{key: key, exists: exists, rev: rev, update: upd(online), term: term}})
+		c, err := writeGuarded(ctx, e.counts, "parents", []guardedWrite{{key: key, exists: exists, rev: rev, update: upd(online), term: term}})
 		if err != nil {
 			t.Fatalf("write: %v", err)
 		}

@@ -32,7 +32,13 @@ func (c Counts) Collection() *mongo.Collection { return c.coll }
 // Ticks returns the distinct ticks of project's documents in [from, to), ascending (the
 // {project, timestamp} index).
 func (c Counts) Ticks(ctx context.Context, project string, from, to time.Time) ([]time.Time, error) {
-	res := c.coll.Distinct(ctx, FieldTimestamp, bson.D{
+	return distinctTicks(ctx, c.coll, project, from, to)
+}
+
+// distinctTicks returns the distinct timestamps of project's documents of coll in [from, to),
+// ascending.
+func distinctTicks(ctx context.Context, coll *mongo.Collection, project string, from, to time.Time) ([]time.Time, error) {
+	res := coll.Distinct(ctx, FieldTimestamp, bson.D{
 		{Key: FieldProject, Value: project},
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
 	})
@@ -149,6 +155,11 @@ func compareKeys(a, b Key) int {
 // ({id: {$in}, type: {$in}, timestamp: {$in}}, a superset, filtered here); keys without a
 // document are absent.
 func (c Counts) ByKeys(ctx context.Context, keys []Key) (map[Key]bson.Raw, error) {
+	return byKeys(ctx, c.coll, keys)
+}
+
+// byKeys is ByKeys on any collection keyed by the unique (id, type, timestamp) index.
+func byKeys(ctx context.Context, coll *mongo.Collection, keys []Key) (map[Key]bson.Raw, error) {
 	want := make(map[Key]bool, len(keys))
 	var ids, types, ticks bson.A
 	seenID, seenType, seenTick := map[string]bool{}, map[string]bool{}, map[time.Time]bool{}
@@ -168,7 +179,10 @@ func (c Counts) ByKeys(ctx context.Context, keys []Key) (map[Key]bson.Raw, error
 		}
 	}
 	out := make(map[Key]bson.Raw, len(keys))
-	err := c.each(ctx, bson.D{
+	if len(keys) == 0 {
+		return out, nil
+	}
+	err := each(ctx, coll, bson.D{
 		{Key: FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
 		{Key: FieldType, Value: bson.D{{Key: "$in", Value: types}}},
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$in", Value: ticks}}},
@@ -178,9 +192,61 @@ func (c Counts) ByKeys(ctx context.Context, keys []Key) (map[Key]bson.Raw, error
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read documents by key: %w", err)
+		return nil, fmt.Errorf("read %s by key: %w", coll.Name(), err)
 	}
 	return out, nil
+}
+
+// ParentsIn calls fn with project's parent and root documents in [from, to) whose id is one
+// of ids and whose type is one of types (a superset of the caller's keys, through the unique
+// index), projected by NodeProjection and decoded by DecodeNode; a document that does not
+// decode comes with its error (fn decides). It stops at fn's first error and returns it.
+func (c Counts) ParentsIn(ctx context.Context, project string, ids, types []string, from, to time.Time, fn func(Node, error) error) error {
+	filter := bson.D{
+		{Key: FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: FieldType, Value: bson.D{{Key: "$in", Value: types}}},
+		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
+		{Key: FieldProject, Value: project},
+		{Key: FieldRollup, Value: true},
+	}
+	return c.nodesOrInvalid(ctx, filter, fn)
+}
+
+// ProjectParents calls fn with every parent and root document of project in [from, to)
+// through the {project, timestamp} index, as ParentsIn does.
+func (c Counts) ProjectParents(ctx context.Context, project string, from, to time.Time, fn func(Node, error) error) error {
+	filter := bson.D{
+		{Key: FieldProject, Value: project},
+		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
+		{Key: FieldRollup, Value: true},
+	}
+	return c.nodesOrInvalid(ctx, filter, fn)
+}
+
+// nodesOrInvalid runs filter projected by NodeProjection and calls fn with each document,
+// decoded or with its decoding error.
+func (c Counts) nodesOrInvalid(ctx context.Context, filter bson.D, fn func(Node, error) error) error {
+	cur, err := c.coll.Find(ctx, filter, options.Find().SetProjection(NodeProjection).SetBatchSize(10_000))
+	if err != nil {
+		return fmt.Errorf("find counts: %w", err)
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	for cur.Next(ctx) {
+		n, err := DecodeNode(cur.Current)
+		if err != nil {
+			n.ID, n.Type = "", ""
+			if k, ok := KeyOf(cur.Current); ok {
+				n.ID, n.Type, n.Tick = k.ID, k.Type, k.Tick
+			}
+		}
+		if err := fn(n, err); err != nil {
+			return err
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("read counts: %w", err)
+	}
+	return nil
 }
 
 // LeavesWrittenSince calls fn with every leaf document written at or after from (every leaf
@@ -292,7 +358,12 @@ func (c Counts) nodes(ctx context.Context, filter bson.D, opts *options.FindOpti
 
 // each calls fn for every document matching filter.
 func (c Counts) each(ctx context.Context, filter bson.D, fn func(bson.Raw)) error {
-	cur, err := c.coll.Find(ctx, filter)
+	return each(ctx, c.coll, filter, fn)
+}
+
+// each calls fn for every document of coll matching filter.
+func each(ctx context.Context, coll *mongo.Collection, filter bson.D, fn func(bson.Raw)) error {
+	cur, err := coll.Find(ctx, filter)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,12 @@ const (
 	CountsProjectTickIndex = "project_1_timestamp_1"
 	// TokensProjectIndex is the index on tokens.project.
 	TokensProjectIndex = "project_1"
+	// SummaryKeyIndex is the unique index on exactly {id: 1, type: 1, timestamp: 1} of each
+	// summaries collection (rollups_1h, rollups_1d): one summary per node and bucket.
+	SummaryKeyIndex = "id_1_type_1_timestamp_1"
+	// SummaryProjectTickIndex is the index on {project: 1, timestamp: 1} of each summaries
+	// collection (replay, verify and retention read a project's buckets by time).
+	SummaryProjectTickIndex = "project_1_timestamp_1"
 )
 
 // Index is an index rollup relies on.
@@ -66,6 +72,13 @@ func Indexes() []Index {
 			Purpose: "the read API, verify and replay read a project's documents by tick"},
 		{Collection: TokensCollection, Name: TokensProjectIndex, Keys: bson.D{{Key: FieldProject, Value: int32(1)}},
 			Purpose: "tokens are listed by project"},
+	}
+	for _, coll := range []string{HourlyCollection, DailyCollection} {
+		out = append(out,
+			Index{Collection: coll, Name: SummaryKeyIndex, Keys: CountsKey(), Unique: true,
+				Purpose: "one summary per (id, type, bucket): without it concurrent upserts insert duplicate summaries"},
+			Index{Collection: coll, Name: SummaryProjectTickIndex, Keys: bson.D{{Key: FieldProject, Value: int32(1)}, {Key: FieldTimestamp, Value: int32(1)}},
+				Purpose: "replay, verify and retention read a project's summaries by time"})
 	}
 	for _, ix := range treedb.Indexes() {
 		keys, _ := ix.Model.Keys.(bson.D)

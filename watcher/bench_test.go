@@ -43,13 +43,13 @@ func benchTick100k(b *testing.B, opts Options) {
 	r := e.start(w)
 	root := e.db.Collection(store.CountsCollection)
 
-	var lat []time.Duration
-	var writes []int64
+	var lat, tierLat []time.Duration
+	var writes, tierWrites []int64
 	var submitTimes []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		at := t0.Add(-time.Duration(i+1) * tick)
-		before := w.Stats().ParentWrites
+		before, tiersBefore := w.Stats().ParentWrites, w.Stats().TierWrites
 		want := int64(0)
 		started := time.Now()
 		var wg sync.WaitGroup
@@ -98,8 +98,18 @@ func benchTick100k(b *testing.B, opts Options) {
 			pollPause()
 		}
 		lat = append(lat, time.Since(acked))
+		// The root's hourly and daily summaries have the tick (the watcher writes them when
+		// the stream goes quiet, at most MaxTierDelay later).
+		for !rootSummarized(b, e.db, project, at) {
+			if time.Since(acked) > 60*time.Second {
+				b.Fatal("the root's summaries never had the tick")
+			}
+			pollPause()
+		}
+		tierLat = append(tierLat, time.Since(acked))
 		testctx.WaitFor(b, "writes settle", func() bool { return w.Stats().ParentWrites-before >= distinct })
 		writes = append(writes, w.Stats().ParentWrites-before)
+		tierWrites = append(tierWrites, w.Stats().TierWrites-tiersBefore)
 	}
 	b.StopTimer()
 	slices.Sort(lat)
@@ -108,8 +118,12 @@ func benchTick100k(b *testing.B, opts Options) {
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms-root-correct")
 	b.ReportMetric(float64(slices.Max(writes)), "max-parent-writes/tick")
 	b.ReportMetric(float64(distinct), "distinct-parents/tick")
+	slices.Sort(tierLat)
+	b.ReportMetric(float64(tierLat[len(tierLat)/2].Milliseconds()), "p50-ms-summaries")
+	b.ReportMetric(float64(slices.Max(tierWrites)), "max-summary-writes/tick")
 	fmt.Fprintf(os.Stderr, "%s N=%d submit times %v latencies %v writes %v\n", b.Name(), b.N, submitTimes, lat, writes)
-	b.Logf("latencies %v; parent writes per tick %v (distinct parents %d); stats %+v", lat, writes, distinct, w.Stats())
+	b.Logf("latencies %v; summaries %v; parent writes per tick %v (distinct parents %d); summary writes %v; stats %+v",
+		lat, tierLat, writes, distinct, tierWrites, w.Stats())
 	if err := r.stop(); err != nil {
 		b.Fatal(err)
 	}
@@ -127,4 +141,25 @@ func rootDoc(b *testing.B, coll *mongo.Collection, project string, at time.Time)
 	on, _ := raw.Lookup(store.FieldOnline).AsInt64OK()
 	rep, _ := raw.Lookup("reported").AsInt64OK()
 	return rootTotals{on, rep}, true
+}
+
+// rootSummarized reports whether the root's hourly and daily summaries have tick at.
+func rootSummarized(b *testing.B, db *mongo.Database, project string, at time.Time) bool {
+	for _, t := range []store.Tier{store.Tier1h, store.Tier1d} {
+		start := store.BucketStart(t, at)
+		coll, _ := store.SummaryCollection(t)
+		raw, err := db.Collection(coll).FindOne(context.Background(), store.KeyFilter(store.Key{ID: project, Type: tree.TypeProject, Tick: start})).Raw()
+		if err != nil {
+			return false
+		}
+		sum, err := store.DecodeSummary(t, raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		slot, _ := store.BucketSlot(t, start, at)
+		if !sum.Ticks.Has(slot) {
+			return false
+		}
+	}
+	return true
 }

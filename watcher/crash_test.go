@@ -16,8 +16,10 @@ import (
 )
 
 // TestCrashSafety stops the watcher at random points — abandoning a batch between two levels
-// of parent writes as a crash would, or cancelling its context — while leaves keep coming,
-// restarts it, and checks every (node, tick) against a full recompute of the final leaves.
+// of parent writes or between the parents and their summaries as a crash would, or
+// cancelling its context — while leaves keep coming, restarts it, and checks every (node,
+// tick) against a full recompute of the final leaves, and every hourly and daily summary
+// against a naive summary of the parents.
 // Each seed is reproducible in what it submits and where it crashes.
 func TestCrashSafety(t *testing.T) {
 	seeds := 8
@@ -57,17 +59,27 @@ func TestCrashSafety(t *testing.T) {
 				e.submit(items...)
 			}
 			for run := range 6 {
-				crashAfter := int64(rng.IntN(12))
-				var levels atomic.Int64
+				// A crash between two levels of parent writes, or between the parents and
+				// their hourly and daily summaries.
+				crashAfter, tiersAfter := int64(rng.IntN(12)), int64(1<<62)
+				if rng.IntN(2) == 0 {
+					crashAfter, tiersAfter = 1<<62, int64(rng.IntN(3))
+				}
+				var levels, tiers atomic.Int64
 				w := e.newWatcher(Options{ChunkSize: 2, CheckpointInterval: time.Millisecond, ShutdownTimeout: time.Second,
-					Knobs: &Knobs{Recompute: recompute.Knobs{BeforeLevel: func() bool { return levels.Add(1) > crashAfter }}}})
+					Knobs: &Knobs{Recompute: recompute.Knobs{
+						BeforeLevel: func() bool { return levels.Add(1) > crashAfter },
+						BeforeTiers: func() bool { return tiers.Add(1) > tiersAfter },
+					}}})
 				r := e.start(w)
 				for range 1 + rng.IntN(6) {
 					submitRandom()
 				}
 				if rng.IntN(2) == 0 {
 					// Let it crash if it gets there, else stop it gracefully.
-					testctx.WaitFor(t, "watcher progress", func() bool { return levels.Load() > crashAfter || w.Stats().Batches > 0 })
+					testctx.WaitFor(t, "watcher progress", func() bool {
+						return levels.Load() > crashAfter || tiers.Load() > tiersAfter || w.Stats().Batches > 0
+					})
 				}
 				err := r.stop()
 				if err != nil && !errors.Is(err, recompute.ErrCrashed) {

@@ -124,6 +124,13 @@ func (e *env) createIndex() {
 	if err != nil {
 		e.t.Fatalf("create index: %v", err)
 	}
+	for _, ix := range store.Indexes() {
+		if ix.Collection == store.HourlyCollection || ix.Collection == store.DailyCollection {
+			if _, err := e.db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model()); err != nil {
+				e.t.Fatalf("create index: %v", err)
+			}
+		}
+	}
 }
 
 // submit writes leaves through the bulk writer and fails the test on any error.
@@ -275,6 +282,74 @@ func (e *env) mismatch(project string) string {
 			case got.Online != w.Online || got.Reported != w.Reported || got.Expected != w.Expected || got.TreeVersion != v:
 				return fmt.Sprintf("tick %s node %s: online=%d reported=%d expected=%d tree=%d, want %+v tree=%d",
 					at, n.ID, got.Online, got.Reported, got.Expected, got.TreeVersion, w, v)
+			}
+		}
+	}
+	return e.tierMismatch(project, parents)
+}
+
+// tierMismatch compares the hourly and daily summaries of project with NaiveStats of the
+// stored parents (those of their tick's tree), and returns the first difference.
+func (e *env) tierMismatch(project string, parents map[time.Time]map[string]rollup.Parent) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type bucket struct {
+		id, typ string
+		start   time.Time
+	}
+	hourTicks := map[bucket][]rollup.TickTotals{}
+	for at, ps := range parents {
+		tr, _, _ := e.trees.TreeAt(ctx, project, at)
+		for _, p := range ps {
+			if n, ok := tr.Node(p.ID); !ok || n.Type != p.Type || tr.IsLeaf(p.ID) {
+				continue
+			}
+			b := bucket{p.ID, p.Type, at.Truncate(time.Hour)}
+			hourTicks[b] = append(hourTicks[b], rollup.TickTotals{Slot: int(at.Sub(b.start) / tick), Online: p.Online, Reported: p.Reported, Expected: p.Expected})
+		}
+	}
+	want := map[store.Tier]map[bucket]rollup.Stats{store.Tier1h: {}, store.Tier1d: {}}
+	dayTicks := map[bucket][]rollup.TickTotals{}
+	for b, ts := range hourTicks {
+		want[store.Tier1h][b] = rollup.NaiveStats(ts)
+		d := bucket{b.id, b.typ, b.start.Truncate(24 * time.Hour)}
+		for _, tt := range ts {
+			tt.Slot += int(b.start.Sub(d.start) / tick)
+			dayTicks[d] = append(dayTicks[d], tt)
+		}
+	}
+	for b, ts := range dayTicks {
+		want[store.Tier1d][b] = rollup.NaiveStats(ts)
+	}
+	for _, tier := range []store.Tier{store.Tier1h, store.Tier1d} {
+		sums, err := store.NewSummaries(e.db, tier)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		got := map[bucket]rollup.Stats{}
+		err = sums.Project(ctx, project, time.Time{}, time.Now().Add(24*time.Hour), func(k store.Key, s rollup.Summary, err error) error {
+			if err != nil {
+				return err
+			}
+			b := bucket{k.ID, k.Type, k.Tick}
+			if _, dup := got[b]; dup {
+				return fmt.Errorf("two %s summaries of %s at %s", tier, k.ID, k.Tick)
+			}
+			got[b] = s.Stats
+			return nil
+		})
+		if err != nil {
+			return err.Error()
+		}
+		for b, w := range want[tier] {
+			if g := got[b]; g != w {
+				return fmt.Sprintf("%s summary of %s at %s: %+v, want %+v", tier, b.id, b.start, g, w)
+			}
+		}
+		for b, g := range got {
+			if _, ok := want[tier][b]; !ok && g.Count() > 0 {
+				return fmt.Sprintf("%s summary of %s at %s: %+v, want none", tier, b.id, b.start, g)
 			}
 		}
 	}

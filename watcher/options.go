@@ -35,6 +35,12 @@ type Options struct {
 	ReplayMargin time.Duration
 	// ChunkSize, Workers and MaxConflicts tune the parent writes (recompute.Options).
 	ChunkSize, Workers, MaxConflicts int
+	// MaxTierDelay bounds how long the hourly and daily summaries of written parents wait
+	// while events keep flowing (default 5s); they are written at once when the stream is
+	// quiet. The checkpoint never moves past leaves whose summaries are not written.
+	MaxTierDelay time.Duration
+	// MaxTierBuckets bounds the hourly buckets waiting for their summaries (default 200,000).
+	MaxTierBuckets int
 	// ShutdownTimeout bounds how long the batch in progress may still be written after the
 	// Run context is done (default 10s).
 	ShutdownTimeout time.Duration
@@ -99,6 +105,8 @@ const (
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultHeartbeat          = time.Second
 	DefaultLeaseTTL           = 10 * time.Second
+	DefaultMaxTierDelay       = 5 * time.Second
+	DefaultMaxTierBuckets     = 200_000
 )
 
 func (o Options) withDefaults() Options {
@@ -119,6 +127,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReplayMargin <= 0 {
 		o.ReplayMargin = DefaultReplayMargin
+	}
+	if o.MaxTierDelay <= 0 {
+		o.MaxTierDelay = DefaultMaxTierDelay
+	}
+	if o.MaxTierBuckets <= 0 {
+		o.MaxTierBuckets = DefaultMaxTierBuckets
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
@@ -152,6 +166,9 @@ type Stats struct {
 	ParentWrites int64
 	// Conflicts is the number of parent writes that lost the rev guard and were re-merged.
 	Conflicts int64
+	// TierWrites is the number of hourly and daily summary writes sent (conflicting and
+	// resent ones included); TierConflicts the number that lost the rev guard.
+	TierWrites, TierConflicts int64
 	// Replays is the number of lost history windows replayed from the leaves
 	// (ChangeStreamHistoryLost, or a missing checkpoint with leaves stored).
 	Replays int64
@@ -185,16 +202,18 @@ type counters struct {
 // snapshot combines the watcher's counters with the engine's.
 func (c *counters) snapshot(e recompute.Stats) Stats {
 	s := Stats{
-		Events:       e.Events,
-		Batches:      c.batches.Load(),
-		ParentWrites: e.ParentWrites,
-		Conflicts:    e.Conflicts,
-		Replays:      c.replays.Load(),
-		Orphans:      e.Orphans,
-		Invalid:      c.invalid.Load() + e.Invalid,
-		Fenced:       e.Fenced,
-		Takeovers:    c.takeovers.Load(),
-		LeaseLosses:  c.leaseLosses.Load(),
+		Events:        e.Events,
+		Batches:       c.batches.Load(),
+		ParentWrites:  e.ParentWrites,
+		Conflicts:     e.Conflicts,
+		TierWrites:    e.TierWrites,
+		TierConflicts: e.TierConflicts,
+		Replays:       c.replays.Load(),
+		Orphans:       e.Orphans,
+		Invalid:       c.invalid.Load() + e.Invalid,
+		Fenced:        e.Fenced,
+		Takeovers:     c.takeovers.Load(),
+		LeaseLosses:   c.leaseLosses.Load(),
 	}
 	if ns := c.lastEvent.Load(); ns != 0 {
 		s.LastEventTime = time.Unix(0, ns).UTC()

@@ -17,6 +17,9 @@ type Progress struct {
 	// Recompute is the distribution of the seconds a burst of leaves took to recompute
 	// (every ancestor written); its Count is the number of bursts.
 	Recompute hist.Snapshot
+	// Tiers is the distribution of the seconds one write of the waiting hourly and daily
+	// summaries took; its Count is the number of such writes.
+	Tiers hist.Snapshot
 	// Streams has one entry per checkpoint name (one per partition), sorted by name.
 	Streams []StreamProgress
 }
@@ -26,7 +29,7 @@ type StreamProgress struct {
 	// Checkpoint is the checkpoint's _id (Options.Name, or the partition's).
 	Checkpoint string
 	// Position is the cluster time (whole seconds) of the resume token after the last
-	// processed batch: every event before it has its rollups written. It advances on an
+	// processed batch: every event before it has its rollups and their summaries written. It advances on an
 	// idle stream too (the postBatchResumeToken; a replica set's no-op writer moves it every
 	// 10 s), so now − Position is the watcher's lag. Zero before the first batch.
 	Position time.Time
@@ -46,6 +49,7 @@ func RecomputeBounds() []float64 {
 type progress struct {
 	once      sync.Once
 	recompute *hist.Histogram
+	tierHist  *hist.Histogram
 	mu        sync.Mutex
 	streams   map[string]*StreamProgress
 }
@@ -53,6 +57,7 @@ type progress struct {
 func (p *progress) init() {
 	p.once.Do(func() {
 		p.recompute = hist.New(RecomputeBounds()...)
+		p.tierHist = hist.New(RecomputeBounds()...)
 		p.streams = map[string]*StreamProgress{}
 	})
 }
@@ -61,6 +66,12 @@ func (p *progress) init() {
 func (p *progress) burst(took time.Duration) {
 	p.init()
 	p.recompute.Observe(took.Seconds())
+}
+
+// tiers records the time one write of the waiting summaries took.
+func (p *progress) tiers(took time.Duration) {
+	p.init()
+	p.tierHist.Observe(took.Seconds())
 }
 
 // stream returns the entry of a checkpoint name; p.mu must be held.
@@ -99,7 +110,7 @@ func (p *progress) checkpoint(name string, cp checkpoint) {
 
 func (p *progress) snapshot() Progress {
 	p.init()
-	out := Progress{Recompute: p.recompute.Snapshot()}
+	out := Progress{Recompute: p.recompute.Snapshot(), Tiers: p.tierHist.Snapshot()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, s := range p.streams {

@@ -320,25 +320,57 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
 	// (the stream is quiet), after MaxBurstDelay or MaxBurst leaves, at an invalidate, or at
 	// shutdown; server batches are never split. pending is the token after the burst.
+	//
+	// The summaries of the parents a burst wrote (or found current) wait in dirty until the
+	// stream is quiet, MaxTierDelay passes or MaxTierBuckets are waiting (and at an invalidate
+	// or shutdown): then every waiting bucket is recomputed once. Meanwhile the position stays
+	// before those bursts (held is the token after them), so a crash before the summaries are
+	// written redoes the bursts, whose parents are current and come back into dirty.
 	var burst []store.Leaf
 	var burstStart time.Time
-	var pending bson.Raw
+	var pending, held bson.Raw
+	dirty := recompute.NewDirty()
 	// calls counts the TryNext calls of this stream: the first one only reads the batch the
 	// stream was opened with (no getMore), so an empty first batch proves nothing.
 	emptyResumes, calls := 0, 0
+	advance := func(tok bson.Raw) {
+		s.token = tok
+		w.stats.prog.position(w.cps.id, s.token)
+	}
+	flushTiers := func() error {
+		if err := w.summarize(work, dirty); err != nil {
+			return err
+		}
+		if held != nil {
+			advance(held)
+			held = nil
+		}
+		return nil
+	}
 	flush := func() error {
 		if len(burst) > 0 {
-			if err := w.processBurst(work, burst); err != nil {
+			if err := w.processBurst(work, burst, dirty); err != nil {
 				return err
 			}
 			w.progressed(s)
 		}
 		burst = burst[:0]
 		if pending != nil {
-			s.token, pending = pending, nil
-			w.stats.prog.position(w.cps.id, s.token)
+			if dirty.Len() > 0 || held != nil {
+				held = pending
+			} else {
+				advance(pending)
+			}
+			pending = nil
 		}
 		return nil
+	}
+	tiersDue := func(quiet bool) bool {
+		n := dirty.Len()
+		if n == 0 {
+			return held != nil
+		}
+		return quiet || n >= w.opts.MaxTierBuckets || time.Since(dirty.Since()) >= w.opts.MaxTierDelay
 	}
 	for {
 		calls++
@@ -347,6 +379,9 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
 				if ferr := flush(); ferr != nil {
+					return ferr
+				}
+				if ferr := flushTiers(); ferr != nil {
 					return ferr
 				}
 			}
@@ -364,6 +399,11 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		}
 		if n == 0 || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
 			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if len(burst) == 0 && tiersDue(n == 0 || invalidate != nil || ctx.Err() != nil) {
+			if err := flushTiers(); err != nil {
 				return err
 			}
 		}
@@ -456,13 +496,26 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]stor
 	return out, nil, n, false, nil
 }
 
-// processBurst recomputes the ancestors of a burst of leaves.
-func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf) error {
+// processBurst recomputes the ancestors of a burst of leaves and adds their hours to dirty.
+func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *recompute.Dirty) error {
 	start := time.Now()
-	if err := w.engine.Leaves(ctx, leaves); err != nil {
+	if err := w.engine.Parents(ctx, leaves, dirty); err != nil {
 		return err
 	}
 	w.stats.prog.burst(time.Since(start))
+	return nil
+}
+
+// summarize brings the summaries of dirty up to date.
+func (w *Watcher) summarize(ctx context.Context, dirty *recompute.Dirty) error {
+	if dirty.Len() == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := w.engine.Summarize(ctx, dirty); err != nil {
+		return err
+	}
+	w.stats.prog.tiers(time.Since(start))
 	return nil
 }
 

@@ -369,6 +369,50 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("90 days and a year, with the resolution shown", func(t *testing.T) {
+		p := open(t, link+"&node="+project+"&range=1y", 1280, 900)
+		chart := func(attr string) string { return p.str(`document.getElementById('chart').dataset.` + attr) }
+		check := func(rng string, agg string) {
+			t.Helper()
+			q := url.Values{"node": {project}, "from": {chart("from")}, "to": {chart("to")}, "step": {"1d"}, "agg": {agg}}
+			var s apiv1.SeriesResponse
+			getJSON(ctx, t, srv.URL+"/v1/projects/"+project+"/series?"+q.Encode(), f.token, &s)
+			gaps := 0
+			for _, pt := range s.Points {
+				if pt.Online == nil {
+					gaps++
+				}
+			}
+			if chart("range") != rng || chart("step") != "1d" || chart("tier") != "1d" || chart("agg") != agg ||
+				chart("points") != fmt.Sprint(len(s.Points)) || chart("gaps") != fmt.Sprint(gaps) || gaps == len(s.Points) || s.Tier != "1d" {
+				t.Errorf("%s: chart range %s step %s tier %s agg %s, %s points %s gaps; API: %d points, %d gaps, tier %s",
+					rng, chart("range"), chart("step"), chart("tier"), chart("agg"), chart("points"), chart("gaps"), len(s.Points), gaps, s.Tier)
+			}
+			if got := p.str(`document.getElementById('resolution').textContent`); got != "Resolution: one point per UTC day, from daily summaries (UTC days)" {
+				t.Errorf("%s: resolution %q", rng, got)
+			}
+		}
+		check("1y", "max")
+		n := p.loads()
+		p.click(`#ranges button[data-range="90d"]`)
+		p.waitLoads("90 days", n)
+		check("90d", "max")
+		n = p.loads()
+		p.eval(`(() => { const s = document.getElementById('agg'); s.value = 'min'; s.dispatchEvent(new Event('change')); })()`, nil)
+		p.waitLoads("min per day", n)
+		check("90d", "min")
+		if h := p.str("location.hash"); !strings.Contains(h, "range=90d") || !strings.Contains(h, "agg=min") {
+			t.Errorf("fragment %s", h)
+		}
+		p.screenshot(filepath.Join(artifacts, "dashboard-90d.png"))
+		n = p.loads()
+		p.click(`#ranges button[data-range="24h"]`)
+		p.waitLoads("24 hours", n)
+		if got := p.str(`document.getElementById('resolution').textContent`); got != "Resolution: one point per 5 minutes, from 5-minute totals" || chart("tier") != "5m" {
+			t.Errorf("24h: resolution %q, tier %s", got, chart("tier"))
+		}
+	})
+
 	t.Run("compare children and CSV", func(t *testing.T) {
 		p := open(t, link+"&node="+project+"&range=2d&step=1h&agg=mean&cmp=lines&n=2", 1280, 900)
 		var tr apiv1.TreeResponse

@@ -28,6 +28,8 @@ const (
 	Step1d = "1d"
 	// AggMax takes the largest online of the step's ticks (the default).
 	AggMax = "max"
+	// AggMin takes the smallest online of the step's ticks that have a document.
+	AggMin = "min"
 	// AggMean takes the mean online of the step's ticks that have a document.
 	AggMean = "mean"
 	// AggLast takes the online of the step's latest tick that has a document.
@@ -102,8 +104,12 @@ type SeriesResponse struct {
 	Type string `json:"type"`
 	// Step is the step of the points (Step5m, Step1h or Step1d).
 	Step string `json:"step"`
-	// Agg is how a step's ticks were combined (AggMax, AggMean or AggLast).
+	// Agg is how a step's ticks were combined (AggMax, AggMin, AggMean or AggLast).
 	Agg string `json:"agg"`
+	// Tier is the stored resolution the points were read from: "5m" (the 5-minute
+	// documents), "1h" or "1d" (the hourly or daily summaries of a parent or root; a leaf's
+	// 1h and 1d points come from its 5-minute documents).
+	Tier string `json:"tier"`
 	// Points are in time order.
 	Points []SeriesPoint `json:"points"`
 }

@@ -14,11 +14,12 @@ import (
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
 
-const replayUsage = `usage: rollup replay --project P --from T1 --to T2 [--dry-run] [--progress auto|bar|lines|none] [flags]
+const replayUsage = `usage: rollup replay --project P --from T1 --to T2 [--dry-run | --tiers-only] [--progress auto|bar|lines|none] [flags]
 
 Recompute every parent and root of a project for the ticks in [T1, T2) (RFC3339) from the
 leaves, with the tree version in effect at each tick: after a tree import effective in the
@@ -35,6 +36,11 @@ A window that starts before the leaves' retention horizon (leaves older than it 
 been deleted: see 'rollup retention show') is refused, naming the horizon, with exit status
 1 and nothing written: a rebuild would compute totals from nothing. Replay from the horizon.
 
+The hourly and daily summaries of every hour and UTC day that overlaps the window are
+rebuilt too, whole (an hour from its 5-minute parents, a day from its hours), after the
+window's ticks in them. --tiers-only rebuilds only those summaries, from the 5-minute parents
+as stored (what 'rollup verify' asks for when only summaries are wrong).
+
 Examples:
   rollup replay --project demo --from 2024-05-01T00:00:00Z --to 2024-05-02T00:00:00Z --dry-run \
       --mongodb-uri 'mongodb://db1/?replicaSet=rs0'
@@ -50,6 +56,7 @@ Flags:
 type replayConfig struct {
 	window   windowFlags
 	dryRun   bool
+	tiers    bool
 	progress string
 	logLevel string
 	store    storeFlags
@@ -59,11 +66,15 @@ func parseReplay(e *env, args []string) (replayConfig, error) {
 	var c replayConfig
 	fs := e.flags("replay", replayUsage)
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print what would change, write nothing")
+	fs.BoolVar(&c.tiers, "tiers-only", false, "rebuild only the hourly and daily summaries, from the 5-minute parents as stored")
 	fs.StringVar(&c.progress, "progress", "auto", "progress on stderr: auto (bar on a terminal, else lines), bar, lines or none")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	err := parseWindowCommand(e, fs, args, &c.window, &c.store, func() error {
 		if c.progress != "auto" && c.progress != "bar" && c.progress != "lines" && c.progress != "none" {
 			return fmt.Errorf("--progress %q: want auto, bar, lines or none", c.progress)
+		}
+		if c.dryRun && c.tiers {
+			return errors.New("--dry-run and --tiers-only do not go together")
 		}
 		return nil
 	}, "replay works on a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
@@ -93,8 +104,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		}
 		p := newProgress(e.stderr, c.progress, time.Now)
 		st, err := recompute.Replay(ctx, db, trees, c.window.project, c.window.from, c.window.to, recompute.ReplayOptions{
-			Progress: p.update,
-			Logger:   log,
+			Progress:  p.update,
+			Logger:    log,
+			TiersOnly: c.tiers,
 		})
 		p.finish()
 		return replaySummary(e.stdout, c, st, p.elapsed(), err)
@@ -115,16 +127,26 @@ func replaySummary(w io.Writer, c replayConfig, st recompute.ReplayStats, took t
 	fmt.Fprintf(&b, "%s %s: %d ticks, %d leaves, %d parent writes (%d conflicts), %d orphans, %d invalid in %s (%s leaves/s)\n",
 		verb, c.window, st.Ticks, st.Leaves, st.ParentWrites, st.Conflicts, st.Orphans, st.Invalid,
 		took.Round(time.Millisecond), rate(st.Leaves, took))
-	if err == nil && st.Ticks == 0 {
+	fmt.Fprintf(&b, "summaries: %d hourly and %d daily buckets rebuilt, %d writes\n", st.Hours, st.Days, st.TierWrites)
+	if err == nil && st.Ticks == 0 && !c.tiers {
 		fmt.Fprintf(&b, "note: project %s has no documents in the window\n", c.window.project)
 	}
 	if err != nil && refused == nil {
 		from := c.window.from
 		if !st.LastTick.IsZero() {
+			// After the last tick finished; from that tick itself when the next one starts an
+			// hour, so the resumed replay rebuilds the summaries of its hour and day too.
 			from = st.LastTick.Add(tree.DefaultTick)
+			if from.Equal(store.BucketStart(store.Tier1h, from)) {
+				from = st.LastTick
+			}
 		}
-		fmt.Fprintf(&b, "resume: rollup replay --project %s --from %s --to %s\n",
-			c.window.project, from.Format(time.RFC3339), c.window.to.Format(time.RFC3339))
+		flag := ""
+		if c.tiers {
+			flag, from = "--tiers-only ", c.window.from
+		}
+		fmt.Fprintf(&b, "resume: rollup replay %s--project %s --from %s --to %s\n",
+			flag, c.window.project, from.Format(time.RFC3339), c.window.to.Format(time.RFC3339))
 	}
 	if _, werr := io.WriteString(w, b.String()); werr != nil && err == nil {
 		err = fmt.Errorf("print summary: %w", werr)

@@ -332,11 +332,13 @@ func TestReplayVerify(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
-		wantAll(t, "verify", out, "violations (recompute 1, sum 1)",
+		// The server's hourly and daily summaries, written before the damage, no longer
+		// match its 5-minute documents either.
+		wantAll(t, "verify", out, "violations (recompute 1, sum 1, summary 2)",
 			fmt.Sprintf("sum       %s (server) at %s: online stored %d, expected %d: not the sum over its %d children: exactly twice the sum",
 				server.ID, at.Format(time.RFC3339), 2*good, good, len(p.Children)),
 			fmt.Sprintf("recompute %s (server) at %s: online stored %d, expected %d", server.ID, at.Format(time.RFC3339), 2*good, good),
-			"repair, in this order, then verify again:\n  1. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (sum, recompute: ")
+			"repair, in this order, then verify again:\n  1. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (sum, recompute, summary: ")
 
 		before := e.snapshot()
 		dry := e.replay("--dry-run")
@@ -383,7 +385,7 @@ func TestReplayVerify(t *testing.T) {
 			fmt.Sprintf("recompute %s (group) at %s: online stored %d, expected %d", group.ID, at.Format(time.RFC3339), partial.Online, p.Online),
 			"index     index id_1_type_1_timestamp_1 on counts is missing",
 			"  1. rollup migrate up\n     (duplicate, index: removes the duplicate documents (keeping the newest of each key) and rebuilds the unique index",
-			"  2. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (recompute: ")
+			"  2. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (recompute, summary: ")
 		// The repair verify prints: migrate up (the newer, partial document is the one kept),
 		// then replay.
 		out, err = e.cmd(e.ctx, nil, "migrate", "up")
@@ -557,6 +559,65 @@ func TestProgressRate(t *testing.T) {
 		}
 		if tc.mode == "lines" && tc.lines == 5 && !strings.HasSuffix(b.String(), "replay: 5/5 ticks, 5000 leaves, 625 leaves/s, 0 parent writes, tick 2024-05-01T00:20:00Z, eta 0s\n") {
 			t.Errorf("last line: %q", b.String())
+		}
+	}
+}
+
+// TestReplayTiersOnly: a wrong hourly summary and a missing daily one make verify fail with
+// kind summary and name `rollup replay --tiers-only` as the repair; that command rebuilds
+// them (and only them: no parent write), after which verify passes.
+func TestReplayTiersOnly(t *testing.T) {
+	e := newOpsEnv(t, 2, 2, 3, 3)
+	if out := e.replay("--progress", "none"); !strings.Contains(out, "summaries: ") {
+		t.Fatalf("replay output:\n%s", out)
+	}
+	e.mustVerify()
+	root := e.tr.Root()
+	hour := store.BucketStart(store.Tier1h, opsT0)
+	day := store.BucketStart(store.Tier1d, opsT0)
+	if _, err := e.db.Collection(store.HourlyCollection).UpdateOne(e.ctx, store.KeyFilter(store.Key{ID: root.ID, Type: root.Type, Tick: hour}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldSum, Value: int64(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Collection(store.DailyCollection).DeleteOne(e.ctx, store.KeyFilter(store.Key{ID: root.ID, Type: root.Type, Tick: day})); err != nil {
+		t.Fatal(err)
+	}
+	out, code := e.verify()
+	if code != 1 {
+		t.Fatalf("verify exit %d:\n%s", code, out)
+	}
+	wantAll(t, "verify", out, "2 violations (summary 2)",
+		fmt.Sprintf("summary   %s (project) at %s: sum stored 1, expected", root.ID, hour.Format(time.RFC3339)),
+		fmt.Sprintf("summary   %s (project) at %s: 1d summary missing (3 ticks summarized by its sources)", root.ID, day.Format(time.RFC3339)),
+		"rollup replay --tiers-only --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z")
+	out = e.replay("--tiers-only", "--progress", "none")
+	wantAll(t, "replay --tiers-only", out, "0 ticks, 0 leaves, 0 parent writes", "2 writes")
+	e.mustVerify()
+	if _, err := e.cmd(e.ctx, nil, append([]string{"replay", "--tiers-only", "--dry-run"}, e.window()...)...); exitCode(io.Discard, err) != 2 {
+		t.Fatalf("--tiers-only --dry-run: %v, want a usage error", err)
+	}
+}
+
+// TestReplayResumeCommand: after an interruption the printed command resumes after the last
+// tick finished, or from that tick when the next one starts an hour (so the resumed replay
+// rebuilds that hour's and day's summaries, which the interrupted one may not have written);
+// --tiers-only resumes from the window's start.
+func TestReplayResumeCommand(t *testing.T) {
+	w := windowFlags{project: "ops", from: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC), to: time.Date(2024, 5, 1, 13, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		last  time.Time
+		tiers bool
+		want  string
+	}{
+		{time.Time{}, false, "resume: rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T13:00:00Z"},
+		{time.Date(2024, 5, 1, 10, 5, 0, 0, time.UTC), false, "resume: rollup replay --project ops --from 2024-05-01T10:10:00Z --to 2024-05-01T13:00:00Z"},
+		{time.Date(2024, 5, 1, 10, 55, 0, 0, time.UTC), false, "resume: rollup replay --project ops --from 2024-05-01T10:55:00Z --to 2024-05-01T13:00:00Z"},
+		{time.Date(2024, 5, 1, 10, 55, 0, 0, time.UTC), true, "resume: rollup replay --tiers-only --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T13:00:00Z"},
+	} {
+		var b strings.Builder
+		err := replaySummary(&b, replayConfig{window: w, tiers: tc.tiers}, recompute.ReplayStats{LastTick: tc.last}, time.Second, context.Canceled)
+		if !errors.Is(err, context.Canceled) || !strings.Contains(b.String(), tc.want+"\n") {
+			t.Errorf("last tick %s, tiers-only %v: %v\n%s\nwant %q", tc.last, tc.tiers, err, b.String(), tc.want)
 		}
 	}
 }

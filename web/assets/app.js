@@ -11,7 +11,7 @@
 //
 // Rendered numbers carry data-* attributes for tests: tree rows and children (data-node-id,
 // data-online, data-reported, data-expected, data-complete, data-nodata, data-mismatch), the
-// chart (data-points, data-gaps, data-incomplete, data-from, data-to, data-step, data-agg,
+// chart (data-points, data-gaps, data-incomplete, data-from, data-to, data-step, data-tier, data-agg,
 // data-compare-ids), the readout (data-t, data-online); <body> has data-state, data-loads
 // (views shown so far) and data-stale.
 'use strict';
@@ -21,15 +21,18 @@
   const TICK_S = 300; // the server's tick (tree.DefaultTick)
   // Time ranges of the range buttons, shortest first. A longer one needs only a line here:
   // the automatic step is the finest with at most AUTO_POINTS points.
-  const RANGES = [['1h', 3600], ['6h', 6 * 3600], ['24h', 86400], ['2d', 2 * 86400], ['7d', 7 * 86400], ['30d', 30 * 86400]];
+  const RANGES = [['1h', 3600], ['6h', 6 * 3600], ['24h', 86400], ['2d', 2 * 86400], ['7d', 7 * 86400], ['30d', 30 * 86400],
+    ['90d', 90 * 86400], ['1y', 365 * 86400]];
   const RANGE_S = new Map(RANGES);
   const DEFAULT_RANGE = '24h';
   const STEPS = [['5m', 300], ['1h', 3600], ['1d', 86400]];
   const STEP_S = new Map(STEPS);
   const AUTO_POINTS = 1000;
   const MAX_POINTS = 10000; // api.MaxSeriesPoints
-  const MAX_SPAN_S = 366 * 86400; // api.MaxSeriesWindow
-  const AGGS = ['max', 'mean', 'last'];
+  const MAX_SPAN_S = 731 * 86400; // api.MaxSeriesWindow: two years
+  const AGGS = ['max', 'min', 'mean', 'last'];
+  // What each stored resolution is (the series answer's tier), for the resolution note.
+  const TIER_TEXT = { '5m': '5-minute totals', '1h': 'hourly summaries', '1d': 'daily summaries (UTC days)' };
   const DEFAULT_AGG = 'max'; // as the API: peak players
   const REFRESHES = ['off', '10s', '30s', '1m', '5m'];
   const DEFAULT_REFRESH = '1m';
@@ -324,7 +327,7 @@
   function gapSeries(node, range, agg) {
     const points = [];
     for (let t = range.from; t < range.to; t += range.ss) points.push({ t: iso(t), online: null, reported: 0, expected: 0, complete: false });
-    return { node, type: '', step: range.step, agg, points };
+    return { node, type: '', step: range.step, agg, tier: '', points };
   }
 
   // fetchView reads what view v needs, reusing what is shown when reason is a user's change
@@ -677,10 +680,18 @@
     $('cmp-n').value = String(v.n);
     $('cmp-n').disabled = v.cmp === 'off' || leaf;
     $('range-label').textContent = r ? fmtTime(r.from, v.tz) + ' → ' + fmtTime(r.to, v.tz) + ' ' + tzName(r.from, v.tz) : '';
+    $('resolution').textContent = d ? resolutionText(d.range.step, d.series.tier) : '';
     $('custom-from').value = r ? toInput(r.from, v.tz) : '';
     $('custom-to').value = r ? toInput(r.to, v.tz) : '';
     $('custom-tz').textContent = tzName(r ? r.from : nowS(), v.tz);
     $('csv').disabled = !d;
+  }
+
+  // resolutionText says what one point of the chart is and where it comes from: 'one point
+  // per hour, from hourly summaries'.
+  function resolutionText(step, tier) {
+    const per = { '5m': 'one point per 5 minutes', '1h': 'one point per hour', '1d': 'one point per UTC day' }[step] || step;
+    return 'Resolution: ' + per + (TIER_TEXT[tier] ? ', from ' + TIER_TEXT[tier] : '');
   }
 
   function renderRanges() {
@@ -1037,6 +1048,7 @@
     Object.assign(box.dataset, {
       seriesNode: s.node,
       step: s.step,
+      tier: s.tier || '',
       agg: s.step === '5m' ? '' : s.agg || '',
       from: iso(r.from),
       to: iso(r.to),
@@ -1317,7 +1329,7 @@
     let err = '';
     if (!Number.isFinite(from) || !Number.isFinite(to)) err = 'Give both times.';
     else if (from >= to) err = '"From" must be before "To".';
-    else if (to - from > MAX_SPAN_S) err = 'At most 366 days.';
+    else if (to - from > MAX_SPAN_S) err = 'At most 731 days (two years).';
     $('custom-error').textContent = err;
     if (err) return;
     $('custom').hidden = true;
