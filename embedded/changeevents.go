@@ -171,7 +171,7 @@ func (s *Server) fullDocument(cs *changeStream, e *storage.Entry) (any, bool, er
 		var cur any
 		s.engine.Read(func(rd *storage.Reader) {
 			if d, ok := rd.Get(e.DB, e.Coll, e.DocKey[0].Value); ok {
-				cur = d.D
+				cur = d.D()
 			}
 		})
 		return cur, true, nil
