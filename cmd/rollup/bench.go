@@ -231,7 +231,6 @@ Flags:
 func runBenchScale(ctx context.Context, e *env, args []string) error {
 	cfg := bench.ScaleConfig{Launch: e.launcher()}
 	var leaves int
-	var cpuProfile, memProfile string
 	fs := benchFlags(e, "scale", scaleUsage, &cfg.URI)
 	fs.IntVar(&leaves, "leaves", 10_000, "leaves per project (picks the tree shape; see above)")
 	fs.IntVar(&cfg.Projects, "projects", 1, "projects, each with its own tree and token")
@@ -246,8 +245,8 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.Poll, "poll", bench.DefaultScalePoll, "interval of the root reads (the freshness's resolution)")
 	fs.DurationVar(&cfg.RootWait, "root-wait", bench.DefaultScaleRootWait, "how long to wait for the roots of a tick before reporting them not correct")
 	fs.StringVar(&cfg.Dir, "logs", "", "directory for the children's logs (default: a temporary one, removed after a successful run)")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process to this file (with --inprocess: of serve and the store too)")
-	fs.StringVar(&memProfile, "memprofile", "", "write an allocation and heap profile of this process to this file at the end")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the measured ticks (after the warm-up) to this file (with --inprocess: of serve and the store too)")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation and heap profile of this process to this file after the last tick")
 	err := parseBench(e, fs, args, func() error {
 		if cfg.Groups == 0 && cfg.Servers == 0 && cfg.Processes == 0 {
 			var err error
@@ -260,14 +259,7 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageError(err)
 	}
-	stop, err := bench.Profile(cpuProfile, memProfile)
-	if err != nil {
-		return err
-	}
 	res, err := bench.Scale(ctx, cfg, e.stderr)
-	if perr := stop(); perr != nil {
-		_, _ = fmt.Fprintln(e.stderr, perr)
-	}
 	if err != nil {
 		return fmt.Errorf("bench scale: %w", err)
 	}

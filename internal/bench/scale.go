@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +78,10 @@ type ScaleConfig struct {
 	// Shuffle sends the agents' requests in a seeded random order (agents report in no
 	// particular order); false sends them project by project, server by server.
 	Shuffle bool
+	// CPUProfile receives a CPU profile of this process from the first measured tick's
+	// start to the last tick's roots (the warm-up excluded); MemProfile an allocation and
+	// heap profile after the last tick ("": none).
+	CPUProfile, MemProfile string
 }
 
 // Defaults of ScaleConfig.
@@ -262,6 +267,8 @@ type scaleRun struct {
 	dbName   string
 	projects []*scaleProject
 	serves   []*serveInstance
+	// profiling is the CPU profile's file while it runs.
+	profiling *os.File
 }
 
 func (r *scaleRun) logf(format string, args ...any) {
@@ -280,6 +287,12 @@ func (r *scaleRun) run(ctx context.Context) error {
 	pctx, stopAll := context.WithCancel(ctx)
 	p := pool.New().WithContext(pctx)
 	cleanups = append(cleanups, func() { stopAll(); _ = p.Wait() })
+	cleanups = append(cleanups, func() {
+		if r.profiling != nil {
+			pprof.StopCPUProfile()
+			_ = r.profiling.Close()
+		}
+	})
 
 	// The store.
 	uri := r.cfg.URI
@@ -312,6 +325,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 		return err
 	}
 	r.proxy = blackpipe.New(target, log)
+	r.proxy.CountOnly() // its counters are all we read: no body copies in this process
 	if err := r.proxy.Listen("127.0.0.1:0"); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
@@ -351,6 +365,9 @@ func (r *scaleRun) run(ctx context.Context) error {
 		return err
 	}
 
+	if r.cfg.MemProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
 	for i := range r.cfg.Ticks + 1 {
 		tick := first.Add(time.Duration(i) * tree.DefaultTick)
 		t, err := r.runTick(ctx, tick, i == 0, i == r.cfg.Ticks)
@@ -359,6 +376,11 @@ func (r *scaleRun) run(ctx context.Context) error {
 		}
 		r.res.ticks = append(r.res.ticks, t)
 		r.printTickProgress(i, t)
+	}
+	if r.cfg.MemProfile != "" {
+		if err := writeHeapProfile(r.cfg.MemProfile); err != nil {
+			return err
+		}
 	}
 	for _, s := range r.serves {
 		if s.proc != nil {
@@ -620,6 +642,17 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last bool)
 		return t, err
 	}
 	runtime.GC()
+	if !warm && r.cfg.CPUProfile != "" && r.profiling == nil {
+		f, err := os.Create(r.cfg.CPUProfile)
+		if err != nil {
+			return t, fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return t, fmt.Errorf("cpu profile: %w", err)
+		}
+		r.profiling = f
+	}
 	r.proxy.ResetStats()
 	cpu0 := r.cpu()
 	start := time.Now()
@@ -648,6 +681,14 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last bool)
 	t.settled = poller.lastCorrect.Sub(start)
 	t.stats = r.proxy.Stats()
 	cpu1 := r.cpu()
+	if last && r.profiling != nil {
+		pprof.StopCPUProfile()
+		err := r.profiling.Close()
+		r.profiling = nil
+		if err != nil {
+			return t, fmt.Errorf("cpu profile: %w", err)
+		}
+	}
 	t.serveCPU, t.storeCPU, t.selfCPU = cpu1.serve-cpu0.serve, cpu1.store-cpu0.store, cpu1.self-cpu0.self
 	for pi := range r.projects {
 		if c, ok := poller.correctAt[pi]; ok {
