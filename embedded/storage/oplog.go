@@ -195,7 +195,6 @@ func decodeOplogEntry(raw []byte) (Entry, error) {
 		if ent.Doc, err = bsonval.Decode(ent.raw); err != nil {
 			return ent, err
 		}
-		ent.raw = nil
 		if len(ent.Doc) > 0 && ent.DocKey == nil {
 			ent.DocKey = bson.D{ent.Doc[0]}
 		}

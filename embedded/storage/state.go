@@ -167,12 +167,12 @@ func (c *collection) replace(cur, d *Doc, dec bson.D) error {
 	if err != nil {
 		return err
 	}
-	var curD bson.D
-	if len(c.indexes) > 1 {
-		curD = cur.D()
-	}
+	var curD bson.D // cur decoded, once an index needs more than its top-level fields
 	c.indexes[0].tree.ReplaceOrInsert(entry{key: d.idKey, doc: d})
 	for i, ix := range c.indexes[1:] {
+		if !ix.simple && curD == nil {
+			curD = cur.D()
+		}
 		old, _, _ := ix.indexKeys(cur, curD)
 		if !keysEqual(old, dk.keys[i]) {
 			ix.remove(old, cur)
@@ -185,11 +185,11 @@ func (c *collection) replace(cur, d *Doc, dec bson.D) error {
 
 func (c *collection) delete(cur *Doc) {
 	c.indexes[0].tree.Delete(entry{key: cur.idKey})
-	var curD bson.D
-	if len(c.indexes) > 1 {
-		curD = cur.D()
-	}
+	var curD bson.D // cur decoded, once an index needs more than its top-level fields
 	for _, ix := range c.indexes[1:] {
+		if !ix.simple && curD == nil {
+			curD = cur.D()
+		}
 		old, _, _ := ix.indexKeys(cur, curD)
 		ix.remove(old, cur)
 	}

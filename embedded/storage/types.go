@@ -196,3 +196,7 @@ type Entry struct {
 
 	raw bson.Raw // Doc's encoding
 }
+
+// DocRaw returns Doc's encoding as the oplog holds it (nil when the entry has none). The
+// bytes are shared: do not modify them.
+func (e *Entry) DocRaw() bson.Raw { return e.raw }
