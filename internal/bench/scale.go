@@ -182,6 +182,7 @@ type scaleTick struct {
 	serveRSS int64           // sum over instances after the tick
 	metrics  map[string]float64
 	checked  *parentCheck // the last tick's full check of every parent
+	timeline tickTimeline // last leaf write -> parent writes by level (stored written_at)
 }
 
 // parentCheck is the comparison of every parent document of a tick with its leaves.
@@ -707,6 +708,9 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last bool)
 	}
 	t.metrics["go_memstats_heap_inuse_bytes"] = after.metrics["go_memstats_heap_inuse_bytes"]
 	t.serveRSS = after.rss
+	if t.timeline, err = readTimeline(ctx, r.direct.Database(r.dbName).Collection(migrations.CountsCollection), r.projects, tick); err != nil {
+		return t, err
+	}
 	if last {
 		c, err := checkParents(ctx, r.direct.Database(r.dbName).Collection(migrations.CountsCollection), r.projects, tick, observed)
 		if err != nil {
@@ -771,9 +775,9 @@ func (r *scaleRun) printTickProgress(i int, t scaleTick) {
 		label = "warm-up tick"
 	}
 	p50, p99, mx := freshStats(t.fresh)
-	r.logf("%s: %d leaves ingested in %s (%.0f leaves/s); roots correct p50 %s p99 %s max %s after their last leaf (%d never); %d store commands; serve RSS %.0f MiB",
+	r.logf("%s: %d leaves ingested in %s (%.0f leaves/s); roots correct p50 %s p99 %s max %s after their last leaf (%d never); %d store commands; CPU s serve %.1f store %.1f; serve RSS %.0f MiB; after the last leaf write: %s",
 		label, t.leaves, t.ingest.Round(time.Millisecond), float64(t.leaves)/t.ingest.Seconds(), fmtMillis(p50), fmtMillis(p99), fmtMillis(mx),
-		t.notFresh, commandCount(t.stats), float64(t.serveRSS)/(1<<20))
+		t.notFresh, commandCount(t.stats), t.serveCPU.Seconds(), t.storeCPU.Seconds(), float64(t.serveRSS)/(1<<20), t.timeline)
 }
 
 // freshStats returns the p50, p99 and max of ds (zero when empty).

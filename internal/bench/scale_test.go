@@ -142,6 +142,11 @@ func TestScaleInProcess(t *testing.T) {
 		if tk.stats.Commands["update"] < 2 {
 			t.Errorf("tick %d: commands %v", i, tk.stats.Commands)
 		}
+		// At least the last leaf's root is written after it: the timeline has the root level.
+		tl := tk.timeline
+		if !tl.ok || len(tl.levels) != 3 || tl.levels[2].typ != "project" || tl.levels[2].after < 1 || tl.levels[2].last.Before(tl.lastLeaf) {
+			t.Errorf("tick %d: timeline %+v", i, tl)
+		}
 	}
 	last := res.ticks[len(res.ticks)-1]
 	if last.checked == nil || last.checked.parents != 2*(1+1+2) || last.checked.wrong != 0 || last.checked.missing != 0 {

@@ -119,6 +119,14 @@ func (r ScaleResult) Print(w io.Writer) {
 			last.checked.parents, last.checked.wrong, last.checked.missing, ok)
 	}
 	pf("store commands of the last tick: %s\n", commandMix(last.stats))
+	pf("after the last leaf write (stored written_at, ms; the final burst's parents):\n")
+	for i, t := range r.ticks {
+		label := fmt.Sprint(i)
+		if t.warm {
+			label = "warm"
+		}
+		pf("  tick %-4s %s\n", label, t.timeline)
+	}
 	if r.logDir != "" {
 		pf("logs: %s\n", r.logDir)
 	}
