@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gameops/rollup/internal/bench"
@@ -40,7 +42,7 @@ Examples:
   rollup bench ingest --client agentclient  # agents through api/agentclient on the same cores
   rollup bench baselines --faults
   rollup bench scale --leaves 100000 --ticks 5
-  rollup bench scale --projects 1000 --leaves 1000 --instances 2 --partitions 4
+  rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
 
 Flags of 'rollup bench <benchmark> --help'.
 `
@@ -222,7 +224,7 @@ Examples:
   rollup bench scale --leaves 10000 --ticks 2                 # seconds; what CI runs
   rollup bench scale --leaves 1000000 --ticks 3
   rollup bench scale --projects 1000 --leaves 1000
-  rollup bench scale --projects 1000 --leaves 1000 --instances 2 --partitions 4
+  rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
   rollup bench scale --leaves 100000 --inprocess --cpuprofile cpu.out --memprofile mem.out
 
 Flags:
@@ -231,6 +233,7 @@ Flags:
 func runBenchScale(ctx context.Context, e *env, args []string) error {
 	cfg := bench.ScaleConfig{Launch: e.launcher()}
 	var leaves int
+	var instances string
 	fs := benchFlags(e, "scale", scaleUsage, &cfg.URI)
 	fs.IntVar(&leaves, "leaves", 10_000, "leaves per project (picks the tree shape; see above)")
 	fs.IntVar(&cfg.Projects, "projects", 1, "projects, each with its own tree and token")
@@ -238,7 +241,7 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Servers, "servers", 0, "servers per group")
 	fs.IntVar(&cfg.Processes, "processes", 0, "processes (leaves) per server = leaves per agent request")
 	fs.IntVar(&cfg.Ticks, "ticks", 3, "measured ticks, after one warm-up tick")
-	fs.IntVar(&cfg.Instances, "instances", 1, "serve processes sharing the store (agents split evenly between them)")
+	fs.StringVar(&instances, "instances", "1", "serve processes sharing the store (agents split evenly between them); a list (1,2,1,2) runs one phase per entry on the same store and trees, and compares them")
 	fs.IntVar(&cfg.Partitions, "partitions", 0, "watcher partitions (--watcher-partitions hash:N, --max-partitions ceil(N/instances)); 0: one")
 	fs.BoolVar(&cfg.InProcess, "inprocess", false, "run the store and serve in this process (for --cpuprofile/--memprofile)")
 	fs.BoolVar(&cfg.Shuffle, "shuffle", true, "send the agents' requests in a seeded random order (false: tree order)")
@@ -248,6 +251,13 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the measured ticks (after the warm-up) to this file (with --inprocess: of serve and the store too)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation and heap profile of this process to this file after the last tick")
 	err := parseBench(e, fs, args, func() error {
+		for _, f := range strings.Split(instances, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("--instances: want numbers separated by commas, got %q", instances)
+			}
+			cfg.Instances = append(cfg.Instances, n)
+		}
 		if cfg.Groups == 0 && cfg.Servers == 0 && cfg.Processes == 0 {
 			var err error
 			if cfg.Groups, cfg.Servers, cfg.Processes, err = bench.ScaleShape(leaves); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,12 +55,14 @@ type ScaleConfig struct {
 	Groups, Servers, Processes int
 	// Ticks are measured after one warm-up tick (which loads the trees into serve).
 	Ticks int
-	// Instances is the number of serve processes sharing the store; agents are split evenly
-	// between them (request i goes to instance i mod Instances).
-	Instances int
+	// Instances lists the phases of the run: each phase starts that many serve processes
+	// sharing the store, runs a warm-up tick and Ticks measured ticks, and stops them; agents
+	// are split evenly between a phase's instances (request i goes to instance i mod n).
+	// Several phases ("1,2,1,2") compare instance counts in one run, on the same store and
+	// trees, interleaved.
+	Instances []int
 	// Partitions splits the watcher's projects by hash (--watcher-partitions hash:N); each
-	// instance leads at most ceil(Partitions/Instances) of them (--max-partitions). 0: one
-	// partition.
+	// instance leads at most ceil(Partitions/n) of them (--max-partitions). 0: one partition.
 	Partitions int
 	// InProcess runs the store and serve (app.Serve, as `rollup serve` calls it) inside this
 	// process instead of as subprocesses: CPU and memory are then not theirs alone, but a
@@ -125,8 +128,10 @@ func (c ScaleConfig) Validate() error {
 		return errors.New("--projects must be at most 100000")
 	case c.Ticks < 1:
 		return errors.New("--ticks must be positive")
-	case c.Instances < 1 || c.Instances > 16:
-		return errors.New("--instances must be 1 to 16")
+	case len(c.Instances) == 0 || len(c.Instances) > 8:
+		return errors.New("--instances must list 1 to 8 phases")
+	case slices.ContainsFunc(c.Instances, func(n int) bool { return n < 1 || n > 16 }):
+		return errors.New("--instances must be 1 to 16 serve processes per phase")
 	case c.Partitions < 0 || c.Partitions > 64:
 		return errors.New("--partitions must be 0 to 64")
 	case !c.InProcess && c.Launch == nil:
@@ -192,18 +197,24 @@ type parentCheck struct {
 
 // ScaleResult is the scale benchmark's measurement.
 type ScaleResult struct {
-	cfg        ScaleConfig
-	storeDesc  string
-	imports    []time.Duration // per project
-	nodes      int             // per project
-	treeBytes  int64           // heap of one project's tree as treedb loads it
-	idleCmds   blackpipe.Stats // commands of 2 s without load (background)
-	idle       time.Duration
+	cfg       ScaleConfig
+	storeDesc string
+	imports   []time.Duration // per project
+	nodes     int             // per project
+	treeBytes int64           // heap of one project's tree as treedb loads it
+	idleCmds  blackpipe.Stats // commands of 2 s without load (background)
+	idle      time.Duration
+	phases    []scalePhase
+	storePeak int64
+	logDir    string
+}
+
+// scalePhase is one phase's measurements: its serve instances and their ticks.
+type scalePhase struct {
+	instances  int
 	ticks      []scaleTick
 	serveStart int64 // serve RSS once ready (sum over instances)
 	servePeak  int64 // sum over instances of VmHWM
-	storePeak  int64
-	logDir     string
 }
 
 // scaleMetricNames are the serve metrics read after every tick.
@@ -353,40 +364,51 @@ func (r *scaleRun) run(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	now := time.Now().UTC()
-	first := tree.AlignTick(now, tree.DefaultTick).Add(-time.Duration(r.cfg.Ticks+2) * tree.DefaultTick)
+	perPhase := r.cfg.Ticks + 1
+	first := tree.AlignTick(now, tree.DefaultTick).Add(-time.Duration(len(r.cfg.Instances)*perPhase+1) * tree.DefaultTick)
 	if err := r.importTrees(ctx, first); err != nil {
 		return err
 	}
-
-	// serve.
-	if err := r.startServes(ctx, p, uri, log, &cleanups); err != nil {
-		return err
-	}
-	if err := r.measureIdle(ctx); err != nil {
-		return err
-	}
-
 	if r.cfg.MemProfile != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
-	for i := range r.cfg.Ticks + 1 {
-		tick := first.Add(time.Duration(i) * tree.DefaultTick)
-		t, err := r.runTick(ctx, tick, i == 0, i == r.cfg.Ticks)
+	k := 0 // ticks run so far, over every phase
+	for pi, n := range r.cfg.Instances {
+		ph := scalePhase{instances: n}
+		stopServes, err := r.startServes(ctx, p, n, pi, &ph, log, &cleanups)
 		if err != nil {
-			return fmt.Errorf("tick %d: %w", i, err)
+			return err
 		}
-		r.res.ticks = append(r.res.ticks, t)
-		r.printTickProgress(i, t)
+		if pi == 0 {
+			if err := r.measureIdle(ctx); err != nil {
+				return err
+			}
+		}
+		if len(r.cfg.Instances) > 1 {
+			r.logf("phase %d: %d serve instance(s)", pi+1, n)
+		}
+		for i := range perPhase {
+			tick := first.Add(time.Duration(k) * tree.DefaultTick)
+			k++
+			t, err := r.runTick(ctx, tick, i == 0, i == r.cfg.Ticks, pi == len(r.cfg.Instances)-1)
+			if err != nil {
+				return fmt.Errorf("phase %d, tick %d: %w", pi+1, i, err)
+			}
+			ph.ticks = append(ph.ticks, t)
+			r.printTickProgress(i, t)
+		}
+		for _, s := range r.serves {
+			if s.proc != nil {
+				_, peak := procMem(s.proc.pid())
+				ph.servePeak += peak
+			}
+		}
+		r.res.phases = append(r.res.phases, ph)
+		stopServes()
 	}
 	if r.cfg.MemProfile != "" {
 		if err := writeHeapProfile(r.cfg.MemProfile); err != nil {
 			return err
-		}
-	}
-	for _, s := range r.serves {
-		if s.proc != nil {
-			_, peak := procMem(s.proc.pid())
-			r.res.servePeak += peak
 		}
 	}
 	if r.store != nil {
@@ -449,18 +471,33 @@ func (r *scaleRun) importTrees(ctx context.Context, effective time.Time) error {
 	return nil
 }
 
-// startServes starts the serve instances and waits until each is ready (/readyz 200: its
-// watcher partitions are led).
-func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, uri string, log *zap.Logger, cleanups *[]func()) error {
+// startServes starts phase's n serve instances and waits until each is ready (/readyz 200:
+// its watcher partitions are led); stop stops them (a graceful shutdown, which releases their
+// leases for the next phase's instances).
+func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phase int, ph *scalePhase, log *zap.Logger, cleanups *[]func()) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		stops = nil
+		r.serves = nil
+	}
+	*cleanups = append(*cleanups, stop)
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	proxyURI := "mongodb://" + r.proxy.Addr() + "/?directConnection=true"
 	perInstance := 0
 	parts := ""
 	if r.cfg.Partitions > 1 {
 		parts = fmt.Sprintf("hash:%d", r.cfg.Partitions)
-		perInstance = (r.cfg.Partitions + r.cfg.Instances - 1) / r.cfg.Instances
+		perInstance = (r.cfg.Partitions + n - 1) / n
 	}
-	for i := range r.cfg.Instances {
-		id := fmt.Sprintf("bench-%d", i+1)
+	for i := range n {
+		id := fmt.Sprintf("bench-%d-%d", phase+1, i+1)
 		var s serveInstance
 		if r.cfg.InProcess {
 			cfg := app.Config{
@@ -470,7 +507,7 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, uri str
 					MaxProjects: totals.DefaultMaxProjects, MaxGroups: totals.DefaultMaxGroups},
 			}
 			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("serve config: %w", err)
+				return stop, fmt.Errorf("serve config: %w", err)
 			}
 			urls := make(chan string, 1)
 			out := &lineWriter{line: func(l string) {
@@ -481,19 +518,19 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, uri str
 					}
 				}
 			}}
-			sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+			sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			done := make(chan struct{})
 			p.Go(func(context.Context) error {
 				defer close(done)
 				return app.Serve(sctx, cfg, log, out)
 			})
-			*cleanups = append(*cleanups, func() { stop(); <-done })
+			stops = append(stops, func() { cancel(); <-done })
 			select {
 			case s.api = <-urls:
 			case <-done:
-				return errors.New("serve ended before it listened")
+				return stop, errors.New("serve ended before it listened")
 			case <-time.After(60 * time.Second):
-				return errors.New("serve did not listen within 60s")
+				return stop, errors.New("serve did not listen within 60s")
 			}
 		} else {
 			args := []string{"serve", "--mongodb-uri", proxyURI, "--database", r.dbName, "--listen", "127.0.0.1:0",
@@ -501,33 +538,33 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, uri str
 			if parts != "" {
 				args = append(args, "--watcher-partitions", parts, "--max-partitions", strconv.Itoa(perInstance))
 			}
-			c, line, err := startChild(ctx, r.cfg.Launch, r.dir, "serve-"+strconv.Itoa(i+1), "rollup API: ", args...)
+			c, line, err := startChild(ctx, r.cfg.Launch, r.dir, fmt.Sprintf("serve-%d-%d", phase+1, i+1), "rollup API: ", args...)
 			if err != nil {
-				return err
+				return stop, err
 			}
-			*cleanups = append(*cleanups, c.stop)
+			stops = append(stops, c.stop)
 			s.proc, s.api = c, strings.TrimSpace(line)
 		}
 		if err := waitReady(ctx, r.http, s.api+"/readyz", 2*time.Minute); err != nil {
-			return fmt.Errorf("serve %d: %w", i+1, err)
+			return stop, fmt.Errorf("serve %d: %w", i+1, err)
 		}
 		if s.proc != nil {
 			rss, _ := procMem(s.proc.pid())
-			r.res.serveStart += rss
+			ph.serveStart += rss
 		}
 		addr := strings.TrimPrefix(s.api, "http://")
-		s.gen = newLoadGen(addr, "", "", nil, 0, max(1, benchConns/r.cfg.Instances), scaleSeed)
-		*cleanups = append(*cleanups, s.gen.Close)
+		s.gen = newLoadGen(addr, "", "", nil, 0, max(1, benchConns/n), scaleSeed)
+		stops = append(stops, s.gen.Close)
 		r.serves = append(r.serves, &s)
 	}
 	// Every instance's readiness: with several, the first may have been ready before the
 	// others took their share of the partitions.
 	for i, s := range r.serves {
 		if err := waitReady(ctx, r.http, s.api+"/readyz", 2*time.Minute); err != nil {
-			return fmt.Errorf("serve %d: %w", i+1, err)
+			return stop, fmt.Errorf("serve %d: %w", i+1, err)
 		}
 	}
-	return nil
+	return stop, nil
 }
 
 // lineWriter calls line with every complete line written to it.
@@ -573,7 +610,7 @@ type scaleReq struct {
 
 // runTick submits every agent's counts of tick, waits for every root to be correct and
 // measures. The last tick also checks every parent.
-func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last bool) (scaleTick, error) {
+func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, lastPhase bool) (scaleTick, error) {
 	t := scaleTick{warm: warm}
 	observed := time.Now().UTC()
 	// Prepare every request (the agents' own work, on their machines) before the window.
@@ -682,7 +719,7 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last bool)
 	t.settled = poller.lastCorrect.Sub(start)
 	t.stats = r.proxy.Stats()
 	cpu1 := r.cpu()
-	if last && r.profiling != nil {
+	if last && lastPhase && r.profiling != nil {
 		pprof.StopCPUProfile()
 		err := r.profiling.Close()
 		r.profiling = nil

@@ -116,7 +116,7 @@ func TestProcReaders(t *testing.T) {
 func TestScaleInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := ScaleConfig{Projects: 2, Groups: 1, Servers: 2, Processes: 5, Ticks: 2, Instances: 2, Partitions: 2,
+	cfg := ScaleConfig{Projects: 2, Groups: 1, Servers: 2, Processes: 5, Ticks: 2, Instances: []int{2, 1}, Partitions: 2,
 		InProcess: true, Shuffle: true, RootWait: time.Minute}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -129,10 +129,19 @@ func TestScaleInProcess(t *testing.T) {
 	if err := res.Correct(); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.ticks) != 3 || !res.ticks[0].warm {
-		t.Fatalf("%d ticks", len(res.ticks))
+	if len(res.phases) != 2 || res.phases[0].instances != 2 || res.phases[1].instances != 1 {
+		t.Fatalf("phases %+v", res.phases)
 	}
-	for i, tk := range res.ticks {
+	for _, ph := range res.phases {
+		if len(ph.ticks) != 3 || !ph.ticks[0].warm || ph.ticks[1].warm {
+			t.Fatalf("%d ticks", len(ph.ticks))
+		}
+		last := ph.ticks[len(ph.ticks)-1]
+		if last.checked == nil || last.checked.parents != 2*(1+1+2) || last.checked.wrong != 0 || last.checked.missing != 0 {
+			t.Fatalf("check of the last tick: %+v", last.checked)
+		}
+	}
+	for i, tk := range append(res.phases[0].ticks, res.phases[1].ticks...) {
 		if tk.leaves != 20 || len(tk.fresh) != 2 || tk.notFresh != 0 {
 			t.Errorf("tick %d: %d leaves, %d fresh roots, %d never", i, tk.leaves, len(tk.fresh), tk.notFresh)
 		}
@@ -148,13 +157,9 @@ func TestScaleInProcess(t *testing.T) {
 			t.Errorf("tick %d: timeline %+v", i, tl)
 		}
 	}
-	last := res.ticks[len(res.ticks)-1]
-	if last.checked == nil || last.checked.parents != 2*(1+1+2) || last.checked.wrong != 0 || last.checked.missing != 0 {
-		t.Fatalf("check of the last tick: %+v", last.checked)
-	}
 	var out bytes.Buffer
 	res.Print(&out)
-	for _, want := range []string{"2 project(s) × (1 groups × 2 servers × 5 processes)", "warm ", "every parent correct", "hash:2, at most 1 per instance"} {
+	for _, want := range []string{"2 project(s) × (1 groups × 2 servers × 5 processes)", "warm ", "every parent correct", "phase 2: 1 serve instance(s)", "by serve instances", "hash:2"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -162,14 +167,15 @@ func TestScaleInProcess(t *testing.T) {
 }
 
 func TestScaleConfigValidate(t *testing.T) {
-	ok := ScaleConfig{Projects: 1, Groups: 1, Servers: 1, Processes: 1, Ticks: 1, Instances: 1, InProcess: true}
+	ok := ScaleConfig{Projects: 1, Groups: 1, Servers: 1, Processes: 1, Ticks: 1, Instances: []int{1}, InProcess: true}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*ScaleConfig){
 		"no projects":      func(c *ScaleConfig) { c.Projects = 0 },
 		"no ticks":         func(c *ScaleConfig) { c.Ticks = 0 },
-		"17 instances":     func(c *ScaleConfig) { c.Instances = 17 },
+		"17 instances":     func(c *ScaleConfig) { c.Instances = []int{1, 17} },
+		"no phases":        func(c *ScaleConfig) { c.Instances = nil },
 		"65 partitions":    func(c *ScaleConfig) { c.Partitions = 65 },
 		"no launcher":      func(c *ScaleConfig) { c.InProcess = false },
 		"negative servers": func(c *ScaleConfig) { c.Servers = -1 },

@@ -22,10 +22,10 @@ func (r ScaleResult) Print(w io.Writer) {
 	}
 	parts := "1"
 	if c.Partitions > 1 {
-		parts = fmt.Sprintf("hash:%d, at most %d per instance", c.Partitions, (c.Partitions+c.Instances-1)/c.Instances)
+		parts = fmt.Sprintf("hash:%d, at most ceil(%d / instances) per instance", c.Partitions, c.Partitions)
 	}
-	pf("agents: %d per tick (one per server, %d leaves per request, %s); serve instances: %d (requests split evenly); watcher partitions: %s\n",
-		c.Projects*c.Groups*c.Servers, c.Processes, order, c.Instances, parts)
+	pf("agents: %d per tick (one per server, %d leaves per request, %s); serve instances per phase: %s (requests split evenly); watcher partitions: %s\n",
+		c.Projects*c.Groups*c.Servers, c.Processes, order, joinInts(c.Instances), parts)
 	mode := "subprocesses (rollup serve)"
 	if c.InProcess {
 		mode = "in this process (app.Serve): CPU and memory are the whole process's"
@@ -50,19 +50,36 @@ func (r ScaleResult) Print(w io.Writer) {
 	if r.idle > 0 {
 		pf("background: %d store commands in %s without load (%s)\n", commandCount(r.idleCmds), r.idle, commandMix(r.idleCmds))
 	}
-	if r.serveStart > 0 {
-		pf("serve RSS once ready: %.0f MiB\n", float64(r.serveStart)/(1<<20))
+	for i, ph := range r.phases {
+		pf("\n")
+		if len(r.phases) > 1 {
+			pf("phase %d: %d serve instance(s)\n", i+1, ph.instances)
+		}
+		ph.print(pf, c)
 	}
-	pf("\n%-5s %9s %8s %9s %7s %9s %9s %9s %7s %7s %7s %8s %8s %8s %14s %9s %9s %9s\n",
+	if len(r.phases) > 1 {
+		r.printComparison(pf)
+	}
+	if r.storePeak > 0 {
+		pf("store peak RSS (VmHWM): %.0f MiB\n", mib(r.storePeak))
+	}
+	if r.logDir != "" {
+		pf("logs: %s\n", r.logDir)
+	}
+}
+
+// print writes one phase: a row per tick, its summary, the check and the timelines.
+func (ph scalePhase) print(pf func(string, ...any), c ScaleConfig) {
+	if ph.serveStart > 0 {
+		pf("serve RSS once ready: %.0f MiB\n", mib(ph.serveStart))
+	}
+	pf("%-5s %9s %8s %9s %7s %9s %9s %9s %7s %7s %7s %8s %8s %8s %14s %9s %9s %9s\n",
 		"tick", "leaves", "ingest", "leaves/s", "µs/leaf", "root p50", "root p99", "root max", "cmds", "update", "find", "getMore",
 		"parentW", "events", "CPU s srv/st/me", "CPUµs/lf", "heap MiB", "RSS MiB")
-	var measured []scaleTick
-	for i, t := range r.ticks {
+	for i, t := range ph.ticks {
 		label := fmt.Sprint(i)
 		if t.warm {
 			label = "warm"
-		} else {
-			measured = append(measured, t)
 		}
 		p50, p99, mx := freshStats(t.fresh)
 		pf("%-5s %9d %7.2fs %9.0f %7.2f %9s %9s %9s %7d %7d %7d %8d %8.0f %8.0f %14s %9s %9.0f %9.0f\n",
@@ -75,41 +92,24 @@ func (r ScaleResult) Print(w io.Writer) {
 			pf("      %d root(s) NOT correct within %s\n", t.notFresh, c.RootWait)
 		}
 	}
-	if len(measured) == 0 {
+	s := ph.summary()
+	if s.ticks == 0 {
 		return
 	}
-	var rates, perLeaf, cmds, cpus []float64
-	var fresh []time.Duration
-	notFresh := 0
-	for _, t := range measured {
-		rates = append(rates, float64(t.leaves)/t.ingest.Seconds())
-		perLeaf = append(perLeaf, perLeafMicros(t.ingest, t.leaves))
-		cmds = append(cmds, float64(commandCount(t.stats)))
-		if t.serveCPU > 0 || t.storeCPU > 0 {
-			cpus = append(cpus, float64((t.serveCPU+t.storeCPU).Microseconds())/float64(t.leaves))
-		}
-		fresh = append(fresh, t.fresh...)
-		notFresh += t.notFresh
+	pf("measured ticks (%d): ingest %.0f leaves/s (median), %.2f µs per leaf; first request -> every root correct %.0f leaves/s; root correct after the last leaf p50 %s, p99 %s, max %s (%d samples: projects × ticks",
+		s.ticks, s.ingestRate, s.ingestMicros, s.settledRate, fmtMillis(s.p50), fmtMillis(s.p99), fmtMillis(s.max), s.samples)
+	if s.notFresh > 0 {
+		pf("; %d NEVER correct", s.notFresh)
 	}
-	p50, p99, mx := freshStats(fresh)
-	pf("\nmeasured ticks (%d): ingest %.0f leaves/s (median), %.2f µs per leaf; root correct after the last leaf p50 %s, p99 %s, max %s (%d samples: projects × ticks",
-		len(measured), median(rates), median(perLeaf), fmtMillis(p50), fmtMillis(p99), fmtMillis(mx), len(fresh))
-	if notFresh > 0 {
-		pf("; %d NEVER correct", notFresh)
-	}
-	pf("); %.0f store commands per tick (median)", median(cmds))
-	if len(cpus) > 0 {
-		pf("; serve+store CPU %.2f µs per leaf (median)", median(cpus))
+	pf("); %.0f store commands per tick (median)", s.cmds)
+	if s.cpuMicros > 0 {
+		pf("; serve+store CPU %.2f µs per leaf (median)", s.cpuMicros)
 	}
 	pf("\n")
-	if r.servePeak > 0 {
-		pf("serve peak RSS (VmHWM, summed over instances): %.0f MiB", mib(r.servePeak))
-		if r.storePeak > 0 {
-			pf("; store peak RSS: %.0f MiB", mib(r.storePeak))
-		}
-		pf("\n")
+	if ph.servePeak > 0 {
+		pf("serve peak RSS (VmHWM, summed over instances): %.0f MiB\n", mib(ph.servePeak))
 	}
-	last := r.ticks[len(r.ticks)-1]
+	last := ph.ticks[len(ph.ticks)-1]
 	if last.checked != nil {
 		ok := "every parent correct"
 		if last.checked.wrong > 0 || last.checked.missing > 0 {
@@ -120,23 +120,108 @@ func (r ScaleResult) Print(w io.Writer) {
 	}
 	pf("store commands of the last tick: %s\n", commandMix(last.stats))
 	pf("after the last leaf write (stored written_at, ms; the final burst's parents):\n")
-	for i, t := range r.ticks {
+	for i, t := range ph.ticks {
 		label := fmt.Sprint(i)
 		if t.warm {
 			label = "warm"
 		}
 		pf("  tick %-4s %s\n", label, t.timeline)
 	}
-	if r.logDir != "" {
-		pf("logs: %s\n", r.logDir)
+}
+
+// phaseSummary is a phase's measured ticks in a few numbers (medians over ticks; the
+// freshness percentiles over every project and tick).
+type phaseSummary struct {
+	ticks                                 int
+	ingestRate, ingestMicros, settledRate float64
+	p50, p99, max                         time.Duration
+	samples, notFresh                     int
+	cmds, cpuMicros                       float64
+}
+
+func (ph scalePhase) summary() phaseSummary {
+	var s phaseSummary
+	var rates, perLeaf, settled, cmds, cpus []float64
+	var fresh []time.Duration
+	for _, t := range ph.ticks {
+		if t.warm {
+			continue
+		}
+		s.ticks++
+		rates = append(rates, float64(t.leaves)/t.ingest.Seconds())
+		perLeaf = append(perLeaf, perLeafMicros(t.ingest, t.leaves))
+		if t.settled > 0 {
+			settled = append(settled, float64(t.leaves)/t.settled.Seconds())
+		}
+		cmds = append(cmds, float64(commandCount(t.stats)))
+		if t.serveCPU > 0 || t.storeCPU > 0 {
+			cpus = append(cpus, float64((t.serveCPU+t.storeCPU).Nanoseconds())/1e3/float64(t.leaves))
+		}
+		fresh = append(fresh, t.fresh...)
+		s.notFresh += t.notFresh
 	}
+	s.ingestRate, s.ingestMicros, s.settledRate = median(rates), median(perLeaf), median(settled)
+	s.cmds, s.cpuMicros = median(cmds), median(cpus)
+	s.p50, s.p99, s.max = freshStats(fresh)
+	s.samples = len(fresh)
+	return s
+}
+
+// printComparison compares the phases by instance count (medians over the phases of a count).
+func (r ScaleResult) printComparison(pf func(string, ...any)) {
+	byN := map[int][]phaseSummary{}
+	var ns []int
+	for _, ph := range r.phases {
+		if _, ok := byN[ph.instances]; !ok {
+			ns = append(ns, ph.instances)
+		}
+		byN[ph.instances] = append(byN[ph.instances], ph.summary())
+	}
+	slices.Sort(ns)
+	pf("\nby serve instances (median over phases of the same count; ratio to %d instance(s)):\n", ns[0])
+	pf("%-9s %7s %16s %22s %10s %10s %14s\n", "instances", "phases", "ingest leaves/s", "send->roots leaves/s", "root p50", "root p99", "CPU µs/leaf")
+	var base phaseSummary
+	for i, n := range ns {
+		ss := byN[n]
+		pick := func(f func(phaseSummary) float64) float64 {
+			var xs []float64
+			for _, s := range ss {
+				xs = append(xs, f(s))
+			}
+			return median(xs)
+		}
+		m := phaseSummary{
+			ingestRate:  pick(func(s phaseSummary) float64 { return s.ingestRate }),
+			settledRate: pick(func(s phaseSummary) float64 { return s.settledRate }),
+			p50:         time.Duration(pick(func(s phaseSummary) float64 { return float64(s.p50) })),
+			p99:         time.Duration(pick(func(s phaseSummary) float64 { return float64(s.p99) })),
+			cpuMicros:   pick(func(s phaseSummary) float64 { return s.cpuMicros }),
+		}
+		if i == 0 {
+			base = m
+		}
+		pf("%-9d %7d %9.0f (%.2fx) %15.0f (%.2fx) %10s %10s %14.2f\n", n, len(ss), m.ingestRate, m.ingestRate/base.ingestRate,
+			m.settledRate, m.settledRate/base.settledRate, fmtMillis(m.p50), fmtMillis(m.p99), m.cpuMicros)
+	}
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ",")
 }
 
 // Correct reports whether every measured root was correct in time and the full check of the
 // last tick found nothing wrong.
 func (r ScaleResult) Correct() error {
 	var problems []string
-	for i, t := range r.ticks {
+	var ticks []scaleTick
+	for _, ph := range r.phases {
+		ticks = append(ticks, ph.ticks...)
+	}
+	for i, t := range ticks {
 		if t.notFresh > 0 {
 			problems = append(problems, fmt.Sprintf("tick %d: %d root(s) never correct", i, t.notFresh))
 		}
