@@ -14,7 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // HashToken returns the sha256 hex of a token: the only form in which tokens are stored
@@ -100,19 +100,17 @@ func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, b
 		Project string `bson:"project"`
 		Scope   string `bson:"scope"`
 	}
-	err := m.db.Collection(migrations.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
-		options.FindOne().SetProjection(bson.D{{Key: migrations.FieldProject, Value: 1}, {Key: fieldScope, Value: 1}})).Decode(&tok)
+	err := m.db.Collection(store.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
+		options.FindOne().SetProjection(bson.D{{Key: store.FieldProject, Value: 1}, {Key: store.FieldScope, Value: 1}})).Decode(&tok)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return tokenInfo{}, false, nil
 	}
 	if err != nil {
 		return tokenInfo{}, false, fmt.Errorf("find token: %w", err)
 	}
-	err = m.db.Collection(migrations.ProjectsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: tok.Project}},
-		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
-	exists := err == nil
-	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return tokenInfo{}, false, fmt.Errorf("find project: %w", err)
+	exists, err := store.ProjectExists(ctx, m.db, tok.Project)
+	if err != nil {
+		return tokenInfo{}, false, err
 	}
 	readOnly := tok.Scope != "" && tok.Scope != ScopeIngest
 	return tokenInfo{project: tok.Project, projectExists: exists, readOnly: readOnly}, true, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -33,14 +34,14 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	store := embeddedtest.Start(t)
-	client := store.Client(t)
-	db := store.Database(t, client)
+	mongod := embeddedtest.Start(t)
+	client := mongod.Client(t)
+	db := mongod.Database(t, client)
 	log := zaptest.NewLogger(t)
 	if _, err := migrations.New(db, log).Up(testctx.Context(t), migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	w := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: 2 * time.Millisecond}, log)
+	w := bulk.New(db.Collection(store.CountsCollection), bulk.Options{MaxDelay: 2 * time.Millisecond}, log)
 	wctx, wcancel := context.WithCancel(context.Background())
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
@@ -74,7 +75,7 @@ type leafDoc struct {
 func (s *stack) leaves(t *testing.T) map[[2]string]leafDoc {
 	t.Helper()
 	ctx := testctx.Context(t)
-	cur, err := s.db.Collection(migrations.CountsCollection).Find(ctx, bson.D{}, options.Find())
+	cur, err := s.db.Collection(store.CountsCollection).Find(ctx, bson.D{}, options.Find())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +218,11 @@ func TestTokensAgainstStore(t *testing.T) {
 		t.Fatalf("ListTokens = %+v", list)
 	}
 	// Only the hash is stored.
-	n, err := s.db.Collection(migrations.TokensCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: api.HashToken(tokA)}})
+	n, err := s.db.Collection(store.TokensCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: api.HashToken(tokA)}})
 	if err != nil || n != 1 {
 		t.Fatalf("token hash stored %d times (%v)", n, err)
 	}
-	if n, _ := s.db.Collection(migrations.TokensCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: tokA}}); n != 0 {
+	if n, _ := s.db.Collection(store.TokensCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: tokA}}); n != 0 {
 		t.Fatal("the token itself is stored")
 	}
 	if _, err := api.CreateToken(ctx, s.db, "bad.project", ""); err == nil {
@@ -243,7 +244,7 @@ func TestTokensAgainstStore(t *testing.T) {
 		{"other project's token", tokB, http.StatusForbidden, nil},
 		{"unknown token", "bm90LWEtdG9rZW4", http.StatusUnauthorized, nil},
 		{"deleted project", tokA, http.StatusNotFound, func() {
-			if _, err := s.db.Collection(migrations.ProjectsCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: "proj-a"}}); err != nil {
+			if _, err := s.db.Collection(store.ProjectsCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: "proj-a"}}); err != nil {
 				t.Fatal(err)
 			}
 		}},

@@ -24,6 +24,7 @@ import (
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -71,7 +72,7 @@ func newProxiedStack(t *testing.T) *proxiedStack {
 		t.Fatal(err)
 	}
 	s.token = tok
-	s.writer = bulk.New(s.db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log)
+	s.writer = bulk.New(s.db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log)
 	wctx, wcancel := context.WithCancel(context.Background())
 	wdone := make(chan error, 1)
 	go func() { wdone <- s.writer.Run(wctx) }()
@@ -347,7 +348,7 @@ func TestIngestStoreStopped(t *testing.T) {
 	var doc struct {
 		Online int64 `bson:"online"`
 	}
-	err := s.check.Collection(migrations.CountsCollection).FindOne(context.Background(), bson.D{{Key: "id", Value: "leaf-02999"},
+	err := s.check.Collection(store.CountsCollection).FindOne(context.Background(), bson.D{{Key: "id", Value: "leaf-02999"},
 		{Key: "timestamp", Value: tree.AlignTick(backAt, tree.DefaultTick)}}).Decode(&doc) // the test may span two ticks
 	if err != nil || doc.Online != 4 {
 		t.Fatalf("leaf-02999: %+v %v", doc, err)

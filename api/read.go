@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -116,7 +117,7 @@ func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 		switch {
 		case errors.As(err, &herr):
 			s.fail(w, herr)
-		case errors.Is(err, errBadDoc):
+		case errors.As(err, new(*store.InvalidDocError)):
 			s.fail(w, s.internal(r.URL.Path, err))
 		case err != nil:
 			s.fail(w, s.readUnavailable(r.URL.Path, err))

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/api/apiv1"
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -45,9 +45,9 @@ func BenchmarkSeries30Days1h(b *testing.B) {
 		}
 		models = append(models, mongo.NewUpdateOneModel().SetUpsert(true).
 			SetFilter(bson.D{{Key: "id", Value: p.ID}, {Key: "type", Value: p.Type}, {Key: "timestamp", Value: tk}}).
-			SetUpdate(p.Update(tk)))
+			SetUpdate(store.ParentUpdate(p, tk)))
 	}
-	if _, err := s.db.Collection(migrations.CountsCollection).BulkWrite(s.ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+	if _, err := s.db.Collection(store.CountsCollection).BulkWrite(s.ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
 		b.Fatal(err)
 	}
 	tok := s.token(b, "bench", true)

@@ -21,6 +21,7 @@ import (
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -45,8 +46,8 @@ type readStack struct {
 
 func newReadStack(tb testing.TB, log *zap.Logger) *readStack {
 	tb.Helper()
-	store := embeddedtest.Start(tb)
-	db := store.Database(tb, store.Client(tb))
+	mongod := embeddedtest.Start(tb)
+	db := mongod.Database(tb, mongod.Client(tb))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	tb.Cleanup(cancel)
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
@@ -255,12 +256,12 @@ func (w *world) write(tb testing.TB, s *readStack) {
 			}
 			models = append(models, mongo.NewUpdateOneModel().SetUpsert(true).
 				SetFilter(bson.D{{Key: "id", Value: nd.ID}, {Key: "type", Value: nd.Type}, {Key: "timestamp", Value: t}}).
-				SetUpdate(p.Update(t)))
+				SetUpdate(store.ParentUpdate(p, t)))
 		}
 	}
 	for len(models) > 0 {
 		n := min(len(models), 5000)
-		if _, err := s.db.Collection(migrations.CountsCollection).BulkWrite(s.ctx, models[:n], options.BulkWrite().SetOrdered(false)); err != nil {
+		if _, err := s.db.Collection(store.CountsCollection).BulkWrite(s.ctx, models[:n], options.BulkWrite().SetOrdered(false)); err != nil {
 			tb.Fatalf("write world: %v", err)
 		}
 		models = models[n:]

@@ -19,8 +19,8 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/api/apiv1"
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -99,8 +99,8 @@ func newReadFixture(t *testing.T) *readFixture {
 	// A parent document of a node not in the tree (left by an older version) is no orphan.
 	stale := rollup.Parent{ID: "g-old", Type: tree.TypeGroup, Project: "proj-r", Timestamp: tickFull, Online: 9, Rev: 1,
 		Reported: 1, Expected: 1, TreeVersion: 1, Children: map[string]rollup.ChildState{}}
-	if _, err := s.db.Collection(migrations.CountsCollection).UpdateOne(s.ctx, bson.D{{Key: "id", Value: "g-old"}},
-		stale.Update(tickFull), options.UpdateOne().SetUpsert(true)); err != nil {
+	if _, err := s.db.Collection(store.CountsCollection).UpdateOne(s.ctx, bson.D{{Key: "id", Value: "g-old"}},
+		store.ParentUpdate(stale, tickFull), options.UpdateOne().SetUpsert(true)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -529,7 +529,7 @@ func testReadErrors(t *testing.T, f *readFixture) {
 // cannot ingest; a deleted project is 404.
 func testReadAuth(t *testing.T, f *readFixture) {
 	tokGone := f.token(t, "gone", false)
-	if _, err := f.db.Collection(migrations.ProjectsCollection).DeleteOne(f.ctx, bson.D{{Key: "_id", Value: "gone"}}); err != nil {
+	if _, err := f.db.Collection(store.ProjectsCollection).DeleteOne(f.ctx, bson.D{{Key: "_id", Value: "gone"}}); err != nil {
 		t.Fatal(err)
 	}
 	treePath := readPath + apiv1.TreePath

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -131,12 +132,12 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 		for i := lo; i < min(hi, started); i++ {
 			ticks[i].expected = leaves
 		}
-		err := rd.nodeDocs(ctx, project, node, nd.Type, sp.from, sp.to, func(d nodeDoc) {
-			off := d.t.Sub(from)
+		err := rd.nodeDocs(ctx, project, node, nd.Type, sp.from, sp.to, func(d store.Node) {
+			off := d.Tick.Sub(from)
 			if off%rd.tick != 0 { // not a tick start: not a count of this API's ticks
 				return
 			}
-			ticks[off/rd.tick] = tickValue{present: true, online: d.online, reported: d.reported, expected: d.expected}
+			ticks[off/rd.tick] = tickValue{present: true, online: d.Online, reported: d.Reported, expected: d.Expected}
 		})
 		if err != nil {
 			return "", nil, err

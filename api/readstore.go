@@ -2,17 +2,11 @@ package api
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -72,124 +66,12 @@ func versionOf(vs []treedb.Version, i int) int {
 	return vs[i].Version
 }
 
-// nodeDoc is what the read API uses of a counts document.
-type nodeDoc struct {
-	id, typ  string
-	t        time.Time
-	online   int64
-	reported int64
-	expected int64
-	// rollup is set on parent and root documents; a leaf document reports itself (1 of 1).
-	rollup bool
-}
-
-// docProjection is the fields decodeDoc reads.
-var docProjection = bson.D{
-	{Key: "_id", Value: 0},
-	{Key: migrations.FieldID, Value: 1},
-	{Key: migrations.FieldType, Value: 1},
-	{Key: migrations.FieldTimestamp, Value: 1},
-	{Key: migrations.FieldOnline, Value: 1},
-	{Key: rollup.FieldReported, Value: 1},
-	{Key: rollup.FieldExpected, Value: 1},
-	{Key: rollup.FieldRollup, Value: 1},
-}
-
-// errBadDoc marks a stored document the read API cannot use.
-var errBadDoc = errors.New("malformed counts document")
-
-// decodeDoc reads a document projected by docProjection.
-func decodeDoc(raw bson.Raw) (nodeDoc, error) {
-	var d nodeDoc
-	var hasRep, hasExp bool
-	elems, err := raw.Elements()
-	if err != nil {
-		return d, fmt.Errorf("%w: %w", errBadDoc, err)
-	}
-	for _, e := range elems {
-		v := e.Value()
-		var ok bool
-		switch e.Key() {
-		case migrations.FieldID:
-			d.id, ok = v.StringValueOK()
-		case migrations.FieldType:
-			d.typ, ok = v.StringValueOK()
-		case migrations.FieldTimestamp:
-			var ms int64
-			ms, ok = v.DateTimeOK()
-			d.t = time.UnixMilli(ms).UTC()
-		case migrations.FieldOnline:
-			d.online, ok = rawInt(v)
-		case rollup.FieldReported:
-			d.reported, ok = rawInt(v)
-			hasRep = true
-		case rollup.FieldExpected:
-			d.expected, ok = rawInt(v)
-			hasExp = true
-		case rollup.FieldRollup:
-			d.rollup, ok = v.BooleanOK()
-		default:
-			ok = true
-		}
-		if !ok {
-			return d, fmt.Errorf("%w: field %s has BSON type %s", errBadDoc, e.Key(), v.Type)
-		}
-	}
-	if !hasRep || !hasExp {
-		d.reported, d.expected = 1, 1
-	}
-	return d, nil
-}
-
-func rawInt(v bson.RawValue) (int64, bool) {
-	switch v.Type {
-	case bson.TypeInt64:
-		return v.Int64(), true
-	case bson.TypeInt32:
-		return int64(v.Int32()), true
-	default:
-		return 0, false
-	}
-}
-
 // counts is the counts collection.
-func (rd *reader) counts() *mongo.Collection { return rd.db.Collection(migrations.CountsCollection) }
-
-// find runs filter on counts (projected by docProjection) and calls fn with each document.
-func (rd *reader) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder, fn func(nodeDoc)) error {
-	cur, err := rd.counts().Find(ctx, filter, opts.SetProjection(docProjection))
-	if err != nil {
-		return fmt.Errorf("find counts: %w", err)
-	}
-	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	for cur.Next(ctx) {
-		d, err := decodeDoc(cur.Current)
-		if err != nil {
-			return err
-		}
-		fn(d)
-	}
-	if err := cur.Err(); err != nil {
-		return fmt.Errorf("read counts: %w", err)
-	}
-	return nil
-}
+func (rd *reader) counts() store.Counts { return store.NewCounts(rd.db) }
 
 // nodeDocs calls fn with project's documents of node (id, typ) in [from, to), in time order.
-// It reads only the unique {id, type, timestamp} index's range; a document of another project
-// under the key (an orphan it wrote before the id joined this tree) is not this project's.
-func (rd *reader) nodeDocs(ctx context.Context, project, id, typ string, from, to time.Time, fn func(nodeDoc)) error {
-	filter := bson.D{
-		{Key: migrations.FieldID, Value: id},
-		{Key: migrations.FieldType, Value: typ},
-		{Key: migrations.FieldTimestamp, Value: bson.D{
-			{Key: "$gte", Value: bson.NewDateTimeFromTime(from)},
-			{Key: "$lt", Value: bson.NewDateTimeFromTime(to)},
-		}},
-		{Key: migrations.FieldProject, Value: project},
-	}
-	opts := options.Find().SetSort(bson.D{{Key: migrations.FieldTimestamp, Value: 1}}).SetBatchSize(10_000)
-	return rd.find(ctx, filter, opts, fn)
+func (rd *reader) nodeDocs(ctx context.Context, project, id, typ string, from, to time.Time, fn func(store.Node)) error {
+	return rd.counts().NodeRange(ctx, project, id, typ, from, to, fn)
 }
 
 // latestRootTick returns the latest tick that has a document of the root of its tree
@@ -217,54 +99,22 @@ func (rd *reader) latestRootTick(ctx context.Context, project string) (time.Time
 			return time.Time{}, false, err
 		}
 		root := t.Root()
-		var found nodeDoc
-		ok := false
-		err = rd.find(ctx, bson.D{
-			{Key: migrations.FieldID, Value: root.ID},
-			{Key: migrations.FieldType, Value: root.Type},
-			{Key: migrations.FieldTimestamp, Value: bson.D{
-				{Key: "$gte", Value: bson.NewDateTimeFromTime(v.EffectiveFrom)},
-				{Key: "$lt", Value: bson.NewDateTimeFromTime(end)},
-			}},
-			{Key: migrations.FieldProject, Value: project},
-		}, options.Find().SetSort(bson.D{{Key: migrations.FieldTimestamp, Value: -1}}).SetLimit(1),
-			func(d nodeDoc) { found, ok = d, true })
+		found, ok, err := rd.counts().LatestNode(ctx, project, root.ID, root.Type, v.EffectiveFrom, end)
 		if err != nil || ok {
-			return found.t, ok, err
+			return found.Tick, ok, err
 		}
 		end = v.EffectiveFrom
 	}
 	return time.Time{}, false, nil
 }
 
-// tickDocs calls fn with every document of project at tick t (leaves and parents), through
-// the {project, timestamp} index.
-func (rd *reader) tickDocs(ctx context.Context, project string, t time.Time, fn func(nodeDoc)) error {
-	filter := bson.D{
-		{Key: migrations.FieldProject, Value: project},
-		{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(t)},
-	}
-	return rd.find(ctx, filter, options.Find().SetBatchSize(10_000), fn)
+// tickDocs calls fn with every document of project at tick t (leaves and parents).
+func (rd *reader) tickDocs(ctx context.Context, project string, t time.Time, fn func(store.Node)) error {
+	return rd.counts().TickNodes(ctx, project, t, fn)
 }
 
 // parentDoc returns project's parent document of node (id, typ) at t; ok is false when there
 // is none.
 func (rd *reader) parentDoc(ctx context.Context, project, id, typ string, t time.Time) (p rollup.Parent, ok bool, err error) {
-	raw, err := rd.counts().FindOne(ctx, bson.D{
-		{Key: migrations.FieldID, Value: id},
-		{Key: migrations.FieldType, Value: typ},
-		{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(t)},
-		{Key: migrations.FieldProject, Value: project},
-	}).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return p, false, nil
-	}
-	if err != nil {
-		return p, false, fmt.Errorf("find parent document: %w", err)
-	}
-	p, err = rollup.ParentFromDoc(raw)
-	if err != nil {
-		return p, false, fmt.Errorf("%w: %w", errBadDoc, err)
-	}
-	return p, true, nil
+	return rd.counts().Parent(ctx, project, id, typ, t)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/store"
 )
 
 // defaultTicksWindow is the window of GET .../ticks without from.
@@ -35,8 +36,8 @@ func (s *Server) serveTicks(ctx context.Context, _ tokenInfo, project string, q 
 			continue
 		}
 		root := sp.tree.Root()
-		err := s.read.nodeDocs(ctx, project, root.ID, root.Type, sp.from, sp.to, func(d nodeDoc) {
-			out = append(out, apiv1.TickSummary{Tick: d.t, Online: d.online, Reported: d.reported, Expected: d.expected})
+		err := s.read.nodeDocs(ctx, project, root.ID, root.Type, sp.from, sp.to, func(d store.Node) {
+			out = append(out, apiv1.TickSummary{Tick: d.Tick, Online: d.Online, Reported: d.Reported, Expected: d.Expected})
 		})
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gameops/rollup/api/apiv1"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -26,16 +27,16 @@ func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q u
 		return nil, err
 	}
 	tr := sp.tree
-	docs := make(map[string]nodeDoc, tr.Len())
+	docs := make(map[string]store.Node, tr.Len())
 	orphans := []apiv1.Orphan{}
-	err = s.read.tickDocs(ctx, project, t, func(d nodeDoc) {
-		if !tr.Has(d.id) {
-			if !d.rollup {
-				orphans = append(orphans, apiv1.Orphan{ID: d.id, Type: d.typ, Online: d.online})
+	err = s.read.tickDocs(ctx, project, t, func(d store.Node) {
+		if !tr.Has(d.ID) {
+			if !d.Parent {
+				orphans = append(orphans, apiv1.Orphan{ID: d.ID, Type: d.Type, Online: d.Online})
 			}
 			return
 		}
-		docs[d.id+"\x00"+d.typ] = d
+		docs[d.ID+"\x00"+d.Type] = d
 	})
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q u
 
 // treeNodes lists tr's nodes breadth-first from the root, each with its document in docs
 // (keyed id NUL type) or, without one, online 0 and reported 0 of its leaves.
-func treeNodes(tr *tree.Tree, docs map[string]nodeDoc) []apiv1.TreeNode {
+func treeNodes(tr *tree.Tree, docs map[string]store.Node) []apiv1.TreeNode {
 	out := make([]apiv1.TreeNode, 0, tr.Len())
 	queue := []tree.Node{tr.Root()}
 	for len(queue) > 0 {
@@ -64,7 +65,7 @@ func treeNodes(tr *tree.Tree, docs map[string]nodeDoc) []apiv1.TreeNode {
 		tn := apiv1.TreeNode{ID: nd.ID, Type: nd.Type, Parent: nd.Parent, Expected: int64(tr.LeafCount(nd.ID)),
 			Children: make([]string, len(children))}
 		if d, ok := docs[nd.ID+"\x00"+nd.Type]; ok {
-			tn.Online, tn.Reported, tn.Expected = d.online, d.reported, d.expected
+			tn.Online, tn.Reported, tn.Expected = d.Online, d.Reported, d.Expected
 		}
 		for i, c := range children {
 			tn.Children[i] = c.ID

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -34,9 +34,6 @@ const (
 	// ScopeRead tokens only read the project: POST /v1/counts answers them 403.
 	ScopeRead = "read"
 )
-
-// fieldScope is the scope field of a tokens document.
-const fieldScope = "scope"
 
 // CreateToken creates a bearer token for project with ScopeIngest: 32 random bytes from
 // crypto/rand in unpadded base64url (43 characters). Only its sha256 hex is stored (tokens
@@ -68,19 +65,19 @@ func createToken(ctx context.Context, db *mongo.Database, project, name, scope s
 	}
 	token := base64.RawURLEncoding.EncodeToString(b[:])
 	now := time.Now().UTC()
-	_, err := db.Collection(migrations.ProjectsCollection).UpdateOne(ctx,
+	_, err := db.Collection(store.ProjectsCollection).UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: project}},
-		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: migrations.FieldCreatedAt, Value: now}}}},
+		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: store.FieldCreatedAt, Value: now}}}},
 		options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return "", fmt.Errorf("create project %q: %w", project, err)
 	}
-	_, err = db.Collection(migrations.TokensCollection).InsertOne(ctx, bson.D{
+	_, err = db.Collection(store.TokensCollection).InsertOne(ctx, bson.D{
 		{Key: "_id", Value: HashToken(token)},
-		{Key: migrations.FieldProject, Value: project},
-		{Key: migrations.FieldName, Value: name},
-		{Key: migrations.FieldCreatedAt, Value: now},
-		{Key: fieldScope, Value: scope},
+		{Key: store.FieldProject, Value: project},
+		{Key: store.FieldName, Value: name},
+		{Key: store.FieldCreatedAt, Value: now},
+		{Key: store.FieldScope, Value: scope},
 	})
 	if err != nil {
 		return "", fmt.Errorf("store token: %w", err)
@@ -119,9 +116,9 @@ type TokenInfo struct {
 
 // ListTokens returns project's tokens, oldest first.
 func ListTokens(ctx context.Context, db *mongo.Database, project string) ([]TokenInfo, error) {
-	cur, err := db.Collection(migrations.TokensCollection).Find(ctx,
-		bson.D{{Key: migrations.FieldProject, Value: project}},
-		options.Find().SetSort(bson.D{{Key: migrations.FieldCreatedAt, Value: 1}, {Key: "_id", Value: 1}}))
+	cur, err := db.Collection(store.TokensCollection).Find(ctx,
+		bson.D{{Key: store.FieldProject, Value: project}},
+		options.Find().SetSort(bson.D{{Key: store.FieldCreatedAt, Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}

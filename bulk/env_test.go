@@ -16,7 +16,7 @@ import (
 
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,25 +34,25 @@ type env struct {
 
 func newEnv(t testing.TB, clientOpts ...*options.ClientOptions) *env {
 	t.Helper()
-	store := embeddedtest.Start(t)
-	direct := store.Client(t)
-	db := store.Database(t, direct)
-	check := db.Collection(migrations.CountsCollection)
+	srv := embeddedtest.Start(t)
+	direct := srv.Client(t)
+	db := srv.Database(t, direct)
+	check := db.Collection(store.CountsCollection)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := check.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys: bson.D{
-			{Key: migrations.FieldID, Value: 1},
-			{Key: migrations.FieldType, Value: 1},
-			{Key: migrations.FieldTimestamp, Value: 1},
+			{Key: store.FieldID, Value: 1},
+			{Key: store.FieldType, Value: 1},
+			{Key: store.FieldTimestamp, Value: 1},
 		},
-		Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex),
+		Options: options.Index().SetUnique(true).SetName(store.CountsKeyIndex),
 	})
 	if err != nil {
 		t.Fatalf("create index: %v", err)
 	}
 
-	hosts := options.Client().ApplyURI(store.URI).Hosts
+	hosts := options.Client().ApplyURI(srv.URI).Hosts
 	p := blackpipe.New(hosts[0], zap.NewNop())
 	if err := p.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -69,11 +69,11 @@ func newEnv(t testing.TB, clientOpts ...*options.ClientOptions) *env {
 	ps := &embeddedtest.Store{URI: fmt.Sprintf("mongodb://%s/?directConnection=true", p.Addr())}
 	client := ps.Client(t, clientOpts...)
 	return &env{
-		store:  store,
+		store:  srv,
 		proxy:  p,
 		direct: direct,
 		client: client,
-		coll:   client.Database(db.Name()).Collection(migrations.CountsCollection),
+		coll:   client.Database(db.Name()).Collection(store.CountsCollection),
 		check:  check,
 	}
 }
@@ -220,7 +220,7 @@ func updateFilters(t testing.TB, p *blackpipe.Proxy) [][]string {
 		}
 		ids := make([]string, len(body.Updates))
 		for i, u := range body.Updates {
-			ids[i] = fmt.Sprint(u.Q[migrations.FieldID])
+			ids[i] = fmt.Sprint(u.Q[store.FieldID])
 		}
 		slices.Sort(ids)
 		out = append(out, ids)
@@ -245,7 +245,7 @@ func findIDs(t testing.TB, p *blackpipe.Proxy) [][]string {
 		if err := bson.Unmarshal(cmd, &body); err != nil {
 			t.Fatalf("decode find command: %v", err)
 		}
-		if body.Find != migrations.CountsCollection {
+		if body.Find != store.CountsCollection {
 			continue
 		}
 		ids := slices.Clone(body.Filter.ID.In)

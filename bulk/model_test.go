@@ -11,26 +11,25 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 )
 
 // naiveModel is the guarded upsert as bson.D, the form model encodes by hand.
 func naiveModel(it Item, writtenAt time.Time) (filter, update bson.D) {
 	filter = bson.D{
-		{Key: migrations.FieldID, Value: it.ID},
-		{Key: migrations.FieldType, Value: it.Type},
-		{Key: migrations.FieldTimestamp, Value: it.Timestamp.UTC()},
-		{Key: migrations.FieldProject, Value: it.Project},
-		{Key: migrations.FieldVersion, Value: bson.D{{Key: "$lt", Value: it.Version}}},
-		{Key: rollup.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
+		{Key: store.FieldID, Value: it.ID},
+		{Key: store.FieldType, Value: it.Type},
+		{Key: store.FieldTimestamp, Value: it.Timestamp.UTC()},
+		{Key: store.FieldProject, Value: it.Project},
+		{Key: store.FieldVersion, Value: bson.D{{Key: "$lt", Value: it.Version}}},
+		{Key: store.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
 	}
 	update = bson.D{{Key: "$set", Value: bson.D{
-		{Key: migrations.FieldOnline, Value: it.Online},
-		{Key: migrations.FieldVersion, Value: it.Version},
-		{Key: migrations.FieldProject, Value: it.Project},
-		{Key: migrations.FieldSubmissionID, Value: it.SubmissionID},
-		{Key: migrations.FieldWrittenAt, Value: writtenAt},
+		{Key: store.FieldOnline, Value: it.Online},
+		{Key: store.FieldVersion, Value: it.Version},
+		{Key: store.FieldProject, Value: it.Project},
+		{Key: store.FieldSubmissionID, Value: it.SubmissionID},
+		{Key: store.FieldWrittenAt, Value: writtenAt},
 	}}}
 	return filter, update
 }

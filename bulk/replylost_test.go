@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // TestReplyLost drives the writer into onPrimaryTransactionalWrite: a statement of the bulk
@@ -158,7 +158,7 @@ func (e *env) checkStored(t testing.TB, batch []Item) {
 			t.Errorf("%s: stored online %d version %d, want %d %d", it.ID, d.Online, d.Version, it.Online, it.Version)
 		}
 	}
-	if n, err := e.check.CountDocuments(context.Background(), bson.D{{Key: migrations.FieldVersion, Value: bson.D{{Key: "$ne", Value: int64(100)}}}}); err != nil || n != 0 {
+	if n, err := e.check.CountDocuments(context.Background(), bson.D{{Key: store.FieldVersion, Value: bson.D{{Key: "$ne", Value: int64(100)}}}}); err != nil || n != 0 {
 		t.Errorf("%d leaves with another version, %v", n, err)
 	}
 }

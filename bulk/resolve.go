@@ -10,8 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 )
 
 // Why resolve rejects an item. The messages say nothing of the stored document (not its
@@ -138,14 +137,14 @@ func (w *Writer) lookup(ctx context.Context, items []Item, dups []int) (map[docK
 		tsv[i] = bson.DateTime(ms)
 	}
 	filter := bson.D{
-		{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-		{Key: migrations.FieldTimestamp, Value: bson.D{{Key: "$in", Value: tsv}}},
+		{Key: store.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: store.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
+		{Key: store.FieldTimestamp, Value: bson.D{{Key: "$in", Value: tsv}}},
 	}
 	opts := options.Find().SetProjection(bson.D{
-		{Key: "_id", Value: 0}, {Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1},
-		{Key: migrations.FieldTimestamp, Value: 1}, {Key: migrations.FieldProject, Value: 1},
-		{Key: migrations.FieldVersion, Value: 1}, {Key: rollup.FieldRollup, Value: 1},
+		{Key: "_id", Value: 0}, {Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1},
+		{Key: store.FieldTimestamp, Value: 1}, {Key: store.FieldProject, Value: 1},
+		{Key: store.FieldVersion, Value: 1}, {Key: store.FieldRollup, Value: 1},
 	}).SetBatchSize(int32(min(len(dups)+1, 10_000)))
 	out := make(map[docKey]stored, len(dups))
 	err := w.attempt(ctx, func(ctx context.Context) error {
@@ -177,17 +176,17 @@ func decodeStored(raw bson.Raw) (docKey, stored, error) {
 	var k docKey
 	var d stored
 	var ok bool
-	if k.id, ok = raw.Lookup(migrations.FieldID).StringValueOK(); !ok {
+	if k.id, ok = raw.Lookup(store.FieldID).StringValueOK(); !ok {
 		return k, d, fmt.Errorf("a counts document without a string id: %s", raw)
 	}
-	if k.typ, ok = raw.Lookup(migrations.FieldType).StringValueOK(); !ok {
+	if k.typ, ok = raw.Lookup(store.FieldType).StringValueOK(); !ok {
 		return k, d, fmt.Errorf("a counts document without a string type: %s", raw)
 	}
-	if k.ms, ok = raw.Lookup(migrations.FieldTimestamp).DateTimeOK(); !ok {
+	if k.ms, ok = raw.Lookup(store.FieldTimestamp).DateTimeOK(); !ok {
 		return k, d, fmt.Errorf("a counts document without a date timestamp: %s", raw)
 	}
-	d.project, _ = raw.Lookup(migrations.FieldProject).StringValueOK()
-	d.version, _ = raw.Lookup(migrations.FieldVersion).AsInt64OK()
-	d.rollup, _ = raw.Lookup(rollup.FieldRollup).BooleanOK()
+	d.project, _ = raw.Lookup(store.FieldProject).StringValueOK()
+	d.version, _ = store.Count(raw.Lookup(store.FieldVersion))
+	d.rollup, _ = raw.Lookup(store.FieldRollup).BooleanOK()
 	return k, d, nil
 }

@@ -12,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // TestDuplicateKeyRetriesExactlyFailedOps seeds leaves with higher and with lower versions,
@@ -180,7 +180,7 @@ func sumOnline(t testing.TB, coll *mongo.Collection, filter bson.D) int64 {
 	t.Helper()
 	cur, err := coll.Aggregate(context.Background(), mongo.Pipeline{
 		{{Key: "$match", Value: filter}},
-		{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "total", Value: bson.D{{Key: "$sum", Value: "$" + migrations.FieldOnline}}}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "total", Value: bson.D{{Key: "$sum", Value: "$" + store.FieldOnline}}}}}},
 	})
 	if err != nil {
 		t.Fatalf("aggregate: %v", err)

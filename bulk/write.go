@@ -10,23 +10,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 )
 
-// model returns the guarded upsert of it: filter on exactly the key plus the item's project,
-// version < v and "not a rollup document", absolute $set values, upsert. Re-sending it is
-// idempotent. The project and rollup guards mean a leaf can never overwrite another project's
-// document or the watcher's document of a parent: the upsert fails on the unique index, and
-// resolve rejects the item (the API refuses such ids before they get here when it knows the
-// trees).
-//
-// The filter and update are encoded here, straight into buf (returned grown), instead of as
-// bson.D for the driver to encode by reflection: that was a third of the writer's CPU and
-// most of its garbage. The bytes equal the bson.D encoding (TestModelEncoding).
+// model returns the guarded upsert of it (store.AppendLeafUpsert: the key, the item's project,
+// version < v and "not a rollup document" as the filter, absolute $set values, upsert), encoded
+// into buf (returned grown). Re-sending it is idempotent. The project and rollup guards mean a
+// leaf can never overwrite another project's document or the watcher's document of a parent:
+// the upsert fails on the unique index, and resolve rejects the item (the API refuses such ids
+// before they get here when it knows the trees).
 func model(buf []byte, it Item, writtenAt time.Time) (mongo.WriteModel, []byte) {
 	filter, update, buf := encodeModel(buf, it, writtenAt)
 	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true), buf
@@ -34,43 +28,10 @@ func model(buf []byte, it Item, writtenAt time.Time) (mongo.WriteModel, []byte) 
 
 // encodeModel appends the filter and the update of model(it) to buf.
 func encodeModel(buf []byte, it Item, writtenAt time.Time) (filter, update bson.Raw, _ []byte) {
-	start := len(buf)
-	buf = appendFilter(buf, it)
-	mid := len(buf)
-	buf = appendUpdate(buf, it, writtenAt)
-	// Full slice expressions: a later append to buf must never write into these documents.
-	return bson.Raw(buf[start:mid:mid]), bson.Raw(buf[mid:len(buf):len(buf)]), buf
-}
-
-func appendFilter(buf []byte, it Item) []byte {
-	idx, buf := bsoncore.AppendDocumentStart(buf)
-	buf = bsoncore.AppendStringElement(buf, migrations.FieldID, it.ID)
-	buf = bsoncore.AppendStringElement(buf, migrations.FieldType, it.Type)
-	buf = bsoncore.AppendDateTimeElement(buf, migrations.FieldTimestamp, it.Timestamp.UnixMilli())
-	buf = bsoncore.AppendStringElement(buf, migrations.FieldProject, it.Project)
-	var sub int32
-	sub, buf = bsoncore.AppendDocumentElementStart(buf, migrations.FieldVersion)
-	buf = bsoncore.AppendInt64Element(buf, "$lt", it.Version)
-	buf, _ = bsoncore.AppendDocumentEnd(buf, sub)
-	sub, buf = bsoncore.AppendDocumentElementStart(buf, rollup.FieldRollup)
-	buf = bsoncore.AppendBooleanElement(buf, "$ne", true)
-	buf, _ = bsoncore.AppendDocumentEnd(buf, sub)
-	buf, _ = bsoncore.AppendDocumentEnd(buf, idx)
-	return buf
-}
-
-func appendUpdate(buf []byte, it Item, writtenAt time.Time) []byte {
-	idx, buf := bsoncore.AppendDocumentStart(buf)
-	var set int32
-	set, buf = bsoncore.AppendDocumentElementStart(buf, "$set")
-	buf = bsoncore.AppendInt64Element(buf, migrations.FieldOnline, it.Online)
-	buf = bsoncore.AppendInt64Element(buf, migrations.FieldVersion, it.Version)
-	buf = bsoncore.AppendStringElement(buf, migrations.FieldProject, it.Project)
-	buf = bsoncore.AppendStringElement(buf, migrations.FieldSubmissionID, it.SubmissionID)
-	buf = bsoncore.AppendDateTimeElement(buf, migrations.FieldWrittenAt, writtenAt.UnixMilli())
-	buf, _ = bsoncore.AppendDocumentEnd(buf, set)
-	buf, _ = bsoncore.AppendDocumentEnd(buf, idx)
-	return buf
+	return store.AppendLeafUpsert(buf, store.LeafWrite{
+		ID: it.ID, Type: it.Type, Tick: it.Timestamp, Project: it.Project,
+		Online: it.Online, Version: it.Version, SubmissionID: it.SubmissionID,
+	}, writtenAt)
 }
 
 // modelSize bounds the bytes model appends for it (field names, values and framing).

@@ -24,6 +24,7 @@ import (
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -178,14 +179,14 @@ func (s staticTree) TreeAt(context.Context, string, time.Time) (*tree.Tree, int,
 // TestCollectorPipeline drives a real bulk writer and watcher against the embedded store and
 // checks the scraped series.
 func TestCollectorPipeline(t *testing.T) {
-	store := embeddedtest.Start(t)
-	client := store.Client(t)
-	db := store.Database(t, client)
+	srv := embeddedtest.Start(t)
+	client := srv.Client(t)
+	db := srv.Database(t, client)
 	ctx := testctx.Context(t)
-	counts := db.Collection(migrations.CountsCollection)
+	counts := db.Collection(store.CountsCollection)
 	if _, err := counts.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldTimestamp, Value: 1}},
-		Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex),
+		Keys:    bson.D{{Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1}, {Key: store.FieldTimestamp, Value: 1}},
+		Options: options.Index().SetUnique(true).SetName(store.CountsKeyIndex),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +355,8 @@ func TestCollectorTotalsFakes(t *testing.T) {
 // checks the scraped series; then adds projects and groups past the caps and checks the
 // number of business series stays within the bound.
 func TestCollectorTotalsPipeline(t *testing.T) {
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
@@ -372,8 +373,8 @@ func TestCollectorTotalsPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zap.NewNop())
-	w := watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{CheckpointInterval: time.Millisecond}, zap.NewNop())
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zap.NewNop())
+	w := watcher.New(db, treedb.NewCache(trees), watcher.Options{CheckpointInterval: time.Millisecond}, zap.NewNop())
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- writer.Run(runCtx) }()

@@ -8,6 +8,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/store"
 )
 
 // deleteBatch is the number of deletes sent in one unordered bulk write.
@@ -26,7 +28,7 @@ func duplicatesPipeline() mongo.Pipeline {
 	}
 	return mongo.Pipeline{
 		{{Key: "$group", Value: bson.D{
-			{Key: "_id", Value: bson.D{keyPart(FieldID), keyPart(FieldType), keyPart(FieldTimestamp)}},
+			{Key: "_id", Value: bson.D{keyPart(store.FieldID), keyPart(store.FieldType), keyPart(store.FieldTimestamp)}},
 			{Key: "n", Value: bson.D{{Key: "$sum", Value: int32(1)}}},
 			{Key: "docs", Value: bson.D{{Key: "$push", Value: "$$ROOT"}}},
 		}}},
@@ -34,8 +36,8 @@ func duplicatesPipeline() mongo.Pipeline {
 		{{Key: "$unwind", Value: "$docs"}},
 		{{Key: "$sort", Value: bson.D{
 			{Key: "_id", Value: int32(1)},
-			{Key: "docs." + FieldVersion, Value: int32(-1)},
-			{Key: "docs." + FieldWrittenAt, Value: int32(-1)},
+			{Key: "docs." + store.FieldVersion, Value: int32(-1)},
+			{Key: "docs." + store.FieldWrittenAt, Value: int32(-1)},
 			{Key: "docs._id", Value: int32(-1)},
 		}}},
 		{{Key: "$group", Value: bson.D{
@@ -80,7 +82,7 @@ func findDuplicates(ctx context.Context, coll *mongo.Collection) ([]DuplicateGro
 // guardFilter matches doc by _id only while its version and written_at are unchanged.
 func guardFilter(doc bson.Raw) bson.D {
 	f := bson.D{{Key: "_id", Value: doc.Lookup("_id")}}
-	for _, name := range []string{FieldVersion, FieldWrittenAt} {
+	for _, name := range []string{store.FieldVersion, store.FieldWrittenAt} {
 		if v, err := doc.LookupErr(name); err == nil {
 			f = append(f, bson.E{Key: name, Value: bson.D{{Key: "$eq", Value: v}}})
 		} else {

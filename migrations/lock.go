@@ -10,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/store"
 )
 
 const (
@@ -65,7 +67,7 @@ type lockDoc struct {
 // tryLock makes one attempt to take the lock. It returns the current holder when the lock is
 // held by someone else (a nil error and ok false).
 func (m *Migrator) tryLock(ctx context.Context) (held lockDoc, ok bool, err error) {
-	coll := m.db.Collection(LockCollection)
+	coll := m.db.Collection(store.LockCollection)
 	now := m.now()
 	filter := bson.D{{Key: "_id", Value: lockID}, {Key: "expires_at", Value: bson.D{{Key: "$lt", Value: now}}}}
 	update := bson.D{{Key: "$set", Value: bson.D{
@@ -136,7 +138,7 @@ func (m *Migrator) acquire(ctx context.Context, wait time.Duration) error {
 // renew pushes the expiry of our lock forward. It returns ErrLockLost when the lock is no
 // longer ours.
 func (m *Migrator) renew(ctx context.Context) error {
-	res, err := m.db.Collection(LockCollection).UpdateOne(ctx,
+	res, err := m.db.Collection(store.LockCollection).UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: lockID}, {Key: "owner", Value: m.owner}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: m.now().Add(m.ttl)}}}})
 	if err != nil {
@@ -184,7 +186,7 @@ func (m *Migrator) keepLock(ctx context.Context, lost func(error)) {
 func (m *Migrator) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_, err := m.db.Collection(LockCollection).DeleteOne(ctx,
+	_, err := m.db.Collection(store.LockCollection).DeleteOne(ctx,
 		bson.D{{Key: "_id", Value: lockID}, {Key: "owner", Value: m.owner}})
 	if err != nil {
 		return fmt.Errorf("release migration lock: %w", err)

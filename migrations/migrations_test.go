@@ -24,6 +24,7 @@ import (
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/store"
 )
 
 func TestMain(m *testing.M) {
@@ -39,8 +40,8 @@ func testCtx(t *testing.T) context.Context {
 // newDB starts a store (once per test) and returns a fresh database on it.
 func newDB(t *testing.T) *mongo.Database {
 	t.Helper()
-	store := embeddedtest.Start(t)
-	return store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	return srv.Database(t, srv.Client(t))
 }
 
 // newTestMigrator is New with a short lock poll so waiting tests run fast.
@@ -85,7 +86,7 @@ func allDocs(ctx context.Context, t *testing.T, coll *mongo.Collection) []bson.R
 
 func lockPresent(ctx context.Context, t *testing.T, db *mongo.Database) bool {
 	t.Helper()
-	n, err := db.Collection(LockCollection).CountDocuments(ctx, bson.D{})
+	n, err := db.Collection(store.LockCollection).CountDocuments(ctx, bson.D{})
 	if err != nil {
 		t.Fatalf("count lock: %v", err)
 	}
@@ -153,14 +154,14 @@ func TestFreshDatabase(t *testing.T) {
 		t.Fatalf("Pending after = %d, %v; want 0", n, err)
 	}
 
-	counts := indexSpecs(ctx, t, db.Collection(CountsCollection))
-	if spec, ok := counts[CountsKeyIndex]; !ok || !isCountsKeyIndex(spec) {
-		t.Fatalf("counts indexes = %v, want unique %s", counts, CountsKeyIndex)
+	counts := indexSpecs(ctx, t, db.Collection(store.CountsCollection))
+	if spec, ok := counts[store.CountsKeyIndex]; !ok || !keyIndex().Matches(spec) {
+		t.Fatalf("counts indexes = %v, want unique %s", counts, store.CountsKeyIndex)
 	}
-	if _, ok := indexSpecs(ctx, t, db.Collection(TokensCollection))[TokensProjectIndex]; !ok {
-		t.Fatalf("tokens has no index %s", TokensProjectIndex)
+	if _, ok := indexSpecs(ctx, t, db.Collection(store.TokensCollection))[store.TokensProjectIndex]; !ok {
+		t.Fatalf("tokens has no index %s", store.TokensProjectIndex)
 	}
-	names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: ProjectsCollection}})
+	names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: store.ProjectsCollection}})
 	if err != nil || len(names) != 1 {
 		t.Fatalf("projects collection: %v, %v", names, err)
 	}
@@ -189,7 +190,7 @@ func TestStatusListsUnknownSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := db.Collection(MigrationsCollection).InsertOne(ctx, appliedDoc{Version: 9, Name: "from the future", AppliedAt: at}); err != nil {
+	if _, err := db.Collection(store.MigrationsCollection).InsertOne(ctx, appliedDoc{Version: 9, Name: "from the future", AppliedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := m.Status(ctx)
@@ -243,13 +244,13 @@ func reportRemovedIDs(r Report) []bson.ObjectID {
 }
 
 func TestDuplicateResolution(t *testing.T) {
-	store := embeddedtest.Start(t)
-	client := store.Client(t)
+	srv := embeddedtest.Start(t)
+	client := srv.Client(t)
 	for _, tc := range loadDupCases(t) {
 		t.Run(tc.Name, func(t *testing.T) {
 			ctx := testCtx(t)
-			db := store.Database(t, client)
-			coll := db.Collection(CountsCollection)
+			db := srv.Database(t, client)
+			coll := db.Collection(store.CountsCollection)
 			docs := make([]any, len(tc.Docs))
 			for i, d := range tc.Docs {
 				docs[i] = d
@@ -274,7 +275,7 @@ func TestDuplicateResolution(t *testing.T) {
 			if after := allDocs(ctx, t, coll); !slices.EqualFunc(before, after, func(a, b bson.Raw) bool { return string(a) == string(b) }) {
 				t.Fatal("dry run changed the counts collection")
 			}
-			if _, ok := indexSpecs(ctx, t, coll)[CountsKeyIndex]; ok {
+			if _, ok := indexSpecs(ctx, t, coll)[store.CountsKeyIndex]; ok {
 				t.Fatal("dry run built the index")
 			}
 			if n, err := m.Pending(ctx); err != nil || n != len(Steps()) {
@@ -317,12 +318,12 @@ func TestDuplicateResolution(t *testing.T) {
 			}
 
 			// The unique index exists and rejects a duplicate.
-			if spec, ok := indexSpecs(ctx, t, coll)[CountsKeyIndex]; !ok || !isCountsKeyIndex(spec) {
-				t.Fatalf("index %s missing or wrong", CountsKeyIndex)
+			if spec, ok := indexSpecs(ctx, t, coll)[store.CountsKeyIndex]; !ok || !keyIndex().Matches(spec) {
+				t.Fatalf("index %s missing or wrong", store.CountsKeyIndex)
 			}
 			for _, d := range after {
 				dup := bson.D{}
-				for _, f := range []string{FieldID, FieldType, FieldTimestamp} {
+				for _, f := range []string{store.FieldID, store.FieldType, store.FieldTimestamp} {
 					if v, err := d.LookupErr(f); err == nil {
 						dup = append(dup, bson.E{Key: f, Value: v})
 					}
@@ -368,8 +369,8 @@ type genDoc struct {
 // TestDuplicateResolutionRandom cross-checks step 1 against naiveKeep on random collections
 // with small key, version and time spaces so that every tie-break is exercised.
 func TestDuplicateResolutionRandom(t *testing.T) {
-	store := embeddedtest.Start(t)
-	client := store.Client(t)
+	srv := embeddedtest.Start(t)
+	client := srv.Client(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -377,8 +378,8 @@ func TestDuplicateResolutionRandom(t *testing.T) {
 	for round := range 5 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			ctx := testCtx(t)
-			db := store.Database(t, client)
-			coll := db.Collection(CountsCollection)
+			db := srv.Database(t, client)
+			coll := db.Collection(store.CountsCollection)
 			n := 50 + rng.IntN(150)
 			groups := map[string][]genDoc{}
 			docs := make([]any, n)
@@ -437,21 +438,136 @@ func TestDuplicateResolutionRandom(t *testing.T) {
 	}
 }
 
+// keyIndex is store's definition of the unique key index.
+func keyIndex() store.Index { return mustIndex(store.CountsCollection, store.CountsKeyIndex) }
+
+// TestIndexConflict: a non-unique index with the unique index's name (what an older
+// deployment that created {id: 1, type: 1, timestamp: 1} without options has) is dropped and
+// rebuilt unique by step 1, after its duplicates are resolved; a dry run only says so.
 func TestIndexConflict(t *testing.T) {
 	ctx := testCtx(t)
 	db := newDB(t)
-	coll := db.Collection(CountsCollection)
-	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: countsKeySpec(), Options: options.Index().SetName(CountsKeyIndex)})
+	coll := db.Collection(store.CountsCollection)
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: store.CountsKey(), Options: options.Index().SetName(store.CountsKeyIndex)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = newTestMigrator(t, db).Up(ctx, UpOptions{})
+	ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for v := range 2 {
+		if _, err := coll.InsertOne(ctx, genDoc{ID: bson.NewObjectID(), NodeID: "n", Type: "server", Timestamp: ts, Version: int64(v), WrittenAt: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var ce *IndexConflictError
-	if !errors.As(err, &ce) || ce.Name != CountsKeyIndex || !strings.Contains(err.Error(), "dropIndex") {
-		t.Fatalf("Up = %v, want *IndexConflictError telling how to fix it", err)
+	if err := CheckSchema(ctx, db); !errors.As(err, &ce) || ce.Name != store.CountsKeyIndex || !strings.Contains(err.Error(), "rollup migrate up") {
+		t.Fatalf("CheckSchema = %v, want *IndexConflictError telling how to fix it", err)
+	}
+	dry, err := newTestMigrator(t, db).Up(ctx, UpOptions{DryRun: true})
+	if err != nil || len(dry.Dropped) != 1 || dry.Dropped[0].Name != store.CountsKeyIndex || dry.RemovedCount() != 1 {
+		t.Fatalf("dry run = %+v, %v; want the index to drop and 1 duplicate", dry, err)
+	}
+	var out strings.Builder
+	if err := dry.Format(&out); err != nil || !strings.Contains(out.String(), "would drop index id_1_type_1_timestamp_1 on counts") {
+		t.Fatalf("dry run report:\n%s", out.String())
+	}
+	if spec := indexSpecs(ctx, t, coll)[store.CountsKeyIndex]; keyIndex().Matches(spec) {
+		t.Fatal("the dry run changed the index")
+	}
+	r, err := newTestMigrator(t, db).Up(ctx, UpOptions{})
+	if err != nil || len(r.Dropped) != 1 || r.RemovedCount() != 1 {
+		t.Fatalf("Up = %+v, %v; want the index dropped, 1 duplicate removed", r, err)
+	}
+	if spec, ok := indexSpecs(ctx, t, coll)[store.CountsKeyIndex]; !ok || !keyIndex().Matches(spec) {
+		t.Fatalf("index after Up: %v", spec)
+	}
+	if err := CheckSchema(ctx, db); err != nil {
+		t.Fatalf("CheckSchema after Up = %v", err)
 	}
 	if lockPresent(ctx, t, db) {
-		t.Fatal("failed Up left the lock")
+		t.Fatal("Up left the lock")
+	}
+}
+
+// TestDriftRepair: indexes of applied steps that are dropped or redefined are schema drift:
+// Drift names them with their step, a dry run shows the repair, Up repairs them (step 1
+// resolving the duplicates written meanwhile) and a second Up finds nothing to do.
+func TestDriftRepair(t *testing.T) {
+	ctx := testCtx(t)
+	db := newDB(t)
+	m := newTestMigrator(t, db)
+	if _, err := m.Up(ctx, UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := m.Drift(ctx); err != nil || len(d) != 0 {
+		t.Fatalf("Drift after Up = %v, %v", d, err)
+	}
+	counts := db.Collection(store.CountsCollection)
+	if err := counts.Indexes().DropOne(ctx, store.CountsKeyIndex); err != nil {
+		t.Fatal(err)
+	}
+	if err := counts.Indexes().DropOne(ctx, store.CountsWrittenAtIndex); err != nil {
+		t.Fatal(err)
+	}
+	// written_at_1 comes back unique: another definition.
+	if _, err := counts.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: store.FieldWrittenAt, Value: 1}},
+		Options: options.Index().SetName(store.CountsWrittenAtIndex).SetUnique(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	older, newer := bson.NewObjectID(), bson.NewObjectID()
+	for i, id := range []bson.ObjectID{older, newer} {
+		if _, err := counts.InsertOne(ctx, genDoc{ID: id, NodeID: "n", Type: "server", Timestamp: ts, Version: int64(i), WrittenAt: ts.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drift, err := m.Drift(ctx)
+	if err != nil || len(drift) != 2 {
+		t.Fatalf("Drift = %v, %v; want 2", drift, err)
+	}
+	if d := drift[0]; d.Version != 1 || !d.Drift.Missing || !strings.Contains(d.String(), "index id_1_type_1_timestamp_1 on counts is missing") ||
+		!strings.Contains(d.String(), "rollup migrate up") {
+		t.Errorf("drift[0] = %s", d)
+	}
+	if d := drift[1]; d.Version != 5 || d.Drift.Missing || !strings.Contains(d.String(), "index written_at_1 on counts has another definition") {
+		t.Errorf("drift[1] = %s", d)
+	}
+	if pending, err := m.Pending(ctx); err != nil || pending != 0 {
+		t.Fatalf("Pending = %d, %v: drift is no pending step", pending, err)
+	}
+	dry, err := m.Up(ctx, UpOptions{DryRun: true})
+	if err != nil || len(dry.Repaired) != 2 || dry.RemovedCount() != 1 || len(dry.Dropped) != 1 {
+		t.Fatalf("dry run = %+v, %v", dry, err)
+	}
+	if d, _ := m.Drift(ctx); len(d) != 2 {
+		t.Fatalf("the dry run repaired: %v", d)
+	}
+	r, err := m.Up(ctx, UpOptions{})
+	if err != nil || len(r.Repaired) != 2 || r.RemovedCount() != 1 || r.UpToDate() {
+		t.Fatalf("Up = %+v, %v", r, err)
+	}
+	var out strings.Builder
+	if err := r.Format(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"schema drift: index id_1_type_1_timestamp_1 on counts is missing",
+		"repaired: ran step 1 counts: resolve duplicate keys, unique index id_1_type_1_timestamp_1 again",
+		"schema drift: index written_at_1 on counts has another definition",
+		"dropped index written_at_1 on counts",
+		"removed: _id=" + older.Hex(),
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if d, err := m.Drift(ctx); err != nil || len(d) != 0 {
+		t.Fatalf("Drift after the repair = %v, %v", d, err)
+	}
+	if err := CheckSchema(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := m.Up(ctx, UpOptions{}); err != nil || !again.UpToDate() {
+		t.Fatalf("second Up = %+v, %v", again, err)
 	}
 }
 
@@ -466,7 +582,7 @@ func TestCheckSchema(t *testing.T) {
 	if err := CheckSchema(ctx, db); err != nil {
 		t.Fatalf("CheckSchema after Up = %v", err)
 	}
-	if err := db.Collection(CountsCollection).Indexes().DropOne(ctx, CountsKeyIndex); err != nil {
+	if err := db.Collection(store.CountsCollection).Indexes().DropOne(ctx, store.CountsKeyIndex); err != nil {
 		t.Fatal(err)
 	}
 	err := CheckSchema(ctx, db)
@@ -474,7 +590,7 @@ func TestCheckSchema(t *testing.T) {
 	if !errors.As(err, &se) || !se.Permanent() || !strings.Contains(err.Error(), "rollup migrate up") {
 		t.Fatalf("CheckSchema without the index = %v, want a *SchemaError with the fix", err)
 	}
-	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: countsKeySpec(), Options: options.Index().SetName(CountsKeyIndex)}); err != nil {
+	if _, err := db.Collection(store.CountsCollection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: store.CountsKey(), Options: options.Index().SetName(store.CountsKeyIndex)}); err != nil {
 		t.Fatal(err)
 	}
 	var ce *IndexConflictError
@@ -483,52 +599,12 @@ func TestCheckSchema(t *testing.T) {
 	}
 }
 
-func TestIsCountsKeyIndex(t *testing.T) {
-	raw := func(d bson.D) bson.Raw {
-		b, err := bson.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	key := func(vals ...any) bson.D {
-		names := []string{FieldID, FieldType, FieldTimestamp, "extra"}
-		k := bson.D{}
-		for i, v := range vals {
-			k = append(k, bson.E{Key: names[i], Value: v})
-		}
-		return k
-	}
-	tests := []struct {
-		name string
-		spec bson.D
-		want bool
-	}{
-		{"exact", bson.D{{Key: "key", Value: key(1, 1, 1)}, {Key: "unique", Value: true}}, true},
-		{"double and int64 ones", bson.D{{Key: "key", Value: key(1.0, int64(1), int32(1))}, {Key: "unique", Value: true}}, true},
-		{"not unique", bson.D{{Key: "key", Value: key(1, 1, 1)}}, false},
-		{"unique false", bson.D{{Key: "key", Value: key(1, 1, 1)}, {Key: "unique", Value: false}}, false},
-		{"descending", bson.D{{Key: "key", Value: key(1, -1, 1)}, {Key: "unique", Value: true}}, false},
-		{"prefix", bson.D{{Key: "key", Value: key(1, 1)}, {Key: "unique", Value: true}}, false},
-		{"extra field", bson.D{{Key: "key", Value: key(1, 1, 1, 1)}, {Key: "unique", Value: true}}, false},
-		{"sparse", bson.D{{Key: "key", Value: key(1, 1, 1)}, {Key: "unique", Value: true}, {Key: "sparse", Value: true}}, false},
-		{"partial", bson.D{{Key: "key", Value: key(1, 1, 1)}, {Key: "unique", Value: true}, {Key: "partialFilterExpression", Value: bson.D{}}}, false},
-		{"collation", bson.D{{Key: "key", Value: key(1, 1, 1)}, {Key: "unique", Value: true}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "en"}}}}, false},
-		{"hashed", bson.D{{Key: "key", Value: key(1, 1, "hashed")}, {Key: "unique", Value: true}}, false},
-	}
-	for _, tc := range tests {
-		if got := isCountsKeyIndex(raw(tc.spec)); got != tc.want {
-			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestGuardedDeleteLeavesChangedDocs changes a document between the scan and the delete: it
 // must stay, and the step must report ErrDuplicatesChanged instead of building the index.
 func TestGuardedDeleteLeavesChangedDocs(t *testing.T) {
 	ctx := testCtx(t)
 	db := newDB(t)
-	coll := db.Collection(CountsCollection)
+	coll := db.Collection(store.CountsCollection)
 	ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	var docs []any
 	for i := range 6 {
@@ -542,7 +618,7 @@ func TestGuardedDeleteLeavesChangedDocs(t *testing.T) {
 		t.Fatalf("findDuplicates = %d groups, %v", len(groups), err)
 	}
 	changed := groups[0].Removed[0].Lookup("_id")
-	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: changed}}, bson.D{{Key: "$set", Value: bson.D{{Key: FieldVersion, Value: int64(99)}}}}); err != nil {
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: changed}}, bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldVersion, Value: int64(99)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	removed, err := removeDuplicates(ctx, coll, groups)
@@ -599,16 +675,16 @@ func countingSteps(runs []atomic.Int32, started chan<- int, release <-chan struc
 // step 1 blocked) the others must be waiting, and each step must run exactly once.
 func TestConcurrentUp(t *testing.T) {
 	ctx := testCtx(t)
-	store := embeddedtest.Start(t)
+	srv := embeddedtest.Start(t)
 	const instances = 4
 	runs := make([]atomic.Int32, len(Steps()))
 	started := make(chan int, instances)
 	release := make(chan struct{})
 	migs := make([]*Migrator, instances)
 	logs := make([]*observer.ObservedLogs, instances)
-	name := store.Database(t, store.Client(t)).Name()
+	name := srv.Database(t, srv.Client(t)).Name()
 	for i := range migs {
-		db := store.Client(t).Database(name) // one client per instance, as separate processes
+		db := srv.Client(t).Database(name) // one client per instance, as separate processes
 		core, obs := observer.New(zapcore.InfoLevel)
 		migs[i] = New(db, zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())))
 		migs[i].poll = 5 * time.Millisecond
@@ -680,7 +756,7 @@ func TestLockHeldByAnother(t *testing.T) {
 	ctx := testCtx(t)
 	db := newDB(t)
 	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
-	if _, err := db.Collection(LockCollection).InsertOne(ctx, lockDoc{ID: lockID, Owner: "other-host/42/abcd", AcquiredAt: time.Now(), ExpiresAt: expires}); err != nil {
+	if _, err := db.Collection(store.LockCollection).InsertOne(ctx, lockDoc{ID: lockID, Owner: "other-host/42/abcd", AcquiredAt: time.Now(), ExpiresAt: expires}); err != nil {
 		t.Fatal(err)
 	}
 	m := newTestMigrator(t, db)
@@ -709,7 +785,7 @@ func TestLockHeldByAnother(t *testing.T) {
 	}
 	// The foreign lock is untouched.
 	var d lockDoc
-	if err := db.Collection(LockCollection).FindOne(ctx, bson.D{}).Decode(&d); err != nil || d.Owner != "other-host/42/abcd" {
+	if err := db.Collection(store.LockCollection).FindOne(ctx, bson.D{}).Decode(&d); err != nil || d.Owner != "other-host/42/abcd" {
 		t.Fatalf("lock = %+v, %v", d, err)
 	}
 }
@@ -717,7 +793,7 @@ func TestLockHeldByAnother(t *testing.T) {
 func TestExpiredLockIsTakenOver(t *testing.T) {
 	ctx := testCtx(t)
 	db := newDB(t)
-	if _, err := db.Collection(LockCollection).InsertOne(ctx, lockDoc{ID: lockID, Owner: "crashed", AcquiredAt: time.Now().Add(-time.Hour), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
+	if _, err := db.Collection(store.LockCollection).InsertOne(ctx, lockDoc{ID: lockID, Owner: "crashed", AcquiredAt: time.Now().Add(-time.Hour), ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := newTestMigrator(t, db).Up(ctx, UpOptions{LockWait: -1})
@@ -775,7 +851,7 @@ func TestLockRenewedDuringLongStep(t *testing.T) {
 	m := newTestMigrator(t, db)
 	m.ttl = 400 * time.Millisecond // renewed every ~133ms; generous for a loaded 2-core machine
 	other := newTestMigrator(t, db)
-	lockColl := db.Collection(LockCollection)
+	lockColl := db.Collection(store.LockCollection)
 	m.steps = m.steps[:1]
 	m.steps[0].Up = func(ctx context.Context, _ *mongo.Database, _ *Report) error {
 		var seen []time.Time
@@ -825,7 +901,7 @@ func TestLockLost(t *testing.T) {
 	m.ttl = 60 * time.Millisecond
 	m.steps = m.steps[:1]
 	m.steps[0].Up = func(ctx context.Context, db *mongo.Database, _ *Report) error {
-		_, err := db.Collection(LockCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: lockID}},
+		_, err := db.Collection(store.LockCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: lockID}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: "thief"}}}})
 		if err != nil {
 			return err
@@ -841,7 +917,7 @@ func TestLockLost(t *testing.T) {
 		t.Fatalf("pending = %d, %v", n, err)
 	}
 	var d lockDoc
-	if err := db.Collection(LockCollection).FindOne(ctx, bson.D{}).Decode(&d); err != nil || d.Owner != "thief" {
+	if err := db.Collection(store.LockCollection).FindOne(ctx, bson.D{}).Decode(&d); err != nil || d.Owner != "thief" {
 		t.Fatalf("the thief's lock = %+v, %v; must not be released by the loser", d, err)
 	}
 }
@@ -894,7 +970,7 @@ func TestStepsAreIdempotent(t *testing.T) {
 	ctx := testCtx(t)
 	db := newDB(t)
 	ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := db.Collection(CountsCollection).InsertMany(ctx, []any{
+	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, []any{
 		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 1},
 		genDoc{ID: bson.NewObjectID(), NodeID: "a", Type: "server", Timestamp: ts, Version: 2},
 	}); err != nil {
@@ -911,14 +987,14 @@ func TestStepsAreIdempotent(t *testing.T) {
 			}
 		}
 	}
-	before := allDocs(ctx, t, db.Collection(CountsCollection))
+	before := allDocs(ctx, t, db.Collection(store.CountsCollection))
 	for _, s := range Steps() {
 		r := Report{DryRun: true}
 		if err := s.Up(ctx, db, &r); err != nil || len(r.Duplicates) != 0 {
 			t.Fatalf("dry run of step %d over a migrated db: %+v, %v", s.Version, r, err)
 		}
 	}
-	if after := allDocs(ctx, t, db.Collection(CountsCollection)); len(after) != 1 || len(before) != 1 {
+	if after := allDocs(ctx, t, db.Collection(store.CountsCollection)); len(after) != 1 || len(before) != 1 {
 		t.Fatalf("counts: %d docs before dry runs, %d after; want 1", len(before), len(after))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
+
+	"github.com/gameops/rollup/store"
 )
 
 // Migrator applies the steps of Steps to one database.
@@ -91,7 +94,7 @@ type appliedDoc struct {
 
 // applied reads the recorded steps by version.
 func (m *Migrator) applied(ctx context.Context) (map[int]appliedDoc, error) {
-	cur, err := m.db.Collection(MigrationsCollection).Find(ctx, bson.D{})
+	cur, err := m.db.Collection(store.MigrationsCollection).Find(ctx, bson.D{})
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
@@ -192,10 +195,88 @@ func (m *Migrator) Up(ctx context.Context, opts UpOptions) (Report, error) {
 	return r, err
 }
 
-// runPending applies (or with r.DryRun, checks) every pending step in order.
+// StepDrift is an index of an applied step that is not as the step built it.
+type StepDrift struct {
+	// Version and Name are the step's.
+	Version int
+	Name    string
+	// Drift says what is wrong with the index.
+	Drift store.Drift
+}
+
+// String says what drifted and what repairs it, for an operator.
+func (d StepDrift) String() string {
+	return fmt.Sprintf("%s; step %d built it: run `rollup migrate up` to repair it", d.Drift, d.Version)
+}
+
+// Drift lists the indexes of applied steps that are missing, or exist with another
+// definition (schema drift: someone dropped or changed them). Up repairs them.
+func (m *Migrator) Drift(ctx context.Context) ([]StepDrift, error) {
+	done, err := m.applied(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return m.drift(ctx, done)
+}
+
+// drift is Drift given the applied steps.
+func (m *Migrator) drift(ctx context.Context, done map[int]appliedDoc) ([]StepDrift, error) {
+	all, err := store.CheckIndexes(ctx, m.db)
+	if err != nil {
+		return nil, err
+	}
+	var out []StepDrift
+	for _, d := range all {
+		for _, s := range m.steps {
+			if _, ok := done[s.Version]; ok && slices.Contains(s.Indexes, d.Index.Collection+"."+d.Index.Name) {
+				out = append(out, StepDrift{Version: s.Version, Name: s.Name, Drift: d})
+			}
+		}
+	}
+	return out, nil
+}
+
+// repairDrift runs every applied step again whose indexes drifted (see Drift): each step
+// builds its indexes through ensureIndex, so the run creates a missing index and replaces one
+// defined differently (step 1 removing duplicate counts first).
+func (m *Migrator) repairDrift(ctx context.Context, done map[int]appliedDoc, r *Report) error {
+	drift, err := m.drift(ctx, done)
+	if err != nil {
+		return err
+	}
+	for _, s := range m.steps {
+		var ds []store.Drift
+		for _, d := range drift {
+			if d.Version == s.Version {
+				ds = append(ds, d.Drift)
+			}
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		start := time.Now()
+		m.log.Warn("schema drift: repairing", zap.Int("version", s.Version), zap.String("name", s.Name),
+			zap.Stringer("drift", ds[0]), zap.Bool("dry_run", r.DryRun))
+		if err := s.Up(ctx, m.db, r); err != nil {
+			return fmt.Errorf("repair migration %d %s: %w", s.Version, s.Name, err)
+		}
+		res := StepResult{Version: s.Version, Name: s.Name}
+		if !r.DryRun {
+			res.Took = time.Since(start)
+		}
+		r.Repaired = append(r.Repaired, Repair{Step: res, Drift: ds})
+	}
+	return nil
+}
+
+// runPending applies (or with r.DryRun, checks) every pending step in order, then repairs
+// the drift of the steps applied before (see Drift).
 func (m *Migrator) runPending(ctx context.Context, r *Report) error {
 	done, err := m.applied(ctx)
 	if err != nil {
+		return err
+	}
+	if err := m.repairDrift(ctx, done, r); err != nil {
 		return err
 	}
 	for _, s := range m.steps {
@@ -212,7 +293,7 @@ func (m *Migrator) runPending(ctx context.Context, r *Report) error {
 		if !r.DryRun {
 			res.Took = time.Since(start)
 			rec := appliedDoc{Version: s.Version, Name: s.Name, AppliedAt: m.now()}
-			if _, err := m.db.Collection(MigrationsCollection).InsertOne(ctx, rec); err != nil {
+			if _, err := m.db.Collection(store.MigrationsCollection).InsertOne(ctx, rec); err != nil {
 				return fmt.Errorf("record migration %d %s: %w", s.Version, s.Name, err)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/store"
 )
 
 // Report is what one Up did, or with DryRun what it would do.
@@ -16,9 +18,31 @@ type Report struct {
 	DryRun bool
 	// Applied lists the steps applied by this run in order (with DryRun: the pending steps).
 	Applied []StepResult
+	// Repaired lists the applied steps run again because an index they build had drifted
+	// (with DryRun: that would be run again).
+	Repaired []Repair
+	// Dropped lists the indexes dropped because they had another definition than rollup's
+	// (with DryRun: that would be dropped); the step that owns each built it again.
+	Dropped []DroppedIndex
 	// Duplicates lists every (id, type, timestamp) group of the counts collection that held
 	// more than one document, in key order, with the document kept and those removed.
 	Duplicates []DuplicateGroup
+}
+
+// Repair is an applied step run again to repair the drift of its indexes.
+type Repair struct {
+	// Step is the step run.
+	Step StepResult
+	// Drift is what was wrong before.
+	Drift []store.Drift
+}
+
+// DroppedIndex is an index dropped to be rebuilt with rollup's definition.
+type DroppedIndex struct {
+	// Collection and Name name the index.
+	Collection, Name string
+	// Spec is its definition before, as listIndexes returned it.
+	Spec bson.Raw
 }
 
 // StepResult is one applied step.
@@ -43,7 +67,9 @@ type DuplicateGroup struct {
 }
 
 // UpToDate reports whether the run found nothing to do.
-func (r Report) UpToDate() bool { return len(r.Applied) == 0 && len(r.Duplicates) == 0 }
+func (r Report) UpToDate() bool {
+	return len(r.Applied) == 0 && len(r.Repaired) == 0 && len(r.Dropped) == 0 && len(r.Duplicates) == 0
+}
 
 // RemovedCount is the number of documents removed (with DryRun: that would be removed).
 func (r Report) RemovedCount() int {
@@ -63,26 +89,28 @@ func (r Report) Format(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	verb, dupVerb, countVerb := "applied", "removed", "removed"
+	verb, dupVerb, countVerb, repairVerb, dropVerb := "applied", "removed", "removed", "repaired", "dropped"
 	if r.DryRun {
 		b.WriteString("dry run: nothing was changed\n")
-		verb, dupVerb, countVerb = "would apply", "would remove", "to remove"
+		verb, dupVerb, countVerb, repairVerb, dropVerb = "would apply", "would remove", "to remove", "would repair", "would drop"
+	}
+	for _, rp := range r.Repaired {
+		for _, d := range rp.Drift {
+			fmt.Fprintf(&b, "schema drift: %s\n", d)
+		}
+		fmt.Fprintf(&b, "%s: ran step %d %s again%s\n", repairVerb, rp.Step.Version, rp.Step.Name, took(rp.Step.Took))
+	}
+	for _, d := range r.Dropped {
+		fmt.Fprintf(&b, "%s index %s on %s (its definition was %s) to build it as rollup defines it\n", dropVerb, d.Name, d.Collection, d.Spec.String())
 	}
 	for _, s := range r.Applied {
-		fmt.Fprintf(&b, "%s step %d %s", verb, s.Version, s.Name)
-		switch {
-		case s.Took >= time.Millisecond:
-			fmt.Fprintf(&b, " (%s)", s.Took.Round(time.Millisecond))
-		case s.Took > 0:
-			b.WriteString(" (<1ms)")
-		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, "%s step %d %s%s\n", verb, s.Version, s.Name, took(s.Took))
 	}
 	if len(r.Duplicates) > 0 {
 		fmt.Fprintf(&b, "duplicate (id, type, timestamp) groups in %s: %d; documents %s: %d\n",
-			CountsCollection, len(r.Duplicates), countVerb, r.RemovedCount())
+			store.CountsCollection, len(r.Duplicates), countVerb, r.RemovedCount())
 		for _, g := range r.Duplicates {
-			fmt.Fprintf(&b, "  %s\n", fields(g.Key, FieldID, FieldType, FieldTimestamp))
+			fmt.Fprintf(&b, "  %s\n", fields(g.Key, store.FieldID, store.FieldType, store.FieldTimestamp))
 			fmt.Fprintf(&b, "    kept:    %s\n", docSummary(g.Kept))
 			for _, d := range g.Removed {
 				fmt.Fprintf(&b, "    %s %s\n", dupVerb+":", docSummary(d))
@@ -93,9 +121,20 @@ func (r Report) Format(w io.Writer) error {
 	return err
 }
 
+// took renders a step's duration for Format ("" for none).
+func took(d time.Duration) string {
+	switch {
+	case d >= time.Millisecond:
+		return fmt.Sprintf(" (%s)", d.Round(time.Millisecond))
+	case d > 0:
+		return " (<1ms)"
+	}
+	return ""
+}
+
 // docSummary renders the fields of a counts document that decide and matter in a resolution.
 func docSummary(d bson.Raw) string {
-	return fields(d, "_id", FieldVersion, FieldWrittenAt, FieldOnline, FieldProject, FieldSubmissionID)
+	return fields(d, "_id", store.FieldVersion, store.FieldWrittenAt, store.FieldOnline, store.FieldProject, store.FieldSubmissionID)
 }
 
 // fields renders name=value for each named field of d; a missing field is shown as "missing".

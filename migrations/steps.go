@@ -7,8 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree/treedb"
 )
 
@@ -22,37 +22,91 @@ type Step struct {
 	Name string
 	// Up applies the step to db.
 	Up func(ctx context.Context, db *mongo.Database, r *Report) error
+	// Indexes are the indexes the step builds, as "collection.name" (store.Indexes): when
+	// one drifts, Up runs the step again to repair it.
+	Indexes []string
 }
 
-// Steps returns rollup's schema steps in version order.
+// Steps returns rollup's schema steps in version order. Every step that builds an index
+// builds it through ensureIndex, so running an applied step again repairs its index (drift).
 func Steps() []Step {
 	return []Step{
-		{Version: 1, Name: "counts: resolve duplicate keys, unique index " + CountsKeyIndex, Up: countsUniqueIndex},
-		{Version: 2, Name: "tokens: index " + TokensProjectIndex, Up: tokensProjectIndex},
+		{Version: 1, Name: "counts: resolve duplicate keys, unique index " + store.CountsKeyIndex, Up: countsUniqueIndex,
+			Indexes: []string{store.CountsCollection + "." + store.CountsKeyIndex}},
+		{Version: 2, Name: "tokens: index " + store.TokensProjectIndex, Up: indexStep(store.TokensCollection, store.TokensProjectIndex),
+			Indexes: []string{store.TokensCollection + "." + store.TokensProjectIndex}},
 		{Version: 3, Name: "projects: collection", Up: projectsCollection},
-		{Version: 4, Name: "trees, tree_nodes: indexes of versioned trees", Up: treeIndexes},
-		{Version: 5, Name: "counts: index " + CountsWrittenAtIndex + " (replay of a lost change-stream window)", Up: countsWrittenAtIndex},
-		{Version: 6, Name: "counts: index " + CountsProjectTickIndex + " (a project's nodes at a tick)", Up: countsProjectTickIndex},
+		{Version: 4, Name: "trees, tree_nodes: indexes of versioned trees", Up: treeIndexes, Indexes: treeIndexNames()},
+		{Version: 5, Name: "counts: index " + store.CountsWrittenAtIndex + " (replay of a lost change-stream window)",
+			Up:      indexStep(store.CountsCollection, store.CountsWrittenAtIndex),
+			Indexes: []string{store.CountsCollection + "." + store.CountsWrittenAtIndex}},
+		{Version: 6, Name: "counts: index " + store.CountsProjectTickIndex + " (a project's nodes at a tick)",
+			Up:      indexStep(store.CountsCollection, store.CountsProjectTickIndex),
+			Indexes: []string{store.CountsCollection + "." + store.CountsProjectTickIndex}},
 	}
 }
 
 // codeNamespaceExists is MongoDB's NamespaceExists error code.
 const codeNamespaceExists = 48
 
-// countsKeySpec is the key of CountsKeyIndex.
-func countsKeySpec() bson.D {
-	return bson.D{{Key: FieldID, Value: int32(1)}, {Key: FieldType, Value: int32(1)}, {Key: FieldTimestamp, Value: int32(1)}}
+// mustIndex returns the index of store's catalog named name on coll.
+func mustIndex(coll, name string) store.Index {
+	ix, ok := store.IndexNamed(coll, name)
+	if !ok {
+		panic(fmt.Sprintf("migrations: index %s.%s is not in store.Indexes", coll, name))
+	}
+	return ix
 }
 
-// countsUniqueIndex is step 1 (see the package comment).
-func countsUniqueIndex(ctx context.Context, db *mongo.Database, r *Report) error {
-	coll := db.Collection(CountsCollection)
-	exists, err := hasCountsKeyIndex(ctx, coll)
-	if err != nil {
-		return err
+// ensureIndex makes ix exist as store defines it: nothing when it does, created when it is
+// missing, dropped and created again when an index of its name has another definition (the
+// drop is recorded in r). With r.DryRun it only records what it would do. It reports whether
+// the index must still be built (dry run) or was built.
+func ensureIndex(ctx context.Context, db *mongo.Database, ix store.Index, r *Report) (bool, error) {
+	d, err := store.CheckIndex(ctx, db, ix)
+	if err != nil || d == nil {
+		return false, err
 	}
-	if exists {
-		return nil // the unique index already guarantees there are no duplicates
+	if !d.Missing {
+		r.Dropped = append(r.Dropped, DroppedIndex{Collection: ix.Collection, Name: ix.Name, Spec: d.Found})
+		if !r.DryRun {
+			if err := db.Collection(ix.Collection).Indexes().DropOne(ctx, ix.Name); err != nil {
+				return false, fmt.Errorf("drop index %s on %s (it has another definition): %w", ix.Name, ix.Collection, err)
+			}
+		}
+	}
+	return true, nil
+}
+
+// createIndex builds ix.
+func createIndex(ctx context.Context, db *mongo.Database, ix store.Index) error {
+	if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model()); err != nil {
+		return fmt.Errorf("create index %s on %s: %w", ix.Name, ix.Collection, err)
+	}
+	return nil
+}
+
+// indexStep is a step that builds one index of store's catalog.
+func indexStep(coll, name string) func(context.Context, *mongo.Database, *Report) error {
+	ix := mustIndex(coll, name)
+	return func(ctx context.Context, db *mongo.Database, r *Report) error {
+		build, err := ensureIndex(ctx, db, ix, r)
+		if err != nil || !build || r.DryRun {
+			return err
+		}
+		return createIndex(ctx, db, ix)
+	}
+}
+
+// countsUniqueIndex is step 1 (see the package comment): resolve the duplicate keys, keeping
+// the newest document of each, then build the unique index. An index of its name with
+// another definition is dropped first.
+func countsUniqueIndex(ctx context.Context, db *mongo.Database, r *Report) error {
+	ix := mustIndex(store.CountsCollection, store.CountsKeyIndex)
+	coll := db.Collection(store.CountsCollection)
+	build, err := ensureIndex(ctx, db, ix, r)
+	if err != nil || !build {
+		return err // the unique index already guarantees there are no duplicates
 	}
 	groups, err := findDuplicates(ctx, coll)
 	if err != nil {
@@ -67,17 +121,15 @@ func countsUniqueIndex(ctx context.Context, db *mongo.Database, r *Report) error
 	if err != nil {
 		return err
 	}
-	model := mongo.IndexModel{Keys: countsKeySpec(), Options: options.Index().SetName(CountsKeyIndex).SetUnique(true)}
-	if _, err := coll.Indexes().CreateOne(ctx, model); err != nil {
-		if mongo.IsDuplicateKeyError(err) {
-			return fmt.Errorf("create index %s: duplicates were written during the migration; rerun it: %w", CountsKeyIndex, err)
-		}
-		return fmt.Errorf("create index %s: %w", CountsKeyIndex, err)
+	err = createIndex(ctx, db, ix)
+	if mongo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("create index %s: duplicates were written during the migration; rerun it: %w", store.CountsKeyIndex, err)
 	}
-	return nil
+	return err
 }
 
-// IndexConflictError means an index named like one rollup needs exists with another definition.
+// IndexConflictError means an index named like one rollup needs exists with another
+// definition.
 type IndexConflictError struct {
 	// Collection is the collection holding the index.
 	Collection string
@@ -90,15 +142,15 @@ type IndexConflictError struct {
 // Error names the index and tells the operator how to fix it.
 func (e *IndexConflictError) Error() string {
 	return fmt.Sprintf("index %s on %s exists with a different definition %s (want a plain unique index on exactly "+
-		"{id: 1, type: 1, timestamp: 1}): drop it (db.%s.dropIndex(%q)) and rerun `rollup migrate up`",
-		e.Name, e.Collection, e.Spec.String(), e.Collection, e.Name)
+		"{id: 1, type: 1, timestamp: 1}): run `rollup migrate up`, which drops it, removes duplicate counts and rebuilds it",
+		e.Name, e.Collection, e.Spec.String())
 }
 
 // Permanent marks the error as one that retrying cannot fix (retry.IsPermanent).
 func (e *IndexConflictError) Permanent() bool { return true }
 
 // SchemaError means the database lacks what the steps built although they are recorded as
-// applied (someone dropped it): rollup must not write until an operator repairs it.
+// applied (someone dropped it): rollup must not write until it is repaired.
 type SchemaError struct {
 	// Missing names what is missing.
 	Missing string
@@ -113,100 +165,23 @@ func (e *SchemaError) Error() string { return e.Missing + ": " + e.Fix }
 func (e *SchemaError) Permanent() bool { return true }
 
 // CheckSchema checks what rollup's writes rely on once the steps are applied: the unique
-// index CountsKeyIndex with its exact definition. A missing index is a *SchemaError, a
-// different one an *IndexConflictError.
+// index store.CountsKeyIndex with its exact definition. A missing index is a *SchemaError, a
+// different one an *IndexConflictError; `rollup migrate up` repairs both.
 func CheckSchema(ctx context.Context, db *mongo.Database) error {
-	ok, err := hasCountsKeyIndex(ctx, db.Collection(CountsCollection))
-	if err != nil {
+	d, err := store.CheckIndex(ctx, db, mustIndex(store.CountsCollection, store.CountsKeyIndex))
+	switch {
+	case err != nil:
 		return err
-	}
-	if !ok {
-		return &SchemaError{
-			Missing: fmt.Sprintf("the unique index %s on %s is missing although migration 1 is recorded as applied (was it dropped?); "+
-				"without it concurrent upserts insert duplicate counts", CountsKeyIndex, CountsCollection),
-			Fix: fmt.Sprintf("delete the record of step 1 (db.%s.deleteOne({_id: 1})) and run `rollup migrate up`, "+
-				"which removes duplicates and rebuilds the index", MigrationsCollection),
-		}
-	}
-	return nil
-}
-
-// hasCountsKeyIndex reports whether CountsKeyIndex exists with exactly the definition rollup
-// relies on: unique on exactly {id: 1, type: 1, timestamp: 1}, not sparse, not partial and
-// without a collation (either would weaken uniqueness).
-func hasCountsKeyIndex(ctx context.Context, coll *mongo.Collection) (bool, error) {
-	cur, err := coll.Indexes().List(ctx)
-	if err != nil {
-		return false, fmt.Errorf("list indexes of %s: %w", coll.Name(), err)
-	}
-	var specs []bson.Raw
-	if err := cur.All(ctx, &specs); err != nil {
-		return false, fmt.Errorf("list indexes of %s: %w", coll.Name(), err)
-	}
-	for _, spec := range specs {
-		name, _ := spec.Lookup("name").StringValueOK()
-		if name != CountsKeyIndex {
-			continue
-		}
-		if !isCountsKeyIndex(spec) {
-			return false, &IndexConflictError{Collection: coll.Name(), Name: name, Spec: spec}
-		}
-		return true, nil
-	}
-	return false, nil
-}
-
-// isCountsKeyIndex checks one listIndexes entry against the definition of CountsKeyIndex.
-func isCountsKeyIndex(spec bson.Raw) bool {
-	if u, ok := spec.Lookup("unique").BooleanOK(); !ok || !u {
-		return false
-	}
-	if s, ok := spec.Lookup("sparse").BooleanOK(); ok && s {
-		return false
-	}
-	for _, f := range []string{"partialFilterExpression", "collation"} {
-		if _, err := spec.LookupErr(f); err == nil {
-			return false
-		}
-	}
-	key, ok := spec.Lookup("key").DocumentOK()
-	if !ok {
-		return false
-	}
-	elems, err := key.Elements()
-	if err != nil {
-		return false
-	}
-	want := countsKeySpec()
-	if len(elems) != len(want) {
-		return false
-	}
-	for i, e := range elems {
-		if e.Key() != want[i].Key {
-			return false
-		}
-		v := e.Value()
-		if n, ok := v.AsInt64OK(); ok && n == 1 {
-			continue
-		}
-		if f, ok := v.DoubleOK(); ok && f == 1 {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-// tokensProjectIndex is step 2: the index tokens are listed by.
-func tokensProjectIndex(ctx context.Context, db *mongo.Database, r *Report) error {
-	if r.DryRun {
+	case d == nil:
 		return nil
+	case !d.Missing:
+		return &IndexConflictError{Collection: store.CountsCollection, Name: store.CountsKeyIndex, Spec: d.Found}
 	}
-	model := mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: int32(1)}}, Options: options.Index().SetName(TokensProjectIndex)}
-	if _, err := db.Collection(TokensCollection).Indexes().CreateOne(ctx, model); err != nil {
-		return fmt.Errorf("create index %s on %s: %w", TokensProjectIndex, TokensCollection, err)
+	return &SchemaError{
+		Missing: fmt.Sprintf("the unique index %s on %s is missing although migration 1 is recorded as applied (was it dropped?); "+
+			"without it concurrent upserts insert duplicate counts", store.CountsKeyIndex, store.CountsCollection),
+		Fix: "run `rollup migrate up`, which removes duplicate counts (keeping the newest) and rebuilds the index",
 	}
-	return nil
 }
 
 // projectsCollection is step 3: the projects collection (its _id is the project name, so it
@@ -215,51 +190,36 @@ func projectsCollection(ctx context.Context, db *mongo.Database, r *Report) erro
 	if r.DryRun {
 		return nil
 	}
-	err := db.CreateCollection(ctx, ProjectsCollection)
+	err := db.CreateCollection(ctx, store.ProjectsCollection)
 	if se := mongo.ServerError(nil); errors.As(err, &se) && se.HasErrorCode(codeNamespaceExists) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("create collection %s: %w", ProjectsCollection, err)
+		return fmt.Errorf("create collection %s: %w", store.ProjectsCollection, err)
 	}
 	return nil
+}
+
+// treeIndexNames are the indexes of tree/treedb, as "collection.name".
+func treeIndexNames() []string {
+	var out []string
+	for _, ix := range store.Indexes() {
+		if ix.Collection == treedb.TreesCollection || ix.Collection == treedb.NodesCollection {
+			out = append(out, ix.Collection+"."+ix.Name)
+		}
+	}
+	return out
 }
 
 // treeIndexes is step 4: the indexes the versioned tree store queries by.
 func treeIndexes(ctx context.Context, db *mongo.Database, r *Report) error {
-	if r.DryRun {
-		return nil
-	}
-	for _, ix := range treedb.Indexes() {
-		if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model); err != nil {
-			return fmt.Errorf("create index on %s: %w", ix.Collection, err)
+	for _, ix := range store.Indexes() {
+		if ix.Collection != treedb.TreesCollection && ix.Collection != treedb.NodesCollection {
+			continue
 		}
-	}
-	return nil
-}
-
-// countsWrittenAtIndex is step 5: leaves by write time, so the watcher can replay the window
-// a lost change-stream history left uncovered without scanning every count.
-func countsWrittenAtIndex(ctx context.Context, db *mongo.Database, r *Report) error {
-	if r.DryRun {
-		return nil
-	}
-	model := mongo.IndexModel{Keys: bson.D{{Key: FieldWrittenAt, Value: int32(1)}}, Options: options.Index().SetName(CountsWrittenAtIndex)}
-	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, model); err != nil {
-		return fmt.Errorf("create index %s on %s: %w", CountsWrittenAtIndex, CountsCollection, err)
-	}
-	return nil
-}
-
-// countsProjectTickIndex is step 6: every count of a project at a tick (the read API's tree,
-// verify and replay read by it).
-func countsProjectTickIndex(ctx context.Context, db *mongo.Database, r *Report) error {
-	if r.DryRun {
-		return nil
-	}
-	model := mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: int32(1)}, {Key: FieldTimestamp, Value: int32(1)}}, Options: options.Index().SetName(CountsProjectTickIndex)}
-	if _, err := db.Collection(CountsCollection).Indexes().CreateOne(ctx, model); err != nil {
-		return fmt.Errorf("create index %s on %s: %w", CountsProjectTickIndex, CountsCollection, err)
+		if err := indexStep(ix.Collection, ix.Name)(ctx, db, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -31,8 +31,8 @@ const (
 	KindChild ViolationKind = "child"
 	// KindMissing: a parent with reported leaves under it has no document.
 	KindMissing ViolationKind = "missing"
-	// KindInvalid: a document that cannot be read: a parent that ParentFromDoc rejects, or a
-	// leaf without a string id and type or integer online and version.
+	// KindInvalid: a document that cannot be read: a parent that store.DecodeParent rejects, or a
+	// leaf without string id and type and counts (store.Count) online and version.
 	KindInvalid ViolationKind = "invalid"
 )
 
@@ -132,8 +132,10 @@ type TickReport struct {
 	// Ignored is the number of parent documents of nodes that are not parents in the tree of
 	// the tick (left by a tree edit; no reader or replay uses them).
 	Ignored int
-	// Orphans is the number of leaf documents not in the tree of the tick.
+	// Orphans is the number of leaf ids not in the tree of the tick.
 	Orphans int
+	// OrphanLeaves are those leaves' documents (one per id), in id order.
+	OrphanLeaves []LeafDoc
 	// Violations are in order: duplicates and invalid documents first, then per node from the
 	// deepest level up, in id order.
 	Violations []Violation
@@ -213,8 +215,10 @@ func Check(d TickDocs) (TickReport, error) {
 		if _, ok := byID[l.ID]; !ok && !orphan[l.ID] {
 			orphan[l.ID] = true
 			r.Orphans++
+			r.OrphanLeaves = append(r.OrphanLeaves, l)
 		}
 	}
+	sort.Slice(r.OrphanLeaves, func(i, j int) bool { return r.OrphanLeaves[i].ID < r.OrphanLeaves[j].ID })
 	for k := range parents {
 		if n, ok := byID[k.id]; !ok || n.Type != k.typ || len(kids[k.id]) == 0 {
 			r.Ignored += len(parents[k])

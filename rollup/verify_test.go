@@ -12,7 +12,7 @@ import (
 var verifyTick = time.Date(2024, 5, 1, 10, 5, 0, 0, time.UTC)
 
 // build returns the parent documents a correct replay writes for leaves over nodes: each
-// parent rebuilt bottom-up from its children's current values, as watcher.Replay does.
+// parent rebuilt bottom-up from its children's current values, as recompute.Replay does.
 func build(t *testing.T, nodes []Node, leaves []LeafDoc, treeVersion int) []Parent {
 	t.Helper()
 	kids := map[string][]Node{}
@@ -321,5 +321,13 @@ func TestCheckCases(t *testing.T) {
 	rep, err := Check(TickDocs{Leaves: leaves, Parents: good(t)})
 	if err != nil || rep.Checked != 0 || rep.Orphans != 3 || rep.Ignored != 3 || len(rep.Violations) != 0 {
 		t.Errorf("no tree: %+v, %v", rep, err)
+	}
+	// Without a tree every leaf is an orphan, and each is named once, in id order.
+	var ids []string
+	for _, l := range rep.OrphanLeaves {
+		ids = append(ids, l.ID)
+	}
+	if want := slices.Sorted(slices.Values(ids)); len(ids) != 3 || !slices.Equal(ids, slices.Compact(want)) {
+		t.Errorf("orphan leaves %v, want 3 distinct ids in order", ids)
 	}
 }

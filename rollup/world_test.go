@@ -2,12 +2,11 @@ package rollup
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // testTree is one tree version with the navigation a watcher would have.
@@ -78,13 +77,14 @@ func (t *testTree) childSet(id string) ChildSet {
 }
 
 // world is a miniature watcher over one project and one tick: a store of leaf documents and
-// parent documents (kept as BSON, through Update and ParentFromDoc), the leaf events not yet
-// delivered, and every event ever delivered.
+// parent documents (kept as copies: a stored document never aliases what Merge returned;
+// their BSON form is package store's, tested there), the leaf events not yet delivered, and
+// every event ever delivered.
 type world struct {
 	tb      testing.TB
 	tree    *testTree
 	leaves  map[string]Leaf // id + "/" + type → stored leaf document
-	docs    map[string]bson.Raw
+	docs    map[string]Parent
 	pending []Contribution
 	history []Contribution
 	writes  int
@@ -98,7 +98,7 @@ const (
 func testTick() time.Time { return time.Date(2025, 3, 1, 12, 5, 0, 0, time.UTC) }
 
 func newWorld(tb testing.TB) *world {
-	return &world{tb: tb, leaves: map[string]Leaf{}, docs: map[string]bson.Raw{}}
+	return &world{tb: tb, leaves: map[string]Leaf{}, docs: map[string]Parent{}}
 }
 
 // report writes a leaf document the way package bulk does (newer version wins) and queues its
@@ -115,26 +115,21 @@ func (w *world) report(id, typ string, online, version int64) bool {
 }
 
 func (w *world) parent(id string) (Parent, bool) {
-	raw, ok := w.docs[id]
+	p, ok := w.docs[id]
 	if !ok {
 		n := w.tree.byID[id]
 		return Parent{ID: id, Type: n.Type, Project: testProject, Timestamp: testTick()}, false
 	}
-	p, err := ParentFromDoc(raw)
-	if err != nil {
-		w.tb.Fatalf("stored doc of %s: %v", id, err)
-	}
+	p.Children = maps.Clone(p.Children)
 	return p, true
 }
 
 func (w *world) store(p Parent) {
-	upd := p.Update(testTick())
-	set := upd[0].Value.(bson.D)
-	raw, err := bson.Marshal(set)
-	if err != nil {
-		w.tb.Fatalf("marshal %s: %v", p.ID, err)
+	if p.Children == nil {
+		p.Children = map[string]ChildState{} // as a stored document reads back
 	}
-	w.docs[p.ID] = raw
+	p.Children = maps.Clone(p.Children)
+	w.docs[p.ID] = p
 	w.writes++
 }
 

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/gameops/rollup/bulk"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -40,7 +40,7 @@ func benchTick100k(b *testing.B, opts Options) {
 	distinct := int64(1 + 20 + len(servers))
 	w := New(e.db, e.trees, opts, zaptest.NewLogger(b, zaptest.Level(zap.WarnLevel)))
 	r := e.start(w)
-	root := e.db.Collection(migrations.CountsCollection)
+	root := e.db.Collection(store.CountsCollection)
 
 	var lat []time.Duration
 	var writes []int64
@@ -118,12 +118,12 @@ type rootTotals struct{ online, reported int64 }
 
 func rootDoc(b *testing.B, coll *mongo.Collection, project string, at time.Time) (rootTotals, bool) {
 	raw, err := coll.FindOne(context.Background(), bson.D{
-		{Key: migrations.FieldID, Value: project}, {Key: migrations.FieldType, Value: tree.TypeProject}, {Key: migrations.FieldTimestamp, Value: at},
+		{Key: store.FieldID, Value: project}, {Key: store.FieldType, Value: tree.TypeProject}, {Key: store.FieldTimestamp, Value: at},
 	}).Raw()
 	if err != nil {
 		return rootTotals{}, false
 	}
-	on, _ := raw.Lookup(migrations.FieldOnline).AsInt64OK()
+	on, _ := raw.Lookup(store.FieldOnline).AsInt64OK()
 	rep, _ := raw.Lookup("reported").AsInt64OK()
 	return rootTotals{on, rep}, true
 }

@@ -10,12 +10,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
-)
 
-// CheckpointsCollection holds one document per watcher (per partition): {_id: name, token,
-// cluster_time, saved_at}, plus term when a lease holder saved it.
-const CheckpointsCollection = "checkpoints"
+	"github.com/gameops/rollup/lease"
+	"github.com/gameops/rollup/store"
+)
 
 // checkpoint is a saved resume token. Everything the stream delivered before the token has its
 // rollups durably written.
@@ -39,19 +37,13 @@ func (c checkpoint) since() time.Time {
 type checkpoints struct {
 	coll *mongo.Collection
 	id   string
-	// term, when > 0, is the saver's lease term: a save is refused (errFenced) when the
+	// term, when > 0, is the saver's lease term: a save is refused (lease.ErrFenced) when the
 	// stored checkpoint has a newer one.
 	term int64
 }
 
 func newCheckpoints(db *mongo.Database, id string) checkpoints {
-	return checkpoints{coll: db.Collection(CheckpointsCollection, durable()), id: id}
-}
-
-// durable is the collection option for every write the watcher makes: w:majority, j:true.
-func durable() *options.CollectionOptionsBuilder {
-	j := true
-	return options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &j})
+	return checkpoints{coll: db.Collection(store.CheckpointsCollection, store.Durable()), id: id}
 }
 
 // load returns the saved checkpoint; ok is false when there is none.
@@ -75,18 +67,18 @@ func (c checkpoints) save(ctx context.Context, token bson.Raw, now time.Time) (c
 	cp := checkpoint{Token: token, ClusterTime: tokenTime(token), SavedAt: now.UTC().Truncate(time.Millisecond)}
 	filter := bson.D{{Key: "_id", Value: c.id}}
 	doc := bson.D{
-		{Key: "token", Value: cp.Token},
-		{Key: "cluster_time", Value: cp.ClusterTime},
-		{Key: "saved_at", Value: cp.SavedAt},
+		{Key: store.FieldToken, Value: cp.Token},
+		{Key: store.FieldClusterTime, Value: cp.ClusterTime},
+		{Key: store.FieldSavedAt, Value: cp.SavedAt},
 	}
 	if c.term > 0 {
 		// A newer term's checkpoint makes the filter miss, and the upsert then fails on _id.
-		filter = append(filter, termGuard(c.term))
-		doc = append(doc, bson.E{Key: fieldTerm, Value: c.term})
+		filter = append(filter, lease.TermGuard(c.term))
+		doc = append(doc, bson.E{Key: store.FieldTerm, Value: c.term})
 	}
 	_, err := c.coll.ReplaceOne(ctx, filter, doc, options.Replace().SetUpsert(true))
 	if c.term > 0 && mongo.IsDuplicateKeyError(err) {
-		return checkpoint{}, fmt.Errorf("save checkpoint %s term %d: %w", c.id, c.term, errFenced)
+		return checkpoint{}, fmt.Errorf("save checkpoint %s term %d: %w", c.id, c.term, lease.ErrFenced)
 	}
 	if err != nil {
 		return checkpoint{}, fmt.Errorf("save checkpoint: %w", err)

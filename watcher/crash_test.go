@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -55,10 +56,10 @@ func TestCrashSafety(t *testing.T) {
 				e.submit(items...)
 			}
 			for run := range 6 {
-				w := e.newWatcher(Options{ChunkSize: 2, CheckpointInterval: time.Millisecond, ShutdownTimeout: time.Second})
 				crashAfter := int64(rng.IntN(12))
 				var levels atomic.Int64
-				w.crash = func() bool { return levels.Add(1) > crashAfter }
+				w := e.newWatcher(Options{ChunkSize: 2, CheckpointInterval: time.Millisecond, ShutdownTimeout: time.Second,
+					Knobs: &Knobs{Recompute: recompute.Knobs{BeforeLevel: func() bool { return levels.Add(1) > crashAfter }}}})
 				r := e.start(w)
 				for range 1 + rng.IntN(6) {
 					submitRandom()
@@ -68,7 +69,7 @@ func TestCrashSafety(t *testing.T) {
 					waitFor(t, "watcher progress", func() bool { return levels.Load() > crashAfter || w.Stats().Batches > 0 })
 				}
 				err := r.stop()
-				if err != nil && !errors.Is(err, errCrashed) {
+				if err != nil && !errors.Is(err, recompute.ErrCrashed) {
 					t.Fatalf("run %d: %v", run, err)
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -103,5 +104,85 @@ func TestGetMoreFailsMidStream(t *testing.T) {
 	case err := <-r.done:
 		t.Fatalf("Run returned %v", err)
 	default:
+	}
+}
+
+// TestGetMoreAlwaysFails: with every getMore of the watcher's idle stream failing
+// (failGetMoreAfterCursorCheckout alwaysOn, ShutdownInProgress), the driver resumes the
+// stream inside every TryNext and returns an empty batch at once — thousands of
+// aggregate/getMore pairs a second if taken for an idle stream. The watcher allows one such
+// call and then backs off (capped, jittered): over 30 s the store sees a bounded number of
+// commands, Run never returns, the status says why, and once the fault ends the leaves
+// written meanwhile are rolled up.
+func TestGetMoreAlwaysFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30s fault")
+	}
+	const fault = 30 * time.Second
+	e := newEnv(t)
+	const project, app = "proj", "w-getmore-always"
+	t0 := baseTick()
+	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
+
+	var aggregates, getMores atomic.Int64
+	mon := &mevent.CommandMonitor{Started: func(_ context.Context, ev *mevent.CommandStartedEvent) {
+		switch ev.CommandName {
+		case "aggregate":
+			aggregates.Add(1)
+		case "getMore":
+			getMores.Add(1)
+		}
+	}}
+	db := e.store.Client(t, options.Client().SetAppName(app).SetMonitor(mon)).Database(e.db.Name())
+	tracker := status.New("watcher", "starting")
+	w := New(db, e.trees, Options{CheckpointInterval: 10 * time.Millisecond, Status: tracker},
+		zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	r := e.start(w)
+	waitFor(t, "ready", func() bool { return tracker.State().Ready })
+	e.fill(project, tr, t0, 1, 1)
+	e.waitCorrect(project)
+
+	aggBefore, getMoreBefore := aggregates.Load(), getMores.Load()
+	e.store.FailPoint(t, e.client, bson.D{
+		{Key: "configureFailPoint", Value: "failGetMoreAfterCursorCheckout"},
+		{Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "errorCode", Value: 91}, {Key: "appName", Value: app}}},
+	})
+	armed := time.Now()
+	var notReady string
+	for time.Since(armed) < fault {
+		if st := tracker.State(); !st.Ready && notReady == "" {
+			notReady = st.Reason
+		}
+		select {
+		case err := <-r.done:
+			r.once.Do(func() { r.err = err; r.cancel() })
+			t.Fatalf("Run returned during the fault: %v", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	e.fill(project, tr, t0, 2, 2) // written during the fault, streamed after it
+	aggs, gets := aggregates.Load()-aggBefore, getMores.Load()-getMoreBefore
+	off := bson.D{{Key: "configureFailPoint", Value: "failGetMoreAfterCursorCheckout"}, {Key: "mode", Value: "off"}}
+	if err := e.client.Database("admin").RunCommand(context.Background(), off).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCorrect(project)
+	t.Logf("%d aggregates and %d getMores in %v of failing getMores; status %q", aggs, gets, fault, notReady)
+	// Each backoff attempt opens a stream (aggregate) and lets the driver resume it twice
+	// (getMore, aggregate, twice): 5 commands, one attempt per 1–2 s once the backoff
+	// reaches its cap. Unbounded, it was ~8,000 pairs a second.
+	if limit := int64(6 * fault / time.Second); aggs+gets > limit {
+		t.Errorf("%d aggregates + getMores in %v, want at most %d", aggs+gets, fault, limit)
+	}
+	if aggs == 0 || gets == 0 {
+		t.Errorf("no command during the fault (%d aggregates, %d getMores): the test did not exercise the stream", aggs, gets)
+	}
+	if !strings.Contains(notReady, "getMores keep failing") {
+		t.Errorf("status during the fault %q, want it to name the failing resumes", notReady)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }

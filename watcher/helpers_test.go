@@ -20,8 +20,8 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const tick = tree.DefaultTick
 
-// staticTrees is a TreeSource stand-in for tree/treedb: versions per project, each effective
+// staticTrees is a treedb.TreeSource stand-in for tree/treedb: versions per project, each effective
 // from a tick.
 type staticTrees struct {
 	mu       sync.Mutex
@@ -91,10 +91,10 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...embeddedtest.Options) *env {
 	t.Helper()
-	store := embeddedtest.Start(t, opts...)
-	client := store.Client(t)
-	db := store.Database(t, client)
-	e := &env{t: t, store: store, client: client, db: db, counts: db.Collection(migrations.CountsCollection), trees: newStaticTrees()}
+	srv := embeddedtest.Start(t, opts...)
+	client := srv.Client(t)
+	db := srv.Database(t, client)
+	e := &env{t: t, store: srv, client: client, db: db, counts: db.Collection(store.CountsCollection), trees: newStaticTrees()}
 	e.createIndex()
 	e.leaves = bulk.New(e.counts, bulk.Options{}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,11 +115,11 @@ func (e *env) createIndex() {
 	defer cancel()
 	_, err := e.counts.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys: bson.D{
-			{Key: migrations.FieldID, Value: 1},
-			{Key: migrations.FieldType, Value: 1},
-			{Key: migrations.FieldTimestamp, Value: 1},
+			{Key: store.FieldID, Value: 1},
+			{Key: store.FieldType, Value: 1},
+			{Key: store.FieldTimestamp, Value: 1},
 		},
-		Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex),
+		Options: options.Index().SetUnique(true).SetName(store.CountsKeyIndex),
 	})
 	if err != nil {
 		e.t.Fatalf("create index: %v", err)
@@ -199,7 +199,7 @@ func (e *env) mismatch(project string) string {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cur, err := e.counts.Find(ctx, bson.D{{Key: migrations.FieldProject, Value: project}})
+	cur, err := e.counts.Find(ctx, bson.D{{Key: store.FieldProject, Value: project}})
 	if err != nil {
 		e.t.Fatalf("find: %v", err)
 	}
@@ -210,8 +210,8 @@ func (e *env) mismatch(project string) string {
 	leaves := map[time.Time]map[string]rollup.Leaf{}
 	parents := map[time.Time]map[string]rollup.Parent{}
 	for _, d := range docs {
-		if r, ok := d.Lookup(fieldRollup).BooleanOK(); ok && r {
-			p, err := rollup.ParentFromDoc(d)
+		if r, ok := d.Lookup(store.FieldRollup).BooleanOK(); ok && r {
+			p, err := store.DecodeParent(d)
 			if err != nil {
 				return fmt.Sprintf("bad parent doc: %v", err)
 			}
@@ -224,7 +224,7 @@ func (e *env) mismatch(project string) string {
 			parents[p.Timestamp][p.ID] = p
 			continue
 		}
-		l, err := decodeLeaf(d)
+		l, err := store.DecodeLeaf(d)
 		if err != nil {
 			return fmt.Sprintf("bad leaf doc: %v", err)
 		}
@@ -320,7 +320,7 @@ func (e *env) parentDoc(id, typ string, at time.Time) (rollup.Parent, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	raw, err := e.counts.FindOne(ctx, bson.D{
-		{Key: migrations.FieldID, Value: id}, {Key: migrations.FieldType, Value: typ}, {Key: migrations.FieldTimestamp, Value: at},
+		{Key: store.FieldID, Value: id}, {Key: store.FieldType, Value: typ}, {Key: store.FieldTimestamp, Value: at},
 	}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return rollup.Parent{}, false
@@ -328,7 +328,7 @@ func (e *env) parentDoc(id, typ string, at time.Time) (rollup.Parent, bool) {
 	if err != nil {
 		e.t.Fatalf("find parent: %v", err)
 	}
-	p, err := rollup.ParentFromDoc(raw)
+	p, err := store.DecodeParent(raw)
 	if err != nil {
 		e.t.Fatalf("parent doc: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -70,14 +71,14 @@ func (f *haFixture) waitCorrect() {
 }
 
 // instance starts a leased watcher.
-func (f *haFixture) instance(owner string, opts Options, setup func(*Watcher)) *running {
+func (f *haFixture) instance(owner string, opts Options, setup func(*Knobs)) *running {
 	opts.Leases, opts.Owner, opts.LeaseTTL = true, owner, testTTL
 	opts.CheckpointInterval = 10 * time.Millisecond
-	w := f.e.newWatcher(opts)
 	if setup != nil {
-		setup(w)
+		opts.Knobs = &Knobs{}
+		setup(opts.Knobs)
 	}
-	return f.e.start(w)
+	return f.e.start(f.e.newWatcher(opts))
 }
 
 // leaderOf returns the index in rs of the instance leading partition i (-1: none), failing
@@ -158,10 +159,9 @@ func TestStaleLeaderFenced(t *testing.T) {
 	}
 	thawWrites, thawLeases := closeOnce(writes), closeOnce(leasesGo)
 	t.Cleanup(func() { thawWrites(); thawLeases() })
-	a := f.instance("a", Options{}, func(w *Watcher) {
-		w.parentTerm = func() bool { return true } // parents carry the term as well
-		w.writePastExpiry = true                   // its timers are late too, as after SIGSTOP
-		w.pause = func() {
+	a := f.instance("a", Options{}, func(k *Knobs) {
+		k.WritePastExpiry = true // its timers are late too, as after SIGSTOP
+		k.Recompute.BeforeFencedWrite = func() {
 			if frozen.Load() {
 				select {
 				case parked <- struct{}{}:
@@ -170,7 +170,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 				<-writes
 			}
 		}
-		w.pauseLeases = func() {
+		k.BeforeLeaseRound = func() {
 			if frozen.Load() {
 				<-leasesGo
 			}
@@ -187,7 +187,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	<-parked // a has read and merged a burst and is about to write it
 	frozenAt := time.Now()
 
-	b := f.instance("b", Options{}, func(w *Watcher) { w.parentTerm = func() bool { return true } })
+	b := f.instance("b", Options{}, nil)
 	waitFor(t, "b takes over", func() bool { return b.w.Leadership()[0].Leader })
 	took := time.Since(frozenAt)
 	termB := b.w.Leadership()[0].Term
@@ -212,18 +212,18 @@ func TestStaleLeaderFenced(t *testing.T) {
 		t.Fatalf("a: %v", err)
 	}
 	ctx := context.Background()
-	n, err := f.e.counts.CountDocuments(ctx, bson.D{{Key: fieldRollup, Value: true}, {Key: fieldTerm, Value: bson.D{{Key: "$gt", Value: termB}}}})
+	n, err := f.e.counts.CountDocuments(ctx, bson.D{{Key: store.FieldRollup, Value: true}, {Key: store.FieldTerm, Value: bson.D{{Key: "$gt", Value: termB}}}})
 	if err != nil || n != 0 {
 		t.Fatalf("%d parents with a term newer than b's (%v)", n, err)
 	}
-	n, err = f.e.counts.CountDocuments(ctx, bson.D{{Key: fieldRollup, Value: true}, {Key: fieldTerm, Value: termB}})
+	n, err = f.e.counts.CountDocuments(ctx, bson.D{{Key: store.FieldRollup, Value: true}, {Key: store.FieldTerm, Value: termB}})
 	if err != nil || n == 0 {
 		t.Fatalf("no parent written with b's term (%v)", err)
 	}
-	// The totals check reads parents with rollup.ParentFromDoc, which does not know the term:
+	// The totals check reads parents with store.DecodeParent, which does not know the term:
 	// strip it before each check (harmless to b, whose guard accepts an absent term).
 	waitFor(t, "correct totals", func() bool {
-		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: fieldTerm, Value: ""}}}}); err != nil {
+		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: store.FieldTerm, Value: ""}}}}); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range f.projects {
@@ -239,7 +239,7 @@ func TestStaleLeaderFenced(t *testing.T) {
 	var cp struct {
 		Term int64 `bson:"term"`
 	}
-	if err := f.e.db.Collection(CheckpointsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: DefaultName}}).Decode(&cp); err != nil || cp.Term != termB {
+	if err := f.e.db.Collection(store.CheckpointsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: DefaultName}}).Decode(&cp); err != nil || cp.Term != termB {
 		t.Fatalf("checkpoint term = %d (%v), want b's %d", cp.Term, err, termB)
 	}
 }

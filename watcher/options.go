@@ -4,11 +4,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gameops/rollup/lease"
 	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/retry"
 )
 
-// Options tune a Watcher (and Replay). Zero fields take their defaults.
+// Options tune a Watcher. Zero fields take their defaults.
 type Options struct {
 	// Name is the checkpoint's _id in the checkpoints collection (default "watcher").
 	Name string
@@ -31,14 +33,8 @@ type Options struct {
 	// writers and the server and writes that took long between their written_at and their
 	// commit.
 	ReplayMargin time.Duration
-	// ChunkSize is the most parents read with one find and written with one BulkWrite
-	// (default 100).
-	ChunkSize int
-	// Workers is how many chunks of one level are recomputed at once (default 2).
-	Workers int
-	// MaxConflicts bounds the re-reads of one chunk after conflicting or unknown-outcome
-	// writes before the batch fails (default 20).
-	MaxConflicts int
+	// ChunkSize, Workers and MaxConflicts tune the parent writes (recompute.Options).
+	ChunkSize, Workers, MaxConflicts int
 	// ShutdownTimeout bounds how long the batch in progress may still be written after the
 	// Run context is done (default 10s).
 	ShutdownTimeout time.Duration
@@ -50,7 +46,7 @@ type Options struct {
 	// nowhere.
 	Status *status.Tracker
 	// ReplayChunk is the number of leaves recomputed together when a lost window is replayed
-	// (default 10,000).
+	// (recompute.Options; default 10,000).
 	ReplayChunk int
 
 	// Partitions split the projects over several streams, each with its own checkpoint (and
@@ -73,6 +69,23 @@ type Options struct {
 	Heartbeat time.Duration
 	// MaxPartitions bounds how many partitions this instance leads at once (default: all).
 	MaxPartitions int
+
+	// Knobs are test hooks; nil in production.
+	Knobs *Knobs
+}
+
+// Knobs are the watcher's test hooks, with those of the packages it runs.
+type Knobs struct {
+	// Recompute are the engine's: a crash between two levels of a burst, a frozen fenced
+	// write.
+	Recompute recompute.Knobs
+	// Lease are the instance id's: another host or pid, a frozen heartbeat.
+	Lease lease.Knobs
+	// BeforeLeaseRound is called before each round of lease renewals (to freeze a leader).
+	BeforeLeaseRound func()
+	// WritePastExpiry keeps a leader writing after its lease expired, as a process paused
+	// past its timers would, to test the fencing.
+	WritePastExpiry bool
 }
 
 // Defaults of Options.
@@ -83,11 +96,7 @@ const (
 	DefaultMaxBurst           = 200_000
 	DefaultCheckpointInterval = time.Second
 	DefaultReplayMargin       = 5 * time.Minute
-	DefaultChunkSize          = 100
-	DefaultWorkers            = 2
-	DefaultMaxConflicts       = 20
 	DefaultShutdownTimeout    = 10 * time.Second
-	DefaultReplayChunk        = 10_000
 	DefaultHeartbeat          = time.Second
 	DefaultLeaseTTL           = 10 * time.Second
 )
@@ -111,23 +120,14 @@ func (o Options) withDefaults() Options {
 	if o.ReplayMargin <= 0 {
 		o.ReplayMargin = DefaultReplayMargin
 	}
-	if o.ChunkSize <= 0 {
-		o.ChunkSize = DefaultChunkSize
-	}
-	if o.Workers <= 0 {
-		o.Workers = DefaultWorkers
-	}
-	if o.MaxConflicts <= 0 {
-		o.MaxConflicts = DefaultMaxConflicts
-	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
-	if o.ReplayChunk <= 0 {
-		o.ReplayChunk = DefaultReplayChunk
+	if o.Knobs == nil {
+		o.Knobs = &Knobs{}
 	}
 	if len(o.Partitions) == 0 {
 		o.Partitions = []Partition{{}}
@@ -164,8 +164,8 @@ type Stats struct {
 	Invalid int64
 	// LastEventTime is the wall time of the last event processed.
 	LastEventTime time.Time
-	// Fenced is the number of times a partition stopped because a newer lease term refused
-	// its writes or its checkpoint (it was a stale leader).
+	// Fenced is the number of times a newer lease term refused this instance's parent
+	// writes: it was a stale leader, and the partition stopped.
 	Fenced int64
 	// Takeovers is the number of leases this instance acquired.
 	Takeovers int64
@@ -174,25 +174,25 @@ type Stats struct {
 	LeaseLosses int64
 }
 
-// counters are the live Stats.
+// counters are the watcher's own live Stats (the engine keeps the recompute's).
 type counters struct {
-	events, batches, parentWrites, conflicts, replays, orphans, invalid atomic.Int64
-	fenced, takeovers, leaseLosses                                      atomic.Int64
-	lastEvent                                                           atomic.Int64 // unix ns
+	batches, replays, invalid, takeovers, leaseLosses atomic.Int64
+	lastEvent                                         atomic.Int64 // unix ns
 	// prog is the streams' positions and the recompute latencies (Progress).
 	prog progress
 }
 
-func (c *counters) snapshot() Stats {
+// snapshot combines the watcher's counters with the engine's.
+func (c *counters) snapshot(e recompute.Stats) Stats {
 	s := Stats{
-		Events:       c.events.Load(),
+		Events:       e.Events,
 		Batches:      c.batches.Load(),
-		ParentWrites: c.parentWrites.Load(),
-		Conflicts:    c.conflicts.Load(),
+		ParentWrites: e.ParentWrites,
+		Conflicts:    e.Conflicts,
 		Replays:      c.replays.Load(),
-		Orphans:      c.orphans.Load(),
-		Invalid:      c.invalid.Load(),
-		Fenced:       c.fenced.Load(),
+		Orphans:      e.Orphans,
+		Invalid:      c.invalid.Load() + e.Invalid,
+		Fenced:       e.Fenced,
 		Takeovers:    c.takeovers.Load(),
 		LeaseLosses:  c.leaseLosses.Load(),
 	}

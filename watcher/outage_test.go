@@ -17,6 +17,7 @@ import (
 
 	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retry"
+	"github.com/gameops/rollup/store"
 )
 
 // outage is how long the watcher-level outages last (the serve tests hold them 60 s).
@@ -68,6 +69,7 @@ func TestRunRidesOutOutages(t *testing.T) {
 				}
 				select {
 				case err := <-r.done:
+					r.once.Do(func() { r.err = err; r.cancel() })
 					t.Fatalf("Run returned during the outage: %v", err)
 				case <-time.After(500 * time.Millisecond):
 				}
@@ -132,16 +134,16 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 			close(leasesGo)
 		}
 	})
-	start := func(owner string, setup func(*Watcher)) *running {
-		w := f.e.newWatcher(Options{Leases: true, Owner: owner, LeaseTTL: ttl, CheckpointInterval: 10 * time.Millisecond})
-		w.parentTerm = func() bool { return true }
+	start := func(owner string, setup func(*Knobs)) *running {
+		opts := Options{Leases: true, Owner: owner, LeaseTTL: ttl, CheckpointInterval: 10 * time.Millisecond}
 		if setup != nil {
-			setup(w)
+			opts.Knobs = &Knobs{}
+			setup(opts.Knobs)
 		}
-		return f.e.start(w)
+		return f.e.start(f.e.newWatcher(opts))
 	}
-	a := start("a", func(w *Watcher) {
-		w.pauseLeases = func() {
+	a := start("a", func(k *Knobs) {
+		k.BeforeLeaseRound = func() {
 			if frozen.Load() {
 				select {
 				case parked <- struct{}{}:
@@ -156,8 +158,10 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 	f.waitCorrect()
 	frozen.Store(true)
 	<-parked
-	var doc leaseDoc
-	if err := f.e.db.Collection(LeasesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: DefaultName}}).Decode(&doc); err != nil {
+	var doc struct {
+		ExpiresAt time.Time `bson:"expires_at"`
+	}
+	if err := f.e.db.Collection(store.LeasesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: DefaultName}}).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a stops leading", func() bool { return !a.w.Leadership()[0].Leader })
@@ -172,7 +176,7 @@ func TestLeaderStopsBeforeLeaseExpiry(t *testing.T) {
 	waitFor(t, "b leads", func() bool { return b.w.Leadership()[0].Leader })
 	ctx := context.Background()
 	waitFor(t, "correct totals", func() bool {
-		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: fieldTerm, Value: ""}}}}); err != nil {
+		if _, err := f.e.counts.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: store.FieldTerm, Value: ""}}}}); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range f.projects {

@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // Partition is the set of projects one change stream (and one lease and one checkpoint)
@@ -138,6 +138,6 @@ func (p Partition) streamFilter() []bson.D {
 	}
 	return append(pipe, bson.D{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "operationType", Value: bson.D{{Key: "$nin", Value: bson.A{"insert", "update", "replace"}}}}},
-		bson.D{{Key: "fullDocument." + migrations.FieldProject, Value: f}},
+		bson.D{{Key: "fullDocument." + store.FieldProject, Value: f}},
 	}}}}})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -102,20 +103,21 @@ func simulate(t *testing.T, seed uint64) {
 		if round == 1 {
 			e.trees.add(t, project, editAt, v2) // before any leaf of editAt exists
 		}
-		w := e.newWatcher(Options{ChunkSize: 3, CheckpointInterval: time.Millisecond, MaxAwait: 20 * time.Millisecond})
+		opts := Options{ChunkSize: 3, CheckpointInterval: time.Millisecond, MaxAwait: 20 * time.Millisecond}
 		crashAfter := int64(rng.IntN(20))
 		crashes := rng.IntN(2) == 0
 		var levels atomic.Int64
 		if crashes {
-			w.crash = func() bool { return levels.Add(1) > crashAfter }
+			opts.Knobs = &Knobs{Recompute: recompute.Knobs{BeforeLevel: func() bool { return levels.Add(1) > crashAfter }}}
 		}
+		w := e.newWatcher(opts)
 		r := e.start(w)
 		if round == 3 {
 			var wg sync.WaitGroup
-			var rst ReplayStats
+			var rst recompute.ReplayStats
 			var rerr error
 			wg.Go(func() {
-				rst, rerr = Replay(context.Background(), e.db, e.trees, project, t0.Add(-10*tick), t0.Add(10*tick), ReplayOptions{Options: Options{ChunkSize: 2}})
+				rst, rerr = recompute.Replay(context.Background(), e.db, e.trees, project, t0.Add(-10*tick), t0.Add(10*tick), recompute.ReplayOptions{Options: recompute.Options{ChunkSize: 2}})
 			})
 			runAgents(maxTick)
 			wg.Wait()
@@ -128,7 +130,7 @@ func simulate(t *testing.T, seed uint64) {
 		} else {
 			runAgents(maxTick)
 		}
-		if err := r.stop(); err != nil && !errors.Is(err, errCrashed) {
+		if err := r.stop(); err != nil && !errors.Is(err, recompute.ErrCrashed) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -44,7 +45,7 @@ func TestHistoryLost(t *testing.T) {
 	// Its first checkpoint means its stream is open: data written from now on is streamed,
 	// not replayed.
 	waitFor(t, "first checkpoint", func() bool {
-		n, err := e.db.Collection(CheckpointsCollection).CountDocuments(context.Background(), bson.D{})
+		n, err := e.db.Collection(store.CheckpointsCollection).CountDocuments(context.Background(), bson.D{})
 		return err == nil && n > 0
 	})
 	e.fill(project, tr, t0, 1, 1)
@@ -80,6 +81,9 @@ func TestHistoryLost(t *testing.T) {
 	}
 }
 
+// TestMissingCheckpointWithData: leaves stored before any watcher ran (or with the
+// checkpoints removed) are all recomputed at the first start — counted as a replay, but said
+// at info level: nothing was lost.
 func TestMissingCheckpointWithData(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
@@ -87,9 +91,40 @@ func TestMissingCheckpointWithData(t *testing.T) {
 	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 	e.fill(project, tr, t0, 1, 1) // before any watcher ran
-	r := e.start(e.newWatcher(Options{}))
+	core, logs := observer.New(zap.InfoLevel)
+	r := e.start(New(e.db, e.trees, Options{}, zap.New(core)))
 	e.waitCorrect(project)
 	waitFor(t, "the replay counted", func() bool { return r.w.Stats().Replays == 1 })
+	if n := logs.FilterLevelExact(zap.WarnLevel).Len(); n != 0 {
+		t.Errorf("%d warnings at a start without a checkpoint: %v", n, logs.FilterLevelExact(zap.WarnLevel).All())
+	}
+	if logs.FilterMessage("no checkpoint: recomputed the parents of every stored leaf").FilterField(zap.Int64("leaves", int64(len(tr.Leaves())))).Len() != 1 {
+		t.Errorf("no info line with the leaves recomputed: %v", logs.All())
+	}
+}
+
+// TestFirstStartQuiet: the first start of a deployment (no checkpoint, no leaf) is normal:
+// no warning, no replay counted, one info line.
+func TestFirstStartQuiet(t *testing.T) {
+	e := newEnv(t)
+	core, logs := observer.New(zap.InfoLevel)
+	r := e.start(New(e.db, e.trees, Options{CheckpointInterval: time.Millisecond}, zap.New(core)))
+	waitFor(t, "the first checkpoint", func() bool {
+		_, ok, err := newCheckpoints(e.db, DefaultName).load(context.Background())
+		return err == nil && ok
+	})
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.FilterLevelExact(zap.WarnLevel).Len(); n != 0 {
+		t.Errorf("%d warnings at a first start: %v", n, logs.FilterLevelExact(zap.WarnLevel).All())
+	}
+	if logs.FilterMessage("no checkpoint and no leaves: watching from now").Len() != 1 {
+		t.Errorf("no info line for the first start: %v", logs.All())
+	}
+	if n := r.w.Stats().Replays; n != 0 {
+		t.Errorf("Replays = %d at a first start, want 0", n)
+	}
 }
 
 func TestInvalidate(t *testing.T) {

@@ -17,63 +17,6 @@ func rawDoc(t testing.TB, d bson.D) bson.Raw {
 	return b
 }
 
-func leafDoc(drop string, override ...bson.E) bson.D {
-	at := time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)
-	d := bson.D{
-		{Key: "_id", Value: bson.NewObjectID()},
-		{Key: "id", Value: "p1"}, {Key: "type", Value: "process"}, {Key: "timestamp", Value: at},
-		{Key: "project", Value: "proj"}, {Key: "online", Value: int64(3)}, {Key: "version", Value: int64(7)},
-		{Key: "submission_id", Value: "s1"}, {Key: "written_at", Value: at},
-	}
-	out := d[:0:0]
-	for _, e := range d {
-		if e.Key == drop {
-			continue
-		}
-		for _, o := range override {
-			if o.Key == e.Key {
-				e = o
-			}
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-func TestDecodeLeaf(t *testing.T) {
-	want := leaf{Project: "proj", ID: "p1", Type: "process", Tick: time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC), Online: 3, Version: 7}
-	tests := []struct {
-		name    string
-		doc     bson.D
-		wantErr string
-	}{
-		{"valid", leafDoc(""), ""},
-		{"int32 online", leafDoc("", bson.E{Key: "online", Value: int32(3)}), ""},
-		{"missing id", leafDoc("id"), "missing id"},
-		{"missing project", leafDoc("project"), "missing project"},
-		{"missing timestamp", leafDoc("timestamp"), "missing timestamp"},
-		{"missing version", leafDoc("version"), "missing version"},
-		{"empty type", leafDoc("", bson.E{Key: "type", Value: ""}), "type"},
-		{"double online", leafDoc("", bson.E{Key: "online", Value: 3.0}), "online is double"},
-		{"string version", leafDoc("", bson.E{Key: "version", Value: "7"}), "version is string"},
-		{"string timestamp", leafDoc("", bson.E{Key: "timestamp", Value: "2026"}), "timestamp is string"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeLeaf(rawDoc(t, tc.doc))
-			if tc.wantErr == "" {
-				if err != nil || got != want {
-					t.Fatalf("decodeLeaf = %+v, %v; want %+v", got, err, want)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("decodeLeaf error = %v, want it to contain %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
 func TestTokenTime(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -105,22 +48,6 @@ func TestCheckpointSince(t *testing.T) {
 	if got := (checkpoint{SavedAt: saved}).since(); !got.Equal(saved) {
 		t.Fatalf("since = %v, want the save time", got)
 	}
-}
-
-// FuzzDecodeLeaf: any bytes never panic, and an accepted leaf has every field set.
-func FuzzDecodeLeaf(f *testing.F) {
-	f.Add([]byte(rawDoc(f, leafDoc(""))))
-	f.Add([]byte(rawDoc(f, leafDoc("online"))))
-	f.Add([]byte{5, 0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		l, err := decodeLeaf(bson.Raw(b))
-		if err != nil {
-			return
-		}
-		if l.Project == "" || l.ID == "" || l.Type == "" {
-			t.Fatalf("accepted leaf with an empty name: %+v", l)
-		}
-	})
 }
 
 // FuzzTokenTime: any token bytes never panic, and a decoded time comes from a _data string

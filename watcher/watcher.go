@@ -11,31 +11,28 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/lease"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/retry"
+	"github.com/gameops/rollup/store"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // Watcher consumes the change stream of the counts collection and keeps every parent and root
 // total equal to the sum of its children.
 type Watcher struct {
-	engine
 	db      *mongo.Database
+	engine  *recompute.Engine
+	opts    Options
+	log     *zap.Logger
+	stats   *counters
+	now     func() time.Time
+	part    Partition
 	cps     checkpoints
 	started atomic.Bool
 	leaders *leadership
-	// parentTerm says whether parents carry the lease term (parentTermSupported; tests
-	// override it).
-	parentTerm func() bool
-	// pauseLeases, set by tests only, is called before each round of lease renewals.
-	pauseLeases func()
-	// instanceHook, set by tests only, adjusts the instance before it is claimed.
-	instanceHook func(*instance)
-	// writePastExpiry, set by tests only, keeps a leader writing after its lease expired (as a
-	// process paused past its timers would), to test the fencing.
-	writePastExpiry bool
 	// idx is the partition's index in Options.Partitions (a partition's watcher).
 	idx int
 	// healthy says the partition's status is "streaming" (avoids taking the lock per batch).
@@ -44,35 +41,30 @@ type Watcher struct {
 
 // New returns a watcher of db's counts collection. It writes parents and checkpoints with
 // w:majority, j:true and reads parents with read concern majority, whatever db's defaults.
-func New(db *mongo.Database, trees TreeSource, opts Options, log *zap.Logger) *Watcher {
+func New(db *mongo.Database, trees treedb.TreeSource, opts Options, log *zap.Logger) *Watcher {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	opts = opts.withDefaults()
-	w := &Watcher{
-		db:         db,
-		cps:        newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
-		leaders:    newLeadership(opts),
-		parentTerm: parentTermSupported,
+	log = log.Named("watcher")
+	return &Watcher{
+		db: db,
+		engine: recompute.New(db, trees, recompute.Options{
+			ChunkSize: opts.ChunkSize, Workers: opts.Workers, MaxConflicts: opts.MaxConflicts,
+			ReplayChunk: opts.ReplayChunk, Knobs: &opts.Knobs.Recompute,
+		}, log),
+		opts:    opts,
+		log:     log,
+		stats:   &counters{},
+		now:     time.Now,
+		part:    opts.Partitions[0],
+		cps:     newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
+		leaders: newLeadership(opts),
 	}
-	w.engine = engine{
-		counts: countsCollection(db),
-		trees:  trees,
-		opts:   opts,
-		log:    log.Named("watcher"),
-		stats:  &counters{},
-		now:    time.Now,
-		part:   opts.Partitions[0],
-	}
-	return w
-}
-
-func countsCollection(db *mongo.Database) *mongo.Collection {
-	return db.Collection(migrations.CountsCollection, durable().SetReadConcern(readconcern.Majority()))
 }
 
 // Stats returns the counters since New.
-func (w *Watcher) Stats() Stats { return w.stats.snapshot() }
+func (w *Watcher) Stats() Stats { return w.stats.snapshot(w.engine.Stats()) }
 
 // errHistoryLost marks a stream that cannot resume from the saved position.
 var errHistoryLost = errors.New("change stream history lost")
@@ -134,17 +126,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return p.Wait()
 }
 
-// forPartition returns a watcher of one partition sharing w's counters, trees and hooks; f
+// forPartition returns a watcher of one partition sharing w's counters, trees and knobs; f
 // fences its writes (nil: unfenced).
-func (w *Watcher) forPartition(i int, part Partition, f *fence) *Watcher {
-	c := &Watcher{db: w.db, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, parentTerm: w.parentTerm, idx: i}
-	c.engine = w.engine
-	c.part, c.fence = part, f
-	if f != nil {
-		c.cps.term = f.term
-	}
+func (w *Watcher) forPartition(i int, part Partition, f *recompute.Fence) *Watcher {
+	log := w.log
 	if part.Name != "" {
-		c.log = w.log.With(zap.String("partition", part.Name))
+		log = w.log.With(zap.String("partition", part.Name))
+	}
+	c := &Watcher{
+		db: w.db, engine: w.engine.WithFence(f, log), opts: w.opts, log: log, stats: w.stats, now: w.now,
+		part: part, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, idx: i,
+	}
+	if f != nil {
+		c.cps.term = f.Term
 	}
 	return c
 }
@@ -174,7 +168,7 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 			attempt = 0 // it made progress since the last failure
 		}
 		switch {
-		case errors.Is(err, errCrashed), errors.Is(err, errFenced):
+		case errors.Is(err, recompute.ErrCrashed), errors.Is(err, lease.ErrFenced):
 			return err
 		case ctx.Err() != nil:
 			return w.shutdown(work, s)
@@ -186,7 +180,7 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 			if t := tokenTime(s.token); t.T != 0 {
 				from = time.Unix(int64(t.T), 0).UTC() // everything before s.token is processed
 			}
-			s.resume, s.recover, s.reason = nil, true, "change stream history lost"
+			s.resume, s.recover, s.lost, s.reason = nil, true, true, "change stream history lost"
 			s.from = from.Add(-w.opts.ReplayMargin)
 			continue
 		case retry.IsPermanent(err):
@@ -269,10 +263,11 @@ type streamState struct {
 	// safe is the last checkpoint saved; token is the last safe token, maybe not saved yet.
 	safe  checkpoint
 	token bson.Raw
-	// recover asks for the lost window since from to be replayed once the stream is open.
-	recover bool
-	from    time.Time
-	reason  string
+	// recover asks for the window since from to be replayed once the stream is open; lost
+	// says the server lost the history after the checkpoint (else there was none).
+	recover, lost bool
+	from          time.Time
+	reason        string
 	// progress says the current stream wrote, saved or caught up since it was opened.
 	progress bool
 }
@@ -291,7 +286,7 @@ func (w *Watcher) open(ctx context.Context, s *streamState) (*mongo.ChangeStream
 	if s.resume != nil {
 		o.SetStartAfter(s.resume)
 	}
-	cs, err := w.db.Collection(migrations.CountsCollection).Watch(ctx, w.part.streamFilter(), o)
+	cs, err := w.db.Collection(store.CountsCollection).Watch(ctx, w.part.streamFilter(), o)
 	if err != nil {
 		return nil, fmt.Errorf("open change stream: %w", err)
 	}
@@ -325,9 +320,12 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
 	// (the stream is quiet), after MaxBurstDelay or MaxBurst leaves, at an invalidate, or at
 	// shutdown; server batches are never split. pending is the token after the burst.
-	var burst []leaf
+	var burst []store.Leaf
 	var burstStart time.Time
 	var pending bson.Raw
+	// calls counts the TryNext calls of this stream: the first one only reads the batch the
+	// stream was opened with (no getMore), so an empty first batch proves nothing.
+	emptyResumes, calls := 0, 0
 	flush := func() error {
 		if len(burst) > 0 {
 			if err := w.processBurst(work, burst); err != nil {
@@ -343,7 +341,8 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		return nil
 	}
 	for {
-		batch, invalidate, n, err := w.nextBatch(ctx, cs)
+		calls++
+		batch, invalidate, n, resumed, err := w.nextBatch(ctx, cs)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
@@ -378,13 +377,23 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if resumed && n == 0 {
+			// An empty batch the driver resumed the stream for is no sign of health.
+			if emptyResumes++; emptyResumes >= maxEmptyResumes {
+				return fmt.Errorf("change stream: %w", errResumeLoop)
+			}
+			continue
+		}
+		emptyResumes = 0
 		switch {
 		case len(burst) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token):
 			if err := w.save(work, s, s.token); err != nil {
 				return err
 			}
-			w.progressed(s)
-		case n == 0 && len(burst) == 0:
+			if calls > 1 {
+				w.progressed(s)
+			}
+		case n == 0 && len(burst) == 0 && calls > 1:
 			w.progressed(s) // caught up, nothing to save yet
 		}
 	}
@@ -393,19 +402,21 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
 // nextBatch returns the leaf events of the next server batch, the token of an invalidate
-// event ending it, and the number of events the batch had (0 when the getMore came back
-// empty).
-func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf, bson.Raw, int, error) {
+// event ending it, the number of events the batch had (0 when the getMore came back empty),
+// and, for an empty batch, whether the driver resumed the stream to get it (its cursor
+// changed: a getMore failed).
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]store.Leaf, bson.Raw, int, bool, error) {
+	cursor := cs.ID()
 	if !cs.TryNext(ctx) {
 		if err := cs.Err(); err != nil {
-			return nil, nil, 0, fmt.Errorf("change stream: %w", err)
+			return nil, nil, 0, false, fmt.Errorf("change stream: %w", err)
 		}
 		if cs.ID() == 0 {
-			return nil, nil, 0, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
+			return nil, nil, 0, false, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
 		}
-		return nil, nil, 0, nil
+		return nil, nil, 0, cs.ID() != cursor, nil
 	}
-	var out []leaf
+	var out []store.Leaf
 	n := 0
 	for {
 		n++
@@ -414,14 +425,14 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 		case "invalidate":
 			id, err := cs.Current.LookupErr("_id")
 			if err != nil {
-				return nil, nil, n, errors.New("change stream: invalidate event without _id")
+				return nil, nil, n, false, errors.New("change stream: invalidate event without _id")
 			}
-			return out, bson.Raw(id.Value), n, nil
+			return out, bson.Raw(id.Value), n, false, nil
 		case "insert", "update", "replace":
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
 			}
-			l, err := decodeLeaf(ev.doc)
+			l, err := store.DecodeLeaf(ev.doc)
 			if err != nil {
 				w.stats.invalid.Add(1)
 				w.log.Warn("skipping a malformed leaf", zap.Error(err))
@@ -440,22 +451,17 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]leaf
 		}
 	}
 	if err := cs.Err(); err != nil {
-		return nil, nil, n, fmt.Errorf("change stream: %w", err)
+		return nil, nil, n, false, fmt.Errorf("change stream: %w", err)
 	}
-	return out, nil, n, nil
+	return out, nil, n, false, nil
 }
 
 // processBurst recomputes the ancestors of a burst of leaves.
-func (w *Watcher) processBurst(ctx context.Context, leaves []leaf) error {
+func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf) error {
 	start := time.Now()
-	r := newRound()
-	if err := w.addLeaves(ctx, r, leaves); err != nil {
+	if err := w.engine.Leaves(ctx, leaves); err != nil {
 		return err
 	}
-	if err := w.recompute(ctx, r); err != nil {
-		return err
-	}
-	w.stats.events.Add(int64(len(leaves)))
 	w.stats.prog.burst(time.Since(start))
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/gameops/rollup/bulk"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -53,8 +53,8 @@ func TestBasic(t *testing.T) {
 		events := r.w.Stats().Events
 		ctx := context.Background()
 		_, err := e.counts.UpdateOne(ctx, bson.D{
-			{Key: migrations.FieldID, Value: l.ID}, {Key: migrations.FieldType, Value: l.Type}, {Key: migrations.FieldTimestamp, Value: t0},
-		}, bson.D{{Key: "$set", Value: bson.D{{Key: migrations.FieldOnline, Value: int64(5)}, {Key: migrations.FieldVersion, Value: int64(150)}}}})
+			{Key: store.FieldID, Value: l.ID}, {Key: store.FieldType, Value: l.Type}, {Key: store.FieldTimestamp, Value: t0},
+		}, bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldOnline, Value: int64(5)}, {Key: store.FieldVersion, Value: int64(150)}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestBasic(t *testing.T) {
 		e.submit(item(project, "not-in-tree", tree.TypeProcess, t0, 99, 1))
 		waitFor(t, "the orphan counted", func() bool { return r.w.Stats().Orphans > orphans })
 		e.waitCorrect(project)
-		n, err := e.counts.CountDocuments(context.Background(), bson.D{{Key: migrations.FieldID, Value: "not-in-tree"}})
+		n, err := e.counts.CountDocuments(context.Background(), bson.D{{Key: store.FieldID, Value: "not-in-tree"}})
 		if err != nil || n != 1 {
 			t.Fatalf("orphan leaf count = %d, %v; want kept", n, err)
 		}

@@ -30,9 +30,10 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/recompute"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 	"github.com/gameops/rollup/web"
 )
 
@@ -54,7 +55,7 @@ const (
 )
 
 // TestDashboardInChromium serves the API and the dashboard over the embedded server holding
-// a generated tree, leaves and their parents (recomputed by watcher.Replay), and drives the
+// a generated tree, leaves and their parents (recomputed by recompute.Replay), and drives the
 // page in one headless Chromium over the DevTools protocol: what it shows is checked against
 // the API's answers (the DOM's data attributes, the downloaded CSV), a proxy answers 503 on
 // demand for a refresh that fails and recovers, synthetic mouse events drag to zoom, and a
@@ -73,8 +74,8 @@ func TestDashboardInChromium(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	mongod := embeddedtest.Start(t)
+	db := mongod.Database(t, mongod.Client(t))
 	f := seed(ctx, t, db)
 
 	rec := &requestLog{}
@@ -536,8 +537,8 @@ func TestDashboardInChromium(t *testing.T) {
 
 	t.Run("damaged tick", func(t *testing.T) {
 		tick := f.first.Add(damagedTick * tree.DefaultTick)
-		res, err := db.Collection(migrations.CountsCollection).UpdateOne(ctx, bson.D{{Key: "id", Value: "g01"}, {Key: "timestamp", Value: tick}},
-			bson.D{{Key: "$inc", Value: bson.D{{Key: migrations.FieldOnline, Value: 1000}}}})
+		res, err := db.Collection(store.CountsCollection).UpdateOne(ctx, bson.D{{Key: "id", Value: "g01"}, {Key: "timestamp", Value: tick}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: store.FieldOnline, Value: 1000}}}})
 		if err != nil || res.MatchedCount != 1 {
 			t.Fatalf("damage g01 at %s: %v %+v", tick, err, res)
 		}
@@ -723,7 +724,7 @@ type fixture struct {
 	newest        time.Time // the latest tick, including those added by addTick
 }
 
-// seed creates the project's read-only token, its tree, the leaves and (by watcher.Replay) the
+// seed creates the project's read-only token, its tree, the leaves and (by recompute.Replay) the
 // parents.
 func seed(ctx context.Context, t *testing.T, db *mongo.Database) *fixture {
 	t.Helper()
@@ -759,10 +760,10 @@ func seed(ctx context.Context, t *testing.T, db *mongo.Database) *fixture {
 		}
 	}
 	docs = append(docs, leafDoc(orphanLeaf, tree.TypeProcess, latest, 7))
-	if _, err := db.Collection(migrations.CountsCollection).InsertMany(ctx, docs); err != nil {
+	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
-	st, err := watcher.Replay(ctx, db, watcher.NewTreeCache(trees), project, first, latest.Add(tree.DefaultTick), watcher.ReplayOptions{})
+	st, err := recompute.Replay(ctx, db, treedb.NewCache(trees), project, first, latest.Add(tree.DefaultTick), recompute.ReplayOptions{})
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -781,10 +782,10 @@ func (f *fixture) addTick(ctx context.Context, t *testing.T, ts time.Time) {
 	for j, leaf := range f.built.Leaves() {
 		docs = append(docs, leafDoc(leaf.ID, leaf.Type, ts, onlineOf(ticks, j)))
 	}
-	if _, err := f.db.Collection(migrations.CountsCollection).InsertMany(ctx, docs); err != nil {
+	if _, err := f.db.Collection(store.CountsCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatalf("insert leaves: %v", err)
 	}
-	if _, err := watcher.Replay(ctx, f.db, watcher.NewTreeCache(f.trees), project, ts, ts.Add(tree.DefaultTick), watcher.ReplayOptions{}); err != nil {
+	if _, err := recompute.Replay(ctx, f.db, treedb.NewCache(f.trees), project, ts, ts.Add(tree.DefaultTick), recompute.ReplayOptions{}); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	f.newest = ts
@@ -792,14 +793,14 @@ func (f *fixture) addTick(ctx context.Context, t *testing.T, ts time.Time) {
 
 func leafDoc(id, typ string, ts time.Time, online int64) bson.D {
 	return bson.D{
-		{Key: migrations.FieldID, Value: id},
-		{Key: migrations.FieldType, Value: typ},
-		{Key: migrations.FieldTimestamp, Value: ts},
-		{Key: migrations.FieldProject, Value: project},
-		{Key: migrations.FieldOnline, Value: online},
-		{Key: migrations.FieldVersion, Value: ts.UnixNano() + 1},
-		{Key: migrations.FieldSubmissionID, Value: "seed"},
-		{Key: migrations.FieldWrittenAt, Value: time.Now().UTC()},
+		{Key: store.FieldID, Value: id},
+		{Key: store.FieldType, Value: typ},
+		{Key: store.FieldTimestamp, Value: ts},
+		{Key: store.FieldProject, Value: project},
+		{Key: store.FieldOnline, Value: online},
+		{Key: store.FieldVersion, Value: ts.UnixNano() + 1},
+		{Key: store.FieldSubmissionID, Value: "seed"},
+		{Key: store.FieldWrittenAt, Value: time.Now().UTC()},
 	}
 }
 

@@ -21,6 +21,10 @@ Apply rollup's schema migrations to a MongoDB deployment, or show which are appl
 step that builds the unique index on counts (id, type, timestamp) first removes duplicate
 documents, keeping the newest of each group, and prints every document it removed;
 --dry-run prints what it would do and changes nothing.
+'status' also reports schema drift: an index an applied step built that is missing, or
+exists with another definition (someone dropped or changed it). 'up' repairs it: it runs the
+step again (dropping a differently defined index first; for the unique index, removing the
+duplicates written meanwhile).
 'rollup serve' applies pending migrations at start, so this command is for operators
 who want to run or inspect them on their own.
 

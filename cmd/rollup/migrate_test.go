@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/gameops/rollup/internal/testctx"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 func TestParseMigrate(t *testing.T) {
@@ -48,18 +52,18 @@ func TestRunMigrateNoURIIsUsageError(t *testing.T) {
 // status again, and a second up.
 func TestRunMigrate(t *testing.T) {
 	ctx := testctx.Context(t)
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
 	ts := time.Date(2024, 1, 1, 0, 5, 0, 0, time.UTC)
 	older, newer := bson.NewObjectID(), bson.NewObjectID()
 	seed := []any{
 		bson.D{{Key: "_id", Value: older}, {Key: "id", Value: "srv-1"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: ts}, {Key: "online", Value: int64(3)}, {Key: "version", Value: int64(1)}},
 		bson.D{{Key: "_id", Value: newer}, {Key: "id", Value: "srv-1"}, {Key: "type", Value: "server"}, {Key: "timestamp", Value: ts}, {Key: "online", Value: int64(5)}, {Key: "version", Value: int64(2)}},
 	}
-	if _, err := db.Collection(migrations.CountsCollection).InsertMany(ctx, seed); err != nil {
+	if _, err := db.Collection(store.CountsCollection).InsertMany(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("ROLLUP_MONGODB_URI", store.URI)
+	t.Setenv("ROLLUP_MONGODB_URI", srv.URI)
 	migrate := func(args ...string) string {
 		t.Helper()
 		var out, errOut strings.Builder
@@ -90,8 +94,65 @@ func TestRunMigrate(t *testing.T) {
 			}
 		}
 	}
-	n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, bson.D{})
+	n, err := db.Collection(store.CountsCollection).CountDocuments(ctx, bson.D{})
 	if err != nil || n != 1 {
 		t.Fatalf("counts = %d, %v; want the newer doc only", n, err)
+	}
+}
+
+// TestMigrateDrift: `migrate status` reports an index an applied step built that was dropped
+// or changed (schema drift) and says how to repair it; `migrate up` repairs it and status is
+// up to date again. Seen from the command line, as an operator meets it.
+func TestMigrateDrift(t *testing.T) {
+	ctx := testctx.Context(t)
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
+	t.Setenv("ROLLUP_MONGODB_URI", srv.URI)
+	migrate := func(args ...string) string {
+		t.Helper()
+		var out, errOut strings.Builder
+		err := run(ctx, &env{stdout: &out, stderr: &errOut}, append([]string{"migrate"}, append(args, "--database", db.Name())...))
+		if err != nil {
+			t.Fatalf("migrate %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	migrate("up")
+	counts := db.Collection(store.CountsCollection)
+	if err := counts.Indexes().DropOne(ctx, store.CountsKeyIndex); err != nil {
+		t.Fatal(err)
+	}
+	if err := counts.Indexes().DropOne(ctx, store.CountsProjectTickIndex); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := counts.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: store.FieldProject, Value: 1}, {Key: store.FieldTimestamp, Value: -1}},
+		Options: options.Index().SetName(store.CountsProjectTickIndex)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		args    []string
+		want    []string
+		notWant string
+	}{
+		{[]string{"status"}, []string{
+			"schema drift: index id_1_type_1_timestamp_1 on counts is missing (one document per (id, type, timestamp)",
+			"step 1 built it: run `rollup migrate up` to repair it",
+			"schema drift: index project_1_timestamp_1 on counts has another definition",
+			"2 indexes drifted: run 'rollup migrate up'"}, "up to date"},
+		{[]string{"up", "--dry-run"}, []string{"dry run: nothing was changed", "would repair: ran step 1", "would repair: ran step 6",
+			"would drop index project_1_timestamp_1 on counts"}, "up to date"},
+		{[]string{"status"}, []string{"2 indexes drifted"}, "up to date"},
+		{[]string{"up"}, []string{"repaired: ran step 1", "repaired: ran step 6", "dropped index project_1_timestamp_1 on counts"}, "up to date"},
+		{[]string{"status"}, []string{"up to date"}, "drift"},
+		{[]string{"up"}, []string{"up to date"}, "repaired"},
+	} {
+		out := migrate(step.args...)
+		wantAll(t, fmt.Sprint("migrate ", step.args), out, step.want...)
+		if strings.Contains(out, step.notWant) {
+			t.Errorf("migrate %v says %q:\n%s", step.args, step.notWant, out)
+		}
+	}
+	if err := migrations.CheckSchema(ctx, db); err != nil {
+		t.Fatalf("schema after the repair: %v", err)
 	}
 }

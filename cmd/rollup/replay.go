@@ -11,11 +11,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/gameops/rollup/metrics"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 )
 
 const replayUsage = `usage: rollup replay --project P --from T1 --to T2 [--dry-run] [--progress auto|bar|lines|none] [flags]
@@ -84,12 +83,12 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 	return c.store.withDB(ctx, func(db *mongo.Database) error {
-		trees := watcher.NewTreeCache(treedb.New(db))
+		trees := treedb.NewCache(treedb.New(db))
 		if c.dryRun {
 			return replayDryRun(ctx, e.stdout, db, trees, c)
 		}
 		p := newProgress(e.stderr, c.progress, time.Now)
-		st, err := watcher.Replay(ctx, db, trees, c.window.project, c.window.from, c.window.to, watcher.ReplayOptions{
+		st, err := recompute.Replay(ctx, db, trees, c.window.project, c.window.from, c.window.to, recompute.ReplayOptions{
 			Progress: p.update,
 			Logger:   log,
 		})
@@ -99,7 +98,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 }
 
 // replaySummary prints the totals and, after a failure, where to resume.
-func replaySummary(w io.Writer, c replayConfig, st watcher.ReplayStats, took time.Duration, err error) error {
+func replaySummary(w io.Writer, c replayConfig, st recompute.ReplayStats, took time.Duration, err error) error {
 	var b strings.Builder
 	verb := "replayed"
 	if err != nil {
@@ -125,36 +124,19 @@ func replaySummary(w io.Writer, c replayConfig, st watcher.ReplayStats, took tim
 	return err
 }
 
-// replayDryRun prints, per tick, the parents a replay would change, and a summary.
-func replayDryRun(ctx context.Context, w io.Writer, db *mongo.Database, trees watcher.TreeSource, c replayConfig) error {
-	counts := db.Collection(migrations.CountsCollection)
-	ticks, err := windowTicks(ctx, counts, c.window)
+// replayDryRun prints the parents a replay would change, and a summary.
+func replayDryRun(ctx context.Context, w io.Writer, db *mongo.Database, trees treedb.TreeSource, c replayConfig) error {
+	st, err := recompute.Plan(ctx, db, trees, c.window.project, c.window.from, c.window.to, func(ch rollup.Change) error {
+		if _, err := io.WriteString(w, ch.String()+"\n"); err != nil {
+			return fmt.Errorf("print changes: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	var changes, leaves int
-	for _, tick := range ticks {
-		d, err := readTick(ctx, counts, trees, c.window.project, tick)
-		if err != nil {
-			return err
-		}
-		r, err := rollup.Check(d)
-		if err != nil {
-			return fmt.Errorf("check %s: %w", tick.Format(time.RFC3339), err)
-		}
-		leaves += len(d.Leaves)
-		var b strings.Builder
-		for _, ch := range r.Changes {
-			b.WriteString(ch.String())
-			b.WriteByte('\n')
-		}
-		changes += len(r.Changes)
-		if _, err := io.WriteString(w, b.String()); err != nil {
-			return fmt.Errorf("print changes: %w", err)
-		}
-	}
 	_, err = fmt.Fprintf(w, "dry run %s: %d ticks, %d leaves, %d parents would change; nothing written\n",
-		c.window, len(ticks), leaves, changes)
+		c.window, st.Ticks, st.Leaves, st.Changes)
 	return err
 }
 
@@ -201,8 +183,8 @@ func newProgress(w io.Writer, mode string, now func() time.Time) *progress {
 
 func (p *progress) elapsed() time.Duration { return p.now().Sub(p.start) }
 
-// update is watcher.ReplayOptions.Progress.
-func (p *progress) update(r watcher.ReplayProgress) {
+// update is recompute.ReplayOptions.Progress.
+func (p *progress) update(r recompute.ReplayProgress) {
 	now := p.now()
 	final := r.Done == r.Total
 	every := progressLineEvery

@@ -8,7 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 )
 
 // BenchmarkReplay measures `rollup replay` (the whole command: connect, tree load, replay)
@@ -52,7 +52,7 @@ func benchReplay(b *testing.B, e *opsEnv) {
 			var took time.Duration
 			for range b.N {
 				if tc.fresh {
-					if _, err := e.counts.DeleteMany(context.Background(), bson.D{{Key: rollup.FieldRollup, Value: true}}); err != nil {
+					if _, err := e.counts.DeleteMany(context.Background(), bson.D{{Key: store.FieldRollup, Value: true}}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -61,7 +61,7 @@ func benchReplay(b *testing.B, e *opsEnv) {
 				took += time.Since(start)
 			}
 			if leaves == 0 {
-				n, err := e.counts.CountDocuments(context.Background(), bson.D{{Key: rollup.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}}})
+				n, err := e.counts.CountDocuments(context.Background(), bson.D{{Key: store.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -14,16 +14,16 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 )
 
 const opsProject = "ops"
@@ -47,8 +47,8 @@ func newOpsEnv(t testing.TB, groups, servers, processes, nTicks int) *opsEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -60,7 +60,7 @@ func newOpsEnv(t testing.TB, groups, servers, processes, nTicks int) *opsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &opsEnv{t: t, ctx: ctx, db: db, counts: db.Collection(migrations.CountsCollection), tr: tr, uri: store.URI}
+	e := &opsEnv{t: t, ctx: ctx, db: db, counts: db.Collection(store.CountsCollection), tr: tr, uri: srv.URI}
 	var items []bulk.Item
 	for i := range nTicks {
 		at := opsT0.Add(time.Duration(i) * tree.DefaultTick)
@@ -191,7 +191,7 @@ func (e *opsEnv) parentDoc(id, typ string, at time.Time) (rollup.Parent, bson.Ra
 	if err != nil {
 		e.t.Fatalf("find %s: %v", id, err)
 	}
-	p, err := rollup.ParentFromDoc(raw)
+	p, err := store.DecodeParent(raw)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -199,12 +199,12 @@ func (e *opsEnv) parentDoc(id, typ string, at time.Time) (rollup.Parent, bson.Ra
 }
 
 func keyFilter(id, typ string, at time.Time) bson.D {
-	return bson.D{{Key: migrations.FieldID, Value: id}, {Key: migrations.FieldType, Value: typ}, {Key: migrations.FieldTimestamp, Value: at}}
+	return bson.D{{Key: store.FieldID, Value: id}, {Key: store.FieldType, Value: typ}, {Key: store.FieldTimestamp, Value: at}}
 }
 
 func (e *opsEnv) store(p rollup.Parent) {
 	e.t.Helper()
-	if _, err := e.counts.UpdateOne(e.ctx, keyFilter(p.ID, p.Type, p.Timestamp), p.Update(time.Now())); err != nil {
+	if _, err := e.counts.UpdateOne(e.ctx, keyFilter(p.ID, p.Type, p.Timestamp), store.ParentUpdate(p, time.Now())); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -336,7 +336,7 @@ func TestReplayVerify(t *testing.T) {
 			fmt.Sprintf("sum       %s (server) at %s: online stored %d, expected %d: not the sum over its %d children: exactly twice the sum",
 				server.ID, at.Format(time.RFC3339), 2*good, good, len(p.Children)),
 			fmt.Sprintf("recompute %s (server) at %s: online stored %d, expected %d", server.ID, at.Format(time.RFC3339), 2*good, good),
-			"repair: rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z")
+			"repair, in this order, then verify again:\n  1. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (sum, recompute: ")
 
 		before := e.snapshot()
 		dry := e.replay("--dry-run")
@@ -355,7 +355,7 @@ func TestReplayVerify(t *testing.T) {
 	t.Run("dip from duplicate parents", func(t *testing.T) {
 		// The original system had no unique index: drop it to store a second group document
 		// with a partial total, as it did.
-		if err := e.counts.Indexes().DropOne(e.ctx, migrations.CountsKeyIndex); err != nil {
+		if err := e.counts.Indexes().DropOne(e.ctx, store.CountsKeyIndex); err != nil {
 			t.Fatal(err)
 		}
 		p, _ := e.parentDoc(group.ID, group.Type, at)
@@ -368,7 +368,7 @@ func TestReplayVerify(t *testing.T) {
 			partial.Reported += st.Reported
 			break
 		}
-		set := partial.Update(time.Now())[0].Value.(bson.D)
+		set := store.ParentFields(partial, time.Now())
 		res, err := e.counts.InsertOne(e.ctx, set)
 		if err != nil {
 			t.Fatal(err)
@@ -381,17 +381,21 @@ func TestReplayVerify(t *testing.T) {
 			fmt.Sprintf("duplicate %s (group) at %s: documents stored 2, expected 1: readers may see either document: online %d", group.ID, at.Format(time.RFC3339), p.Online),
 			fmt.Sprintf("online %d", partial.Online),
 			fmt.Sprintf("recompute %s (group) at %s: online stored %d, expected %d", group.ID, at.Format(time.RFC3339), partial.Online, p.Online),
-			"index     counts: no unique index on {id: 1, type: 1, timestamp: 1}",
-			"the unique index is missing")
-		// The repair verify prints: remove the extra document, recreate the index.
-		if _, err := e.counts.DeleteOne(e.ctx, bson.D{{Key: "_id", Value: res.InsertedID}}); err != nil {
-			t.Fatal(err)
+			"index     index id_1_type_1_timestamp_1 on counts is missing",
+			"  1. rollup migrate up\n     (duplicate, index: removes the duplicate documents (keeping the newest of each key) and rebuilds the unique index",
+			"  2. rollup replay --project ops --from 2024-05-01T10:00:00Z --to 2024-05-01T10:15:00Z\n     (recompute: ")
+		// The repair verify prints: migrate up (the newer, partial document is the one kept),
+		// then replay.
+		out, err = e.cmd(e.ctx, nil, "migrate", "up")
+		if err != nil {
+			t.Fatalf("migrate up: %v\n%s", err, out)
 		}
-		if _, err := e.counts.Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{
-			{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldTimestamp, Value: 1},
-		}, Options: options.Index().SetUnique(true).SetName(migrations.CountsKeyIndex)}); err != nil {
-			t.Fatal(err)
+		wantAll(t, "migrate up", out, "schema drift: index id_1_type_1_timestamp_1 on counts is missing",
+			"repaired: ran step 1", "kept:    _id="+res.InsertedID.(bson.ObjectID).Hex(), "removed: _id=")
+		if out, code := e.verify(); code != 1 || strings.Contains(out, "duplicate") || strings.Contains(out, "index     ") {
+			t.Fatalf("after migrate up, only the totals are left to replay; exit %d:\n%s", code, out)
 		}
+		e.replay("--progress", "none")
 		e.mustVerify()
 	})
 
@@ -537,8 +541,8 @@ func TestProgressRate(t *testing.T) {
 		p := newProgress(&b, tc.mode, func() time.Time { return now })
 		for i, d := range tc.at {
 			now = t0.Add(d)
-			p.update(watcher.ReplayProgress{Tick: t0.Add(time.Duration(i) * tree.DefaultTick), Done: i + 1, Total: len(tc.at),
-				Stats: watcher.ReplayStats{Leaves: int64(1000 * (i + 1))}})
+			p.update(recompute.ReplayProgress{Tick: t0.Add(time.Duration(i) * tree.DefaultTick), Done: i + 1, Total: len(tc.at),
+				Stats: recompute.ReplayStats{Leaves: int64(1000 * (i + 1))}})
 		}
 		p.finish()
 		got := strings.Count(b.String(), "\n")

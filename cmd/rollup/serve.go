@@ -7,7 +7,7 @@ import (
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -40,7 +40,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	var c app.Config
 	fs := e.flags("serve", serveUsage)
 	fs.StringVar(&c.MongoURI, "mongodb-uri", "", "MongoDB connection string; empty starts the embedded server")
-	fs.StringVar(&c.Database, "database", migrations.DefaultDatabase, "database name")
+	fs.StringVar(&c.Database, "database", store.DefaultDatabase, "database name")
 	fs.StringVar(&c.DataDir, "data", "rollup-data", "data directory of the embedded server")
 	fs.BoolVar(&c.Demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
 	fs.IntVar(&c.DemoAgents, "demo-agents", 20, "simulated agents in --demo")

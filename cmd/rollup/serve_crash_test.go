@@ -20,8 +20,8 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/api/agentclient"
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -147,7 +147,7 @@ func serveKill9(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	db := client.Database(migrations.DefaultDatabase)
+	db := client.Database(store.DefaultDatabase)
 	const project = "crash"
 	nodes := tree.Generate(project, 2, 3, 5)
 	tr, err := tree.Build(project, nodes)
@@ -220,7 +220,7 @@ func checkTotals(ctx context.Context, t *testing.T, db *mongo.Database, project 
 		rnodes[i] = rollup.Node(n)
 	}
 	for _, tick := range ticks {
-		cur, err := db.Collection(migrations.CountsCollection).Find(ctx, bson.D{{Key: "project", Value: project}, {Key: "timestamp", Value: tick}})
+		cur, err := db.Collection(store.CountsCollection).Find(ctx, bson.D{{Key: "project", Value: project}, {Key: "timestamp", Value: tick}})
 		if err != nil {
 			return err.Error()
 		}
@@ -231,8 +231,8 @@ func checkTotals(ctx context.Context, t *testing.T, db *mongo.Database, project 
 		leaves := map[string]rollup.Leaf{}
 		parents := map[string]rollup.Parent{}
 		for _, d := range docs {
-			if _, err := d.LookupErr(rollup.FieldRollup); err == nil {
-				p, err := rollup.ParentFromDoc(d)
+			if _, err := d.LookupErr(store.FieldRollup); err == nil {
+				p, err := store.DecodeParent(d)
 				if err != nil {
 					t.Fatalf("parent document: %v", err)
 				}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/gameops/rollup/internal/testctx"
 	"net/http"
 	"os"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // faultLength is how long each store fault lasts in the serve fault tests.

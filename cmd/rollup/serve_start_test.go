@@ -21,7 +21,7 @@ import (
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/metrics"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/watcher"
 )
 
@@ -98,7 +98,7 @@ func TestServeStartsBeforeStore(t *testing.T) {
 	if readyAfter > 5*time.Second {
 		t.Errorf("ready %v after the store appeared, want within 5s", readyAfter)
 	}
-	db := directDB(t, addr, migrations.DefaultDatabase)
+	db := directDB(t, addr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "late-store")
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatalf("submission once ready: %v", err)
@@ -117,15 +117,15 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := testctx.Context(t)
 	dir := t.TempDir()
-	store := startOwnedStore(t, "127.0.0.1:0", dir)
-	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	srv := startOwnedStore(t, "127.0.0.1:0", dir)
+	db := directDB(t, srv.addr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "gated")
-	lock := db.Collection(migrations.LockCollection)
+	lock := db.Collection(store.LockCollection)
 	if _, err := lock.InsertOne(ctx, bson.D{{Key: "_id", Value: "lock"}, {Key: "owner", Value: "another-instance"},
 		{Key: "acquired_at", Value: time.Now()}, {Key: "expires_at", Value: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+srv.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
 	waitUntil(t, 30*time.Second, "the store reachable", func() bool {
 		_, rd := readyz(s.url)
 		return !slices.Contains(notReadyNames(rd), "store") && len(rd.Components) > 0
@@ -143,7 +143,7 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.RetryAfter <= 0 || !apiErr.Body.ResendSafe {
 		t.Fatalf("submission before the migrations = %v, want 503, resend safe, with Retry-After", err)
 	}
-	if n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+	if n, err := db.Collection(store.CountsCollection).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
 		t.Fatalf("%d counts written before the unique index existed (%v)", n, err)
 	}
 	if _, err := lock.DeleteOne(ctx, bson.D{{Key: "_id", Value: "lock"}}); err != nil {
@@ -197,15 +197,15 @@ func TestServeShutsDownWithoutStore(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := testctx.Context(t)
-	store := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
-	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+store.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	srv := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
+	s := serveInProcess(t, "--mongodb-uri", "mongodb://"+srv.addr+"/?replicaSet=rs0", "--listen", "127.0.0.1:0", "--log-level", "warn")
 	waitUntil(t, 30*time.Second, "ready", func() bool { code, _ := readyz(s.url); return code == http.StatusOK })
-	db := directDB(t, store.addr, migrations.DefaultDatabase)
+	db := directDB(t, srv.addr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "shutdown")
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatal(err)
 	}
-	store.stop()
+	srv.stop()
 	waitUntil(t, 30*time.Second, "/readyz 503 naming the store", func() bool {
 		_, rd := readyz(s.url)
 		return slices.Contains(notReadyNames(rd), "store")
@@ -231,7 +231,7 @@ func leaseOf(ctx context.Context, t *testing.T, db *mongo.Database) (owner strin
 		Owner string `bson:"owner"`
 		Term  int64  `bson:"term"`
 	}
-	if err := db.Collection(watcher.LeasesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: watcher.DefaultName}}).Decode(&d); err != nil {
+	if err := db.Collection(store.LeasesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: watcher.DefaultName}}).Decode(&d); err != nil {
 		t.Fatalf("lease: %v", err)
 	}
 	return d.Owner, d.Term
@@ -252,7 +252,7 @@ func TestServeRestartLeadsAtOnce(t *testing.T) {
 	first := launchServe(t, args...)
 	first.waitAPI(t)
 	first.waitReady(t)
-	db := directDB(t, storeAddr, migrations.DefaultDatabase)
+	db := directDB(t, storeAddr, store.DefaultDatabase)
 	p := newProject(ctx, t, db, "restart")
 	if err := p.submit(ctx, first.apiURL); err != nil {
 		t.Fatal(err)
@@ -295,9 +295,9 @@ func TestServeRefusesDuplicateInstanceID(t *testing.T) {
 		t.Skip("starts rollup processes")
 	}
 	t.Parallel()
-	store := embeddedtest.Start(t)
-	dbName := store.Database(t, store.Client(t, options.Client())).Name()
-	common := []string{"--mongodb-uri", store.URI, "--database", dbName, "--instance-id", "dup", "--log-level", "warn"}
+	srv := embeddedtest.Start(t)
+	dbName := srv.Database(t, srv.Client(t, options.Client())).Name()
+	common := []string{"--mongodb-uri", srv.URI, "--database", dbName, "--instance-id", "dup", "--log-level", "warn"}
 	first := launchServe(t, append(common, "--listen", freeAddr(t))...)
 	first.waitAPI(t)
 	first.waitReady(t)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/internal/settings"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // storeFlags are the flags of the commands that work on a MongoDB deployment.
@@ -20,7 +20,7 @@ type storeFlags struct {
 // environment (it may hold credentials): defaults are the flags' own.
 func (s *storeFlags) register(fs *settings.FlagSet) {
 	fs.StringVar(&s.uri, "mongodb-uri", "", "MongoDB connection string")
-	fs.StringVar(&s.database, "database", migrations.DefaultDatabase, "database name")
+	fs.StringVar(&s.database, "database", store.DefaultDatabase, "database name")
 }
 
 // withDB connects, runs fn with the database (durable writes) and disconnects.

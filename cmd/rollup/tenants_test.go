@@ -20,7 +20,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/bulk"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -55,8 +55,8 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	db := client.Database(migrations.DefaultDatabase)
-	counts := db.Collection(migrations.CountsCollection)
+	db := client.Database(store.DefaultDatabase)
+	counts := db.Collection(store.CountsCollection)
 
 	tick := tree.AlignTick(time.Now().UTC(), tree.DefaultTick).Add(-tree.DefaultTick)
 	// "shared" is in pa's tree; pb wrote a count for it (an orphan of pb's) before pa's tree
@@ -134,7 +134,7 @@ func TestTenantIsolation(t *testing.T) {
 
 	// Both projects verify clean once the watcher has rolled them up.
 	window := []string{"--from", tick.Format(time.RFC3339), "--to", tick.Add(tree.DefaultTick).Format(time.RFC3339),
-		"--mongodb-uri", uri, "--database", migrations.DefaultDatabase}
+		"--mongodb-uri", uri, "--database", store.DefaultDatabase}
 	for _, project := range []string{"pb", "pa"} {
 		deadline := time.Now().Add(60 * time.Second)
 		for {

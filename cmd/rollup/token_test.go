@@ -17,6 +17,7 @@ import (
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 func TestParseToken(t *testing.T) {
@@ -42,15 +43,15 @@ func TestParseToken(t *testing.T) {
 func TestTokenAndSubmitEndToEnd(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
 	t.Setenv("ROLLUP_TOKEN", "")
-	store := embeddedtest.Start(t)
-	client := store.Client(t)
-	db := store.Database(t, client)
+	srv := embeddedtest.Start(t)
+	client := srv.Client(t)
+	db := srv.Database(t, client)
 	log := zaptest.NewLogger(t)
 	ctx := testctx.Context(t)
 	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, log)
+	w := bulk.New(db.Collection(store.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, log)
 	wctx, wcancel := context.WithCancel(ctx)
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
@@ -65,7 +66,7 @@ func TestTokenAndSubmitEndToEnd(t *testing.T) {
 
 	var out, errOut strings.Builder
 	e := &env{stdout: &out, stderr: &errOut}
-	if err := run(ctx, e, []string{"token", "create", "--project", "mygame", "--name", "eu agents", "--mongodb-uri", store.URI, "--database", db.Name()}); err != nil {
+	if err := run(ctx, e, []string{"token", "create", "--project", "mygame", "--name", "eu agents", "--mongodb-uri", srv.URI, "--database", db.Name()}); err != nil {
 		t.Fatalf("token create: %v (%s)", err, errOut.String())
 	}
 	token := strings.TrimSpace(out.String())
@@ -74,7 +75,7 @@ func TestTokenAndSubmitEndToEnd(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := run(ctx, e, []string{"token", "list", "--project", "mygame", "--mongodb-uri", store.URI, "--database", db.Name()}); err != nil {
+	if err := run(ctx, e, []string{"token", "list", "--project", "mygame", "--mongodb-uri", srv.URI, "--database", db.Name()}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "eu agents") || !strings.Contains(out.String(), api.HashToken(token)[:12]) || strings.Contains(out.String(), token) {
@@ -87,7 +88,7 @@ func TestTokenAndSubmitEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(out.String(), "0\tsrv-1\tproc\tapplied\n") {
 		t.Fatalf("submit: %v, printed %q", err, out.String())
 	}
-	n, err := db.Collection(migrations.CountsCollection).CountDocuments(ctx, map[string]any{"id": "srv-1", "project": "mygame", "online": 3})
+	n, err := db.Collection(store.CountsCollection).CountDocuments(ctx, map[string]any{"id": "srv-1", "project": "mygame", "online": 3})
 	if err != nil || n != 1 {
 		t.Fatalf("%d documents (%v)", n, err)
 	}
@@ -98,15 +99,15 @@ func TestTokenAndSubmitEndToEnd(t *testing.T) {
 func TestReadOnlyToken(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
 	t.Setenv("ROLLUP_TOKEN", "")
-	store := embeddedtest.Start(t)
-	db := store.Database(t, store.Client(t))
+	srv := embeddedtest.Start(t)
+	db := srv.Database(t, srv.Client(t))
 	ctx := testctx.Context(t)
 	ts := httptest.NewServer(api.NewServer(api.Config{DB: db, Logger: zaptest.NewLogger(t)}))
 	defer ts.Close()
 
 	var out, errOut strings.Builder
 	e := &env{stdout: &out, stderr: &errOut}
-	flags := []string{"--project", "mygame", "--mongodb-uri", store.URI, "--database", db.Name()}
+	flags := []string{"--project", "mygame", "--mongodb-uri", srv.URI, "--database", db.Name()}
 	if err := run(ctx, e, append([]string{"token", "create", "--name", "dash", "--read-only"}, flags...)); err != nil {
 		t.Fatalf("token create: %v (%s)", err, errOut.String())
 	}

@@ -5,19 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"sort"
-	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/gameops/rollup/internal/settings"
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/tree/treedb"
-	"github.com/gameops/rollup/watcher"
 )
 
 const verifyUsage = `usage: rollup verify --project P --from T1 --to T2 [--max N] [flags]
@@ -35,10 +29,14 @@ and root (node, tick) it checks:
   duplicate  at most one document per (id, type, timestamp) (the original system's dips)
   invalid    every parent document decodes
 and that the unique index on counts (id, type, timestamp) exists (index). It prints a summary
-(ticks and (node, tick) pairs checked, violations by kind, the first --max violations with
-node, tick, stored and expected values) and exits 1 on any violation.
-Most violations are repaired by 'rollup replay' over the same window. Duplicates are not:
-remove the extra documents (keep the newest), recreate the unique index, then replay.
+(ticks and (node, tick) pairs checked, the orphan leaves by name, violations by kind, the
+first --max violations with node, tick, stored and expected values) and, for the kinds found,
+the repairs in the order to run them:
+  duplicate, index     rollup migrate up (removes duplicates, keeping the newest, and
+                       rebuilds the unique index; replay cannot)
+  invalid              fix or delete the documents listed by hand (every reader skips them)
+  the others           rollup replay over the same window
+It exits 1 on any violation, and for an unknown project.
 Run it while rollups are quiet: a tick the watcher is still writing may show stale children.
 
 Examples:
@@ -47,7 +45,7 @@ Examples:
   ROLLUP_MONGODB_URI='mongodb://db1/?replicaSet=rs0' rollup verify --project demo \
       --from 2024-05-01T10:00:00Z --to 2024-05-01T11:00:00Z --max 100
 
-Exit status: 0 no violation, 1 violations found (or a failure), 2 usage error.
+Exit status: 0 no violation, 1 violations found, an unknown project or a failure, 2 usage error.
 
 Flags:
 `
@@ -152,214 +150,18 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 	return c.store.withDB(ctx, func(db *mongo.Database) error { return verify(ctx, e.stdout, db, c) })
 }
 
-// verifySummary accumulates the reports of a window's ticks.
-type verifySummary struct {
-	ticks, checked, leaves, orphans, ignored int
-	noTree                                   int
-	byKind                                   map[string]int
-	first                                    []string
-	total                                    int
-}
-
-func (s *verifySummary) violation(kind, line string, limit int) {
-	s.byKind[kind]++
-	s.total++
-	if len(s.first) < limit {
-		s.first = append(s.first, line)
-	}
-}
-
-// verify checks the window and prints the summary; violations make it return an error.
+// verify checks the window and prints the report; violations make it return an error.
 func verify(ctx context.Context, w io.Writer, db *mongo.Database, c verifyConfig) error {
-	counts := db.Collection(migrations.CountsCollection)
-	trees := watcher.NewTreeCache(treedb.New(db))
-	s := &verifySummary{byKind: map[string]int{}}
-	indexOK, indexMsg, err := hasUniqueKeyIndex(ctx, counts)
+	r, err := recompute.Verify(ctx, db, treedb.NewCache(treedb.New(db)), c.window.project, c.window.from, c.window.to,
+		recompute.VerifyOptions{Max: c.max})
 	if err != nil {
 		return err
 	}
-	if !indexOK {
-		s.violation("index", "index     counts: "+indexMsg, c.max)
-	}
-	ticks, err := windowTicks(ctx, counts, c.window)
-	if err != nil {
-		return err
-	}
-	for _, tick := range ticks {
-		d, err := readTick(ctx, counts, trees, c.window.project, tick)
-		if err != nil {
-			return err
-		}
-		r, err := rollup.Check(d)
-		if err != nil {
-			return fmt.Errorf("check %s: %w", tick.Format(time.RFC3339), err)
-		}
-		s.ticks++
-		s.checked += r.Checked
-		s.leaves += len(d.Leaves)
-		s.orphans += r.Orphans
-		s.ignored += r.Ignored
-		if d.Nodes == nil {
-			s.noTree++
-		}
-		for _, v := range r.Violations {
-			s.violation(string(v.Kind), v.String(), c.max)
-		}
-	}
-	if err := printVerify(w, c, s, indexOK, indexMsg); err != nil {
+	if err := r.Format(w); err != nil {
 		return fmt.Errorf("print summary: %w", err)
 	}
-	if s.total > 0 {
-		return fmt.Errorf("verify %s: %d violations", c.window, s.total)
+	if !r.OK() {
+		return fmt.Errorf("verify %s: %d violations", c.window, r.Total)
 	}
 	return nil
-}
-
-func printVerify(w io.Writer, c verifyConfig, s *verifySummary, indexOK bool, indexMsg string) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "verify %s: %d ticks, %d (node, tick) checked, %d leaf documents, %d orphan leaves\n",
-		c.window, s.ticks, s.checked, s.leaves, s.orphans)
-	if s.noTree > 0 {
-		fmt.Fprintf(&b, "note: %d ticks have no tree version (every leaf is an orphan, nothing to check)\n", s.noTree)
-	}
-	if s.ignored > 0 {
-		fmt.Fprintf(&b, "note: %d parent documents of nodes that are not parents in their tick's tree (left by a tree edit) were not checked\n", s.ignored)
-	}
-	if indexOK {
-		fmt.Fprintf(&b, "unique index %s: ok\n", migrations.CountsKeyIndex)
-	}
-	if s.total == 0 {
-		b.WriteString("no violations\n")
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	kinds := make([]string, 0, len(s.byKind))
-	for k := range s.byKind {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	parts := make([]string, len(kinds))
-	for i, k := range kinds {
-		parts[i] = fmt.Sprintf("%s %d", k, s.byKind[k])
-	}
-	fmt.Fprintf(&b, "%d violations (%s)", s.total, strings.Join(parts, ", "))
-	if len(s.first) < s.total {
-		fmt.Fprintf(&b, "; the first %d:\n", len(s.first))
-	} else {
-		b.WriteString(":\n")
-	}
-	for _, l := range s.first {
-		b.WriteString("  ")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	if !indexOK {
-		fmt.Fprintf(&b, "the unique index is missing: remove duplicate documents (keep the newest) and recreate it: "+
-			"db.%s.createIndex({id: 1, type: 1, timestamp: 1}, {unique: true, name: %q})\n", migrations.CountsCollection, migrations.CountsKeyIndex)
-	}
-	fmt.Fprintf(&b, "repair: rollup replay --project %s --from %s --to %s\n",
-		c.window.project, c.window.from.Format(time.RFC3339), c.window.to.Format(time.RFC3339))
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// hasUniqueKeyIndex reports whether counts has a unique index on exactly {id, type,
-// timestamp}; if not, the message says what is wrong.
-func hasUniqueKeyIndex(ctx context.Context, counts *mongo.Collection) (bool, string, error) {
-	cur, err := counts.Indexes().List(ctx)
-	if err != nil {
-		return false, "", fmt.Errorf("list indexes: %w", err)
-	}
-	var specs []bson.Raw
-	if err := cur.All(ctx, &specs); err != nil {
-		return false, "", fmt.Errorf("list indexes: %w", err)
-	}
-	want := []string{migrations.FieldID, migrations.FieldType, migrations.FieldTimestamp}
-	for _, spec := range specs {
-		key, ok := spec.Lookup("key").DocumentOK()
-		if !ok {
-			continue
-		}
-		elems, err := key.Elements()
-		if err != nil || len(elems) != len(want) {
-			continue
-		}
-		match := true
-		for i, el := range elems {
-			if n, ok := el.Value().AsInt64OK(); el.Key() != want[i] || !ok || n != 1 {
-				match = false
-			}
-		}
-		unique, _ := spec.Lookup("unique").BooleanOK()
-		_, partial := spec.Lookup("partialFilterExpression").DocumentOK()
-		if match && unique && !partial {
-			return true, "", nil
-		}
-	}
-	return false, fmt.Sprintf("no unique index on {id: 1, type: 1, timestamp: 1} (want %s): duplicate documents can be written", migrations.CountsKeyIndex), nil
-}
-
-// windowTicks returns the distinct ticks of the window's project documents, ascending.
-func windowTicks(ctx context.Context, counts *mongo.Collection, w windowFlags) ([]time.Time, error) {
-	res := counts.Distinct(ctx, migrations.FieldTimestamp, bson.D{
-		{Key: migrations.FieldProject, Value: w.project},
-		{Key: migrations.FieldTimestamp, Value: bson.D{{Key: "$gte", Value: w.from}, {Key: "$lt", Value: w.to}}},
-	})
-	var raw []bson.DateTime
-	if err := res.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("list ticks: %w", err)
-	}
-	out := make([]time.Time, len(raw))
-	for i, d := range raw {
-		out[i] = d.Time().UTC()
-	}
-	slices.SortFunc(out, time.Time.Compare)
-	return slices.CompactFunc(out, time.Time.Equal), nil
-}
-
-// readTick reads the tree and every document of project at tick.
-func readTick(ctx context.Context, counts *mongo.Collection, trees watcher.TreeSource, project string, tick time.Time) (rollup.TickDocs, error) {
-	d := rollup.TickDocs{Tick: tick}
-	tr, version, err := trees.TreeAt(ctx, project, tick)
-	if err != nil {
-		return d, err
-	}
-	if tr != nil {
-		nodes := tr.Nodes()
-		d.Nodes = make([]rollup.Node, len(nodes))
-		for i, n := range nodes {
-			d.Nodes[i] = rollup.Node(n)
-		}
-		d.TreeVersion = version
-	}
-	cur, err := counts.Find(ctx, bson.D{{Key: migrations.FieldProject, Value: project}, {Key: migrations.FieldTimestamp, Value: tick}})
-	if err != nil {
-		return d, fmt.Errorf("read %s: %w", tick.Format(time.RFC3339), err)
-	}
-	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	for cur.Next(ctx) {
-		doc := cur.Current
-		id, _ := doc.Lookup(migrations.FieldID).StringValueOK()
-		typ, _ := doc.Lookup(migrations.FieldType).StringValueOK()
-		if isParent, _ := doc.Lookup(rollup.FieldRollup).BooleanOK(); isParent {
-			p, err := rollup.ParentFromDoc(doc)
-			if err != nil {
-				d.Invalid = append(d.Invalid, rollup.InvalidDoc{ID: id, Type: typ, Reason: err.Error()})
-				continue
-			}
-			d.Parents = append(d.Parents, p)
-			continue
-		}
-		online, ok1 := doc.Lookup(migrations.FieldOnline).AsInt64OK()
-		version, ok2 := doc.Lookup(migrations.FieldVersion).AsInt64OK()
-		if id == "" || typ == "" || !ok1 || !ok2 {
-			d.Invalid = append(d.Invalid, rollup.InvalidDoc{ID: id, Type: typ, Reason: "leaf document without a string id and type and integer online and version"})
-			continue
-		}
-		d.Leaves = append(d.Leaves, rollup.LeafDoc{ID: id, Leaf: rollup.Leaf{Type: typ, Online: online, Version: version}})
-	}
-	if err := cur.Err(); err != nil {
-		return d, fmt.Errorf("read %s: %w", tick.Format(time.RFC3339), err)
-	}
-	return d, nil
 }

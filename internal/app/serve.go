@@ -22,7 +22,7 @@ import (
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
-	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
 	"github.com/gameops/rollup/web"
@@ -99,10 +99,10 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 
 	st := newServeStatus()
 	trees := treedb.New(db)
-	treeCache := watcher.NewTreeCache(trees)
+	treeCache := treedb.NewCache(trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
-	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log.Named("bulk"))
 	st.bulk = writer.Tracker()
 	migrated := make(chan struct{}) // closed once the schema is in place
 	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log})

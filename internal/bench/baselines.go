@@ -23,6 +23,7 @@ import (
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -410,7 +411,7 @@ func runDesignTick(ctx context.Context, direct *mongo.Client, r *designRun, shap
 	if err := r.impl.settle(ctx, tick); err != nil {
 		return t, fmt.Errorf("settle: %w", err)
 	}
-	counts := direct.Database(r.db).Collection(migrations.CountsCollection)
+	counts := direct.Database(r.db).Collection(store.CountsCollection)
 	root := shape.tree.Root()
 	deadline := acked.Add(r.maxWait)
 	for {
@@ -479,8 +480,8 @@ func disarmFault(ctx context.Context, c *mongo.Client) error {
 // baselineRootValue reads the root's total the way a dashboard would (one document), -1 if absent.
 func baselineRootValue(ctx context.Context, counts *mongo.Collection, root tree.Node, tick time.Time) (int64, error) {
 	raw, err := counts.FindOne(ctx, bson.D{
-		{Key: migrations.FieldID, Value: root.ID}, {Key: migrations.FieldType, Value: root.Type},
-		{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
+		{Key: store.FieldID, Value: root.ID}, {Key: store.FieldType, Value: root.Type},
+		{Key: store.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
 	}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return -1, nil
@@ -488,7 +489,7 @@ func baselineRootValue(ctx context.Context, counts *mongo.Collection, root tree.
 	if err != nil {
 		return 0, fmt.Errorf("read root: %w", err)
 	}
-	v, ok := raw.Lookup(migrations.FieldOnline).AsInt64OK()
+	v, ok := raw.Lookup(store.FieldOnline).AsInt64OK()
 	if !ok {
 		return -1, nil
 	}
@@ -504,20 +505,20 @@ func checkBaselineTotals(ctx context.Context, counts *mongo.Collection, shape *b
 		}
 	}
 	cur, err := counts.Find(ctx, bson.D{
-		{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
-		{Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-	}, options.Find().SetProjection(bson.D{{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldOnline, Value: 1}}))
+		{Key: store.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
+		{Key: store.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
+	}, options.Find().SetProjection(bson.D{{Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1}, {Key: store.FieldOnline, Value: 1}}))
 	if err != nil {
 		return totalsCheck{}, fmt.Errorf("read parents: %w", err)
 	}
 	got := map[string][]int64{}
 	for cur.Next(ctx) {
-		id, _ := cur.Current.Lookup(migrations.FieldID).StringValueOK()
-		typ, _ := cur.Current.Lookup(migrations.FieldType).StringValueOK()
+		id, _ := cur.Current.Lookup(store.FieldID).StringValueOK()
+		typ, _ := cur.Current.Lookup(store.FieldType).StringValueOK()
 		if n, ok := shape.tree.Node(id); !ok || n.Type != typ {
 			continue
 		}
-		v, _ := cur.Current.Lookup(migrations.FieldOnline).AsInt64OK()
+		v, _ := cur.Current.Lookup(store.FieldOnline).AsInt64OK()
 		got[id] = append(got[id], v)
 	}
 	if err := cur.Err(); err != nil {
@@ -660,12 +661,12 @@ func baselineBulkWrite(ctx context.Context, coll *mongo.Collection, models []mon
 }
 
 func leafKeyFilter(id, typ string, ts bson.DateTime) bson.D {
-	return bson.D{{Key: migrations.FieldID, Value: id}, {Key: migrations.FieldType, Value: typ}, {Key: migrations.FieldTimestamp, Value: ts}}
+	return bson.D{{Key: store.FieldID, Value: id}, {Key: store.FieldType, Value: typ}, {Key: store.FieldTimestamp, Value: ts}}
 }
 
 func baselineKeyIndex(unique bool) mongo.IndexModel {
 	return mongo.IndexModel{
-		Keys:    bson.D{{Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldTimestamp, Value: 1}},
+		Keys:    bson.D{{Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1}, {Key: store.FieldTimestamp, Value: 1}},
 		Options: options.Index().SetUnique(unique),
 	}
 }
@@ -685,7 +686,7 @@ type originalDesign struct {
 
 // newOriginalDesign batches up to leaves leaves and sends them in bulks of ops writes.
 func newOriginalDesign(ctx context.Context, db, leafDB *mongo.Database, leaves, ops int) (*originalDesign, error) {
-	d := &originalDesign{counts: db.Collection(migrations.CountsCollection), leafCounts: leafDB.Collection(migrations.CountsCollection), batch: ops}
+	d := &originalDesign{counts: db.Collection(store.CountsCollection), leafCounts: leafDB.Collection(store.CountsCollection), batch: ops}
 	if _, err := d.counts.Indexes().CreateOne(ctx, baselineKeyIndex(false)); err != nil {
 		return nil, fmt.Errorf("original: create index: %w", err)
 	}
@@ -711,17 +712,17 @@ func (d *originalDesign) writeOnce(ctx context.Context, tick time.Time, leaves [
 	for i, l := range leaves {
 		ids[i] = l.leaf.id
 	}
-	cur, err := d.counts.Find(ctx, bson.D{{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: migrations.FieldTimestamp, Value: ts}},
+	cur, err := d.counts.Find(ctx, bson.D{{Key: store.FieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: store.FieldTimestamp, Value: ts}},
 		options.Find().SetBatchSize(int32(len(leaves))).
-			SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldOnline, Value: 1}}))
+			SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: store.FieldID, Value: 1}, {Key: store.FieldType, Value: 1}, {Key: store.FieldOnline, Value: 1}}))
 	if err != nil {
 		return fmt.Errorf("read previous: %w", err)
 	}
 	prev := map[[2]string]int64{}
 	for cur.Next(ctx) {
-		id, _ := cur.Current.Lookup(migrations.FieldID).StringValueOK()
-		typ, _ := cur.Current.Lookup(migrations.FieldType).StringValueOK()
-		v, _ := cur.Current.Lookup(migrations.FieldOnline).AsInt64OK()
+		id, _ := cur.Current.Lookup(store.FieldID).StringValueOK()
+		typ, _ := cur.Current.Lookup(store.FieldType).StringValueOK()
+		v, _ := cur.Current.Lookup(store.FieldOnline).AsInt64OK()
 		prev[[2]string{id, typ}] = v
 	}
 	if err := cur.Err(); err != nil {
@@ -733,10 +734,10 @@ func (d *originalDesign) writeOnce(ctx context.Context, tick time.Time, leaves [
 		delta := l.online - prev[[2]string{l.leaf.id, l.leaf.typ}]
 		for _, a := range l.leaf.ancestors {
 			incs = append(incs, mongo.NewUpdateOneModel().SetFilter(leafKeyFilter(a.ID, a.Type, ts)).
-				SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: migrations.FieldOnline, Value: delta}}}}).SetUpsert(true))
+				SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: store.FieldOnline, Value: delta}}}}).SetUpsert(true))
 		}
 		sets = append(sets, mongo.NewUpdateOneModel().SetFilter(leafKeyFilter(l.leaf.id, l.leaf.typ, ts)).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: migrations.FieldOnline, Value: l.online}, {Key: migrations.FieldVersion, Value: l.version}}}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldOnline, Value: l.online}, {Key: store.FieldVersion, Value: l.version}}}}).
 			SetUpsert(true))
 	}
 	if err := baselineBulkWrite(ctx, d.counts, incs, d.batch, &d.ops); err != nil {
@@ -763,7 +764,7 @@ type reaggregateDesign struct {
 }
 
 func newReaggregateDesign(ctx context.Context, db *mongo.Database, shape *baselineShape, batch int) (*reaggregateDesign, error) {
-	d := &reaggregateDesign{counts: db.Collection(migrations.CountsCollection), batch: batch, tree: shape.tree}
+	d := &reaggregateDesign{counts: db.Collection(store.CountsCollection), batch: batch, tree: shape.tree}
 	for _, l := range shape.leaves {
 		d.height = max(d.height, len(l.ancestors))
 		if !slices.Contains(d.leafTypes, any(l.typ)) {
@@ -772,7 +773,7 @@ func newReaggregateDesign(ctx context.Context, db *mongo.Database, shape *baseli
 	}
 	_, err := d.counts.Indexes().CreateMany(ctx, []mongo.IndexModel{
 		baselineKeyIndex(true),
-		{Keys: bson.D{{Key: migrations.FieldTimestamp, Value: 1}, {Key: migrations.FieldType, Value: 1}}},
+		{Keys: bson.D{{Key: store.FieldTimestamp, Value: 1}, {Key: store.FieldType, Value: 1}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reaggregate: create indexes: %w", err)
@@ -793,7 +794,7 @@ func (d *reaggregateDesign) write(ctx context.Context, tick time.Time, leaves []
 	ts := bson.NewDateTimeFromTime(tick)
 	models := make([]mongo.WriteModel, len(leaves))
 	for i, l := range leaves {
-		set := bson.D{{Key: migrations.FieldOnline, Value: l.online}, {Key: migrations.FieldVersion, Value: l.version}}
+		set := bson.D{{Key: store.FieldOnline, Value: l.online}, {Key: store.FieldVersion, Value: l.version}}
 		for k, a := range l.leaf.ancestors {
 			set = append(set, bson.E{Key: upField(k + 1), Value: a.ID})
 		}
@@ -808,8 +809,8 @@ func (d *reaggregateDesign) settle(ctx context.Context, tick time.Time) error {
 	var models []mongo.WriteModel
 	for k := 1; k <= d.height; k++ {
 		cur, err := d.counts.Aggregate(ctx, mongo.Pipeline{
-			{{Key: "$match", Value: bson.D{{Key: migrations.FieldTimestamp, Value: ts}, {Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: d.leafTypes}}}}}},
-			{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$" + upField(k)}, {Key: migrations.FieldOnline, Value: bson.D{{Key: "$sum", Value: "$" + migrations.FieldOnline}}}}}},
+			{{Key: "$match", Value: bson.D{{Key: store.FieldTimestamp, Value: ts}, {Key: store.FieldType, Value: bson.D{{Key: "$in", Value: d.leafTypes}}}}}},
+			{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$" + upField(k)}, {Key: store.FieldOnline, Value: bson.D{{Key: "$sum", Value: "$" + store.FieldOnline}}}}}},
 		}, options.Aggregate().SetBatchSize(10_000))
 		if err != nil {
 			return fmt.Errorf("aggregate level %d: %w", k, err)
@@ -823,9 +824,9 @@ func (d *reaggregateDesign) settle(ctx context.Context, tick time.Time) error {
 			if !ok {
 				continue
 			}
-			v, _ := cur.Current.Lookup(migrations.FieldOnline).AsInt64OK()
+			v, _ := cur.Current.Lookup(store.FieldOnline).AsInt64OK()
 			models = append(models, mongo.NewUpdateOneModel().SetFilter(leafKeyFilter(n.ID, n.Type, ts)).
-				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: migrations.FieldOnline, Value: v}}}}).SetUpsert(true))
+				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldOnline, Value: v}}}}).SetUpsert(true))
 		}
 		if err := cur.Err(); err != nil {
 			return fmt.Errorf("aggregate level %d: %w", k, err)
@@ -852,8 +853,8 @@ func newRollupDesign(ctx context.Context, db *mongo.Database, shape *baselineSha
 		return nil, fmt.Errorf("rollup: import tree: %w", err)
 	}
 	return &rollupDesign{
-		writer:  bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log),
-		watcher: watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{}, log),
+		writer:  bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second}, log),
+		watcher: watcher.New(db, treedb.NewCache(trees), watcher.Options{}, log),
 	}, nil
 }
 

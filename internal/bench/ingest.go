@@ -28,6 +28,7 @@ import (
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // IngestConfig is the shape of the end-to-end ingest benchmark.
@@ -196,7 +197,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	if err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
-	writer := bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{}, log)
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{}, log)
 	p.Go(func(context.Context) error { return writer.Run(pctx) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -233,7 +234,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 		}
 	}
 	raw := client.Database(dbName).Collection("raw_counts")
-	if err := copyIndexes(ctx, db.Collection(migrations.CountsCollection), raw); err != nil {
+	if err := copyIndexes(ctx, db.Collection(store.CountsCollection), raw); err != nil {
 		return nil, err
 	}
 

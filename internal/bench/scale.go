@@ -32,6 +32,7 @@ import (
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -421,7 +422,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 // treedb as `rollup tree import` does, creates each project's ingest token, and measures how
 // much heap one project's tree takes once loaded as serve loads it.
 func (r *scaleRun) importTrees(ctx context.Context, effective time.Time) error {
-	store := treedb.New(r.db)
+	trees := treedb.New(r.db)
 	multi := r.cfg.Projects > 1
 	pw := len(strconv.Itoa(r.cfg.Projects))
 	leavesPer := r.cfg.Leaves()
@@ -434,7 +435,7 @@ func (r *scaleRun) importTrees(ctx context.Context, effective time.Time) error {
 		}
 		nodes := scaleNodes(name, prefix, r.cfg.Groups, r.cfg.Servers, r.cfg.Processes)
 		t0 := time.Now()
-		if _, err := store.Import(ctx, name, nodes, effective); err != nil {
+		if _, err := trees.Import(ctx, name, nodes, effective); err != nil {
 			return fmt.Errorf("import tree of %s: %w", name, err)
 		}
 		r.res.imports = append(r.res.imports, time.Since(t0))
@@ -657,7 +658,7 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 		shareMeta[k] = append(shareMeta[k], meta[i])
 	}
 
-	poller := newRootPoller(r.direct.Database(r.dbName).Collection(migrations.CountsCollection), r.projects, tick, want, int64(r.cfg.Leaves()), r.cfg.Poll)
+	poller := newRootPoller(r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick, want, int64(r.cfg.Leaves()), r.cfg.Poll)
 	acked := make([]atomic.Int64, len(r.projects)) // unix ns of each project's last answer
 	for k, s := range r.serves {
 		sm := shareMeta[k]
@@ -745,11 +746,11 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 	}
 	t.metrics["go_memstats_heap_inuse_bytes"] = after.metrics["go_memstats_heap_inuse_bytes"]
 	t.serveRSS = after.rss
-	if t.timeline, err = readTimeline(ctx, r.direct.Database(r.dbName).Collection(migrations.CountsCollection), r.projects, tick); err != nil {
+	if t.timeline, err = readTimeline(ctx, r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick); err != nil {
 		return t, err
 	}
 	if last {
-		c, err := checkParents(ctx, r.direct.Database(r.dbName).Collection(migrations.CountsCollection), r.projects, tick, observed)
+		c, err := checkParents(ctx, r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick, observed)
 		if err != nil {
 			return t, err
 		}

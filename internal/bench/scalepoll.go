@@ -11,8 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/agentsim"
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -116,21 +115,21 @@ func (p *rootPoller) read(ctx context.Context, ids []int) ([]int, error) {
 			byName[p.projects[pi].tree.Root().ID] = pi
 		}
 		cur, err := p.coll.Find(ctx, bson.D{
-			{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: names}}},
-			{Key: migrations.FieldType, Value: tree.TypeProject},
-			{Key: migrations.FieldTimestamp, Value: p.tick},
+			{Key: store.FieldID, Value: bson.D{{Key: "$in", Value: names}}},
+			{Key: store.FieldType, Value: tree.TypeProject},
+			{Key: store.FieldTimestamp, Value: p.tick},
 		}, options.Find().SetProjection(bson.D{
-			{Key: "_id", Value: 0}, {Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldOnline, Value: 1},
-			{Key: rollup.FieldReported, Value: 1}, {Key: rollup.FieldExpected, Value: 1},
+			{Key: "_id", Value: 0}, {Key: store.FieldID, Value: 1}, {Key: store.FieldOnline, Value: 1},
+			{Key: store.FieldReported, Value: 1}, {Key: store.FieldExpected, Value: 1},
 		}))
 		if err != nil {
 			return nil, fmt.Errorf("read roots: %w", err)
 		}
 		for cur.Next(ctx) {
-			id, _ := cur.Current.Lookup(migrations.FieldID).StringValueOK()
-			online, _ := cur.Current.Lookup(migrations.FieldOnline).AsInt64OK()
-			reported, _ := cur.Current.Lookup(rollup.FieldReported).AsInt64OK()
-			expected, _ := cur.Current.Lookup(rollup.FieldExpected).AsInt64OK()
+			id, _ := cur.Current.Lookup(store.FieldID).StringValueOK()
+			online, _ := cur.Current.Lookup(store.FieldOnline).AsInt64OK()
+			reported, _ := cur.Current.Lookup(store.FieldReported).AsInt64OK()
+			expected, _ := cur.Current.Lookup(store.FieldExpected).AsInt64OK()
 			pi, ok := byName[id]
 			if ok && online == p.want[pi] && reported == p.leaves && expected == p.leaves {
 				out = append(out, pi)
@@ -169,20 +168,20 @@ func checkParents(ctx context.Context, coll *mongo.Collection, projects []*scale
 		}
 		c.parents += len(wants)
 		cur, err := coll.Find(ctx, bson.D{
-			{Key: migrations.FieldProject, Value: bson.D{{Key: "$in", Value: names}}},
-			{Key: migrations.FieldTimestamp, Value: tick},
-			{Key: rollup.FieldRollup, Value: true},
+			{Key: store.FieldProject, Value: bson.D{{Key: "$in", Value: names}}},
+			{Key: store.FieldTimestamp, Value: tick},
+			{Key: store.FieldRollup, Value: true},
 		}, options.Find().SetProjection(bson.D{
-			{Key: "_id", Value: 0}, {Key: migrations.FieldID, Value: 1}, {Key: migrations.FieldOnline, Value: 1}, {Key: rollup.FieldReported, Value: 1},
+			{Key: "_id", Value: 0}, {Key: store.FieldID, Value: 1}, {Key: store.FieldOnline, Value: 1}, {Key: store.FieldReported, Value: 1},
 		}))
 		if err != nil {
 			return c, fmt.Errorf("check parents: %w", err)
 		}
 		seen := map[string]bool{}
 		for cur.Next(ctx) {
-			id, _ := cur.Current.Lookup(migrations.FieldID).StringValueOK()
-			online, _ := cur.Current.Lookup(migrations.FieldOnline).AsInt64OK()
-			reported, _ := cur.Current.Lookup(rollup.FieldReported).AsInt64OK()
+			id, _ := cur.Current.Lookup(store.FieldID).StringValueOK()
+			online, _ := cur.Current.Lookup(store.FieldOnline).AsInt64OK()
+			reported, _ := cur.Current.Lookup(store.FieldReported).AsInt64OK()
 			w, ok := wants[id]
 			if !ok || seen[id] || online != w.online || reported != w.reported {
 				c.wrong++

@@ -11,8 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 )
 
 // Where the time goes between the last leaf and the roots, read from the stored documents
@@ -61,16 +60,16 @@ func readTimeline(ctx context.Context, coll *mongo.Collection, projects []*scale
 	// The newest leaf write: the written_at index read backwards from the newest write,
 	// skipping the parents written after it.
 	cur, err := coll.Find(ctx, bson.D{
-		{Key: migrations.FieldTimestamp, Value: tick},
-		{Key: rollup.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
-		{Key: migrations.FieldProject, Value: bson.D{{Key: "$in", Value: names}}},
-	}, options.Find().SetSort(bson.D{{Key: migrations.FieldWrittenAt, Value: -1}}).SetLimit(1).
-		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: migrations.FieldWrittenAt, Value: 1}}))
+		{Key: store.FieldTimestamp, Value: tick},
+		{Key: store.FieldRollup, Value: bson.D{{Key: "$ne", Value: true}}},
+		{Key: store.FieldProject, Value: bson.D{{Key: "$in", Value: names}}},
+	}, options.Find().SetSort(bson.D{{Key: store.FieldWrittenAt, Value: -1}}).SetLimit(1).
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: store.FieldWrittenAt, Value: 1}}))
 	if err != nil {
 		return tl, fmt.Errorf("timeline: %w", err)
 	}
 	if cur.Next(ctx) {
-		if ms, ok := cur.Current.Lookup(migrations.FieldWrittenAt).DateTimeOK(); ok {
+		if ms, ok := cur.Current.Lookup(store.FieldWrittenAt).DateTimeOK(); ok {
 			tl.lastLeaf = time.UnixMilli(ms)
 		}
 	}
@@ -80,17 +79,17 @@ func readTimeline(ctx context.Context, coll *mongo.Collection, projects []*scale
 		return tl, err
 	}
 	cur, err = coll.Find(ctx, bson.D{
-		{Key: migrations.FieldProject, Value: bson.D{{Key: "$in", Value: names}}},
-		{Key: migrations.FieldTimestamp, Value: tick},
-		{Key: rollup.FieldRollup, Value: true},
-	}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: migrations.FieldType, Value: 1}, {Key: migrations.FieldWrittenAt, Value: 1}}))
+		{Key: store.FieldProject, Value: bson.D{{Key: "$in", Value: names}}},
+		{Key: store.FieldTimestamp, Value: tick},
+		{Key: store.FieldRollup, Value: true},
+	}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: store.FieldType, Value: 1}, {Key: store.FieldWrittenAt, Value: 1}}))
 	if err != nil {
 		return tl, fmt.Errorf("timeline: %w", err)
 	}
 	byType := map[string]*levelWrites{}
 	for cur.Next(ctx) {
-		typ, _ := cur.Current.Lookup(migrations.FieldType).StringValueOK()
-		ms, ok := cur.Current.Lookup(migrations.FieldWrittenAt).DateTimeOK()
+		typ, _ := cur.Current.Lookup(store.FieldType).StringValueOK()
+		ms, ok := cur.Current.Lookup(store.FieldWrittenAt).DateTimeOK()
 		if !ok {
 			continue
 		}

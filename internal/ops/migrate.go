@@ -24,17 +24,22 @@ func MigrateUp(ctx context.Context, w io.Writer, m *migrations.Migrator, dryRun 
 	return err
 }
 
-// MigrateStatus prints one line per step of database and the number pending.
+// MigrateStatus prints one line per step of database, the number pending and the schema
+// drift (an applied step's index missing or defined differently; `migrate up` repairs it).
 func MigrateStatus(ctx context.Context, w io.Writer, m *migrations.Migrator, database string) error {
 	st, err := m.Status(ctx)
 	if err != nil {
 		return err
 	}
-	return printMigrateStatus(w, database, st)
+	drift, err := m.Drift(ctx)
+	if err != nil {
+		return err
+	}
+	return printMigrateStatus(w, database, st, drift)
 }
 
-// printMigrateStatus prints one line per step and the number pending.
-func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus) error {
+// printMigrateStatus prints one line per step, the number pending and the schema drift.
+func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus, drift []migrations.StepDrift) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "database %s:\n", database)
 	pending, width := 0, 0
@@ -53,9 +58,15 @@ func printMigrateStatus(w io.Writer, database string, st []migrations.StepStatus
 		}
 		fmt.Fprintf(&b, "  %3d  %-*s  %s\n", s.Version, width, s.Name, state)
 	}
-	if pending == 0 {
+	for _, d := range drift {
+		fmt.Fprintf(&b, "schema drift: %s\n", d)
+	}
+	switch {
+	case pending == 0 && len(drift) == 0:
 		b.WriteString("up to date\n")
-	} else {
+	case pending == 0:
+		fmt.Fprintf(&b, "%d indexes drifted: run 'rollup migrate up'\n", len(drift))
+	default:
 		fmt.Fprintf(&b, "%d pending: run 'rollup migrate up'\n", pending)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -16,6 +16,7 @@ import (
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -27,9 +28,9 @@ import (
 //	go test -run '^$' -bench Refresh -benchtime 200x ./metrics/totals/
 func BenchmarkRefresh(b *testing.B) {
 	const projects, groups = 100, 10
-	store := embeddedtest.Start(b)
-	direct := store.Client(b)
-	db := store.Database(b, direct)
+	srv := embeddedtest.Start(b)
+	direct := srv.Client(b)
+	db := srv.Database(b, direct)
 	ctx := context.Background()
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
 		b.Fatal(err)
@@ -58,15 +59,15 @@ func BenchmarkRefresh(b *testing.B) {
 				p.Online, p.Reported, p.Expected = p.Online+3*leaves, p.Reported+leaves, p.Expected+leaves
 			}
 			models = append(models, mongo.NewUpdateOneModel().SetUpsert(true).SetFilter(bson.D{
-				{Key: migrations.FieldID, Value: root.ID}, {Key: migrations.FieldType, Value: root.Type}, {Key: migrations.FieldTimestamp, Value: at},
-			}).SetUpdate(p.Update(at)))
+				{Key: store.FieldID, Value: root.ID}, {Key: store.FieldType, Value: root.Type}, {Key: store.FieldTimestamp, Value: at},
+			}).SetUpdate(store.ParentUpdate(p, at)))
 		}
 	}
-	if _, err := db.Collection(migrations.CountsCollection).BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+	if _, err := db.Collection(store.CountsCollection).BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
 		b.Fatal(err)
 	}
 
-	proxy := blackpipe.New(options.Client().ApplyURI(store.URI).Hosts[0], zap.NewNop())
+	proxy := blackpipe.New(options.Client().ApplyURI(srv.URI).Hosts[0], zap.NewNop())
 	if err := proxy.Listen("127.0.0.1:0"); err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 	"github.com/gameops/rollup/watcher"
@@ -43,18 +44,18 @@ type pipeline struct {
 
 func newPipeline(t *testing.T) *pipeline {
 	t.Helper()
-	store := embeddedtest.Start(t)
-	client := store.Client(t)
-	db := store.Database(t, client)
+	srv := embeddedtest.Start(t)
+	client := srv.Client(t)
+	db := srv.Database(t, client)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
 	t.Cleanup(cancel)
 	if _, err := migrations.New(db, zaptest.NewLogger(t)).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	trees := treedb.New(db)
-	p := &pipeline{ctx: ctx, store: store, client: client, db: db, trees: trees}
-	p.writer = bulk.New(db.Collection(migrations.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zaptest.NewLogger(t))
-	p.w = watcher.New(db, watcher.NewTreeCache(trees), watcher.Options{CheckpointInterval: 10 * time.Millisecond}, zaptest.NewLogger(t))
+	p := &pipeline{ctx: ctx, store: srv, client: client, db: db, trees: trees}
+	p.writer = bulk.New(db.Collection(store.CountsCollection), bulk.Options{MaxDelay: time.Millisecond}, zaptest.NewLogger(t))
+	p.w = watcher.New(db, treedb.NewCache(trees), watcher.Options{CheckpointInterval: 10 * time.Millisecond}, zaptest.NewLogger(t))
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- p.writer.Run(runCtx) }()

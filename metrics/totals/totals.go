@@ -14,8 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -168,7 +168,7 @@ type Group struct {
 
 // Reader refreshes the Snapshot. Create it with New, run it with Run.
 type Reader struct {
-	counts *mongo.Collection
+	counts store.Counts
 	trees  *treedb.Store
 	opts   Options
 	groups map[string]bool
@@ -209,7 +209,7 @@ func New(db *mongo.Database, opts Options, log *zap.Logger) *Reader {
 		groups[p] = true
 	}
 	return &Reader{
-		counts:  db.Collection(migrations.CountsCollection),
+		counts:  store.NewCounts(db),
 		trees:   treedb.New(db), // its own cache: loading every project's tree must not evict the API's
 		opts:    opts,
 		groups:  groups,
@@ -394,37 +394,17 @@ func nodeKey(id, typ string) string { return id + "\x00" + typ }
 // index: one query per maxInRoots roots.
 func (r *Reader) rootDocs(ctx context.Context, infos []rootInfo, tick time.Time) (map[string]bson.Raw, error) {
 	out := make(map[string]bson.Raw, len(infos))
-	for start := 0; start < len(infos); start += maxInRoots {
-		chunk := infos[start:min(start+maxInRoots, len(infos))]
-		ids := make([]string, 0, len(chunk))
-		var types []string
-		want := make(map[string]bool, len(chunk))
-		for _, in := range chunk {
-			ids = append(ids, in.id)
-			if !slices.Contains(types, in.typ) {
-				types = append(types, in.typ)
-			}
-			want[nodeKey(in.id, in.typ)] = true
+	for chunk := range slices.Chunk(infos, maxInRoots) {
+		keys := make([]store.Key, len(chunk))
+		for i, in := range chunk {
+			keys[i] = store.Key{ID: in.id, Type: in.typ, Tick: tick}
 		}
-		cur, err := r.counts.Find(ctx, bson.D{
-			{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-			{Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-			{Key: migrations.FieldTimestamp, Value: bson.NewDateTimeFromTime(tick)},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("find root documents: %w", err)
-		}
-		for cur.Next(ctx) {
-			id, _ := cur.Current.Lookup(migrations.FieldID).StringValueOK()
-			typ, _ := cur.Current.Lookup(migrations.FieldType).StringValueOK()
-			if k := nodeKey(id, typ); want[k] { // ids × types may match another node's document
-				out[k] = slices.Clone(cur.Current)
-			}
-		}
-		err = cur.Err()
-		_ = cur.Close(context.WithoutCancel(ctx))
+		docs, err := r.counts.ByKeys(ctx, keys)
 		if err != nil {
 			return nil, fmt.Errorf("read root documents: %w", err)
+		}
+		for k, doc := range docs {
+			out[nodeKey(k.ID, k.Type)] = doc
 		}
 	}
 	return out, nil
@@ -440,13 +420,13 @@ func (r *Reader) project(p string, info rootInfo, doc bson.Raw) (Project, error)
 	switch {
 	case doc == nil:
 	case info.leaf:
-		online, ok := intValue(doc.Lookup(migrations.FieldOnline))
+		online, ok := store.Count(doc.Lookup(store.FieldOnline))
 		if !ok {
-			return proj, fmt.Errorf("%w: field %s is not an integer", errLeafDoc, migrations.FieldOnline)
+			return proj, fmt.Errorf("%w: field %s is not an integer", errLeafDoc, store.FieldOnline)
 		}
 		proj.Online, proj.Reported = online, 1
 	default:
-		parent, err := rollup.ParentFromDoc(doc)
+		parent, err := store.DecodeParent(doc)
 		if err != nil {
 			return proj, err
 		}
@@ -466,14 +446,4 @@ func (r *Reader) project(p string, info rootInfo, doc bson.Raw) (Project, error)
 		proj.Groups = append(proj.Groups, Group{ID: g.id, Counts: c})
 	}
 	return proj, nil
-}
-
-func intValue(v bson.RawValue) (int64, bool) {
-	switch v.Type {
-	case bson.TypeInt64:
-		return v.Int64(), true
-	case bson.TypeInt32:
-		return int64(v.Int32()), true
-	}
-	return 0, false
 }

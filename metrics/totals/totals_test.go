@@ -14,8 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gameops/rollup/metrics/totals"
-	"github.com/gameops/rollup/migrations"
-	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -245,10 +244,10 @@ func TestSnapshotInvalidRoot(t *testing.T) {
 	p.importTree(t, "broken", prefixed("broken", 1, 1, 2), t0.Add(-time.Hour))
 	p.report(t, "good", t0, leafCounts(good, func(i int) (int64, bool) { return 3, true }), good, 1)
 	// A document at the root's key that is no parent document (online is a string).
-	if _, err := p.db.Collection(migrations.CountsCollection).InsertOne(p.ctx, bson.D{
-		{Key: migrations.FieldID, Value: "broken"}, {Key: migrations.FieldType, Value: tree.TypeProject},
-		{Key: migrations.FieldTimestamp, Value: t0}, {Key: migrations.FieldProject, Value: "broken"},
-		{Key: migrations.FieldOnline, Value: "many"}, {Key: rollup.FieldRollup, Value: true},
+	if _, err := p.db.Collection(store.CountsCollection).InsertOne(p.ctx, bson.D{
+		{Key: store.FieldID, Value: "broken"}, {Key: store.FieldType, Value: tree.TypeProject},
+		{Key: store.FieldTimestamp, Value: t0}, {Key: store.FieldProject, Value: "broken"},
+		{Key: store.FieldOnline, Value: "many"}, {Key: store.FieldRollup, Value: true},
 	}); err != nil {
 		t.Fatal(err)
 	}

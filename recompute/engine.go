@@ -1,4 +1,4 @@
-package watcher
+package recompute
 
 import (
 	"cmp"
@@ -7,44 +7,173 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
-// engine recomputes parents from contributions: the part shared by the watcher's batches,
-// the recovery of a lost window and Replay.
-type engine struct {
-	counts *mongo.Collection // w:majority, j:true
-	trees  TreeSource
+// Options tune an Engine. Zero fields take their defaults.
+type Options struct {
+	// ChunkSize is the most parents read with one find and written with one BulkWrite
+	// (default 100).
+	ChunkSize int
+	// Workers is how many chunks of one level are recomputed at once (default 2).
+	Workers int
+	// MaxConflicts bounds the re-reads of one chunk after conflicting or unknown-outcome
+	// writes before the round fails (default 20).
+	MaxConflicts int
+	// ReplayChunk is the number of leaves recomputed together by LeavesWrittenSince (default
+	// 10,000).
+	ReplayChunk int
+	// Knobs are test hooks (nil in production).
+	Knobs *Knobs
+}
+
+// Knobs are the test hooks of the package.
+type Knobs struct {
+	// BeforeLevel is called before each level's writes; when it returns true the round is
+	// abandoned as by a crash (ErrCrashed): nothing more is written.
+	BeforeLevel func() bool
+	// BeforeFencedWrite is called before each fenced BulkWrite (to freeze a leader).
+	BeforeFencedWrite func()
+}
+
+// Defaults of Options.
+const (
+	DefaultChunkSize    = 100
+	DefaultWorkers      = 2
+	DefaultMaxConflicts = 20
+	DefaultReplayChunk  = 10_000
+)
+
+func (o Options) withDefaults() Options {
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.MaxConflicts <= 0 {
+		o.MaxConflicts = DefaultMaxConflicts
+	}
+	if o.ReplayChunk <= 0 {
+		o.ReplayChunk = DefaultReplayChunk
+	}
+	if o.Knobs == nil {
+		o.Knobs = &Knobs{}
+	}
+	return o
+}
+
+// Stats are an Engine's counters since New (shared by its fenced copies).
+type Stats struct {
+	// Events is the number of leaves recomputed (Leaves and LeavesWrittenSince).
+	Events int64
+	// ParentWrites is the number of parent and root document writes sent (conflicting and
+	// resent ones included).
+	ParentWrites int64
+	// Conflicts is the number of parent writes that lost the rev guard and were re-merged.
+	Conflicts int64
+	// Orphans is the number of leaves whose id is not a leaf of the tree version of their
+	// tick (or has another type there, or whose project has no tree): excluded from totals.
+	Orphans int64
+	// Invalid is the number of documents skipped because they do not decode: leaves read by
+	// LeavesWrittenSince or Replay, and documents at a parent's key that are not parents.
+	Invalid int64
+	// Fenced is the number of fenced writes refused because a newer lease term holds.
+	Fenced int64
+}
+
+type counters struct {
+	events, parentWrites, conflicts, orphans, invalid, fenced atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Events: c.events.Load(), ParentWrites: c.parentWrites.Load(), Conflicts: c.conflicts.Load(),
+		Orphans: c.orphans.Load(), Invalid: c.invalid.Load(), Fenced: c.fenced.Load(),
+	}
+}
+
+// Engine recomputes parents from contributions, level by level, with rev-guarded absolute
+// writes: the part shared by the watcher's bursts, the replay of a lost window and Replay.
+// It is safe for concurrent use.
+type Engine struct {
+	counts store.Counts // w:majority, j:true, read concern majority
+	trees  treedb.TreeSource
 	opts   Options
 	log    *zap.Logger
 	stats  *counters
 	now    func() time.Time
-	// crash, set by tests only, is called before each level's writes; when it returns true the
-	// round is abandoned as by a crash: nothing more is written and no checkpoint is saved.
-	crash func() bool
-	// fence, for a leader of a lease, fences its parent writes by its term (nil: unfenced).
-	fence *fence
-	// part is the partition whose leaves the engine recomputes (zero: every project).
-	part Partition
-	// pause, set by tests only, is called before each fenced BulkWrite (to freeze a leader).
-	pause func()
+	// fence, for a lease holder, fences its parent writes by its term (nil: unfenced).
+	fence *Fence
 }
+
+// New returns an engine over db's counts collection. It writes parents with w:majority,
+// j:true and reads them with read concern majority, whatever db's defaults.
+func New(db *mongo.Database, trees treedb.TreeSource, opts Options, log *zap.Logger) *Engine {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Engine{
+		counts: store.NewCounts(db, store.Durable().SetReadConcern(readconcern.Majority())),
+		trees:  trees,
+		opts:   opts.withDefaults(),
+		log:    log,
+		stats:  &counters{},
+		now:    time.Now,
+	}
+}
+
+// WithFence returns a copy of e whose parent writes carry f's term and stop with an error
+// wrapping lease.ErrFenced once a newer term holds (nil f: unfenced), logging to log; it
+// shares e's counters.
+func (e *Engine) WithFence(f *Fence, log *zap.Logger) *Engine {
+	c := *e
+	c.fence = f
+	if log != nil {
+		c.log = log
+	}
+	return &c
+}
+
+// Stats returns the counters since New.
+func (e *Engine) Stats() Stats { return e.stats.snapshot() }
+
+// CountInvalid counts n documents the caller skipped because they do not decode.
+func (e *Engine) CountInvalid(n int64) { e.stats.invalid.Add(n) }
+
+// ErrCrashed is what a round abandoned by Knobs.BeforeLevel returns.
+var ErrCrashed = errors.New("recompute: simulated crash")
 
 // maxUnknown is how many unknown outcomes in a row writeChunk re-reads at once before it
 // returns the error.
 const maxUnknown = 1
 
-// errCrashed is what a round abandoned by the test crash hook returns.
-var errCrashed = errors.New("watcher: simulated crash")
+// Leaves recomputes every ancestor of leaves, in one round: each dirty (parent, tick) is
+// written at most once, deepest level first, plus conflict retries. Leaves not in their
+// tick's tree are counted as orphans and skipped.
+func (e *Engine) Leaves(ctx context.Context, leaves []store.Leaf) error {
+	r := newRound()
+	if err := e.addLeaves(ctx, r, leaves); err != nil {
+		return err
+	}
+	if err := e.recompute(ctx, r); err != nil {
+		return err
+	}
+	e.stats.events.Add(int64(len(leaves)))
+	return nil
+}
 
 // pkey is one parent document to recompute: a node of a project's tree at a tick.
 type pkey struct {
@@ -69,7 +198,7 @@ type round struct {
 	trees map[tickKey]tickTree
 	// snapshot, for a rebuild (Replay), holds the parent documents read before the leaves;
 	// nil for a merge.
-	snapshot map[docKey]bson.Raw
+	snapshot map[store.Key]bson.Raw
 }
 
 type tickKey struct {
@@ -87,7 +216,7 @@ func newRound() *round {
 }
 
 // treeAt returns the tree of (project, tick), asking the TreeSource once per round.
-func (e *engine) treeAt(ctx context.Context, r *round, project string, tick time.Time) (tickTree, error) {
+func (e *Engine) treeAt(ctx context.Context, r *round, project string, tick time.Time) (tickTree, error) {
 	k := tickKey{project, tick}
 	if tt, ok := r.trees[k]; ok {
 		return tt, nil
@@ -103,7 +232,7 @@ func (e *engine) treeAt(ctx context.Context, r *round, project string, tick time
 
 // addLeaf adds a leaf's contribution to its parent. It reports false for an orphan: the
 // project has no tree at the tick, or the id is not a leaf of it with that type.
-func (e *engine) addLeaf(ctx context.Context, r *round, l leaf) (bool, error) {
+func (e *Engine) addLeaf(ctx context.Context, r *round, l store.Leaf) (bool, error) {
 	tt, err := e.treeAt(ctx, r, l.Project, l.Tick)
 	if err != nil {
 		return false, err
@@ -133,7 +262,7 @@ func (r *round) add(k pkey, tt tickTree, n tree.Node, c ...rollup.Contribution) 
 }
 
 // addLeaves adds the contributions of leaves to r, counting orphans.
-func (e *engine) addLeaves(ctx context.Context, r *round, leaves []leaf) error {
+func (e *Engine) addLeaves(ctx context.Context, r *round, leaves []store.Leaf) error {
 	for _, l := range leaves {
 		ok, err := e.addLeaf(ctx, r, l)
 		if err != nil {
@@ -151,7 +280,7 @@ func (e *engine) addLeaves(ctx context.Context, r *round, leaves []leaf) error {
 // written at most once per round, plus conflict retries. The current state of a parent is
 // passed up even when it did not change, so a round redone after a crash completes the
 // ancestors a previous run did not reach.
-func (e *engine) recompute(ctx context.Context, r *round) error {
+func (e *Engine) recompute(ctx context.Context, r *round) error {
 	maxDepth := -1
 	for _, dp := range r.dirty {
 		maxDepth = max(maxDepth, dp.depth)
@@ -169,8 +298,8 @@ func (e *engine) recompute(ctx context.Context, r *round) error {
 		slices.SortFunc(level, func(a, b pkey) int {
 			return cmp.Or(a.tick.Compare(b.tick), cmp.Compare(a.project, b.project), cmp.Compare(a.id, b.id))
 		})
-		if e.crash != nil && e.crash() {
-			return errCrashed
+		if crash := e.opts.Knobs.BeforeLevel; crash != nil && crash() {
+			return ErrCrashed
 		}
 		var mu sync.Mutex
 		done := make(map[pkey]rollup.Parent, len(level))
@@ -225,7 +354,7 @@ func childSet(dp *dirtyParent) rollup.ChildSet {
 // writeChunk merges and writes the parents keys (all of one level) and returns the state of
 // each one that has a document after it. A write that lost the rev guard is re-read and
 // re-merged; so is every write of a BulkWrite whose outcome is unknown.
-func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pkey]rollup.Parent, error) {
+func (e *Engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pkey]rollup.Parent, error) {
 	done := make(map[pkey]rollup.Parent, len(keys))
 	pending := keys
 	unknown := 0
@@ -235,7 +364,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 				len(pending), attempt, pending[0].id, pending[0].tick.Format(time.RFC3339))
 		}
 		rebuild := attempt == 0 && r.snapshot != nil
-		var stored map[docKey]bson.Raw
+		var stored map[store.Key]bson.Raw
 		if rebuild {
 			stored = r.snapshot
 		} else {
@@ -250,11 +379,11 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 		now := e.now()
 		for _, k := range pending {
 			dp := r.dirty[k]
-			dk := docKey{k.id, dp.node.Type, k.tick}
+			dk := store.Key{ID: k.id, Type: dp.node.Type, Tick: k.tick}
 			cur := rollup.Parent{ID: k.id, Type: dp.node.Type, Project: k.project, Timestamp: k.tick}
 			raw, exists := stored[dk]
 			if exists {
-				p, err := rollup.ParentFromDoc(withoutTerm(raw))
+				p, err := store.DecodeParent(raw)
 				if err != nil {
 					e.stats.invalid.Add(1)
 					e.log.Warn("skipping a parent: its key holds a document that is not a parent document",
@@ -274,7 +403,7 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 				}
 				continue
 			}
-			ws = append(ws, guardedWrite{key: dk, exists: exists, rev: cur.Rev, update: n.Update(now)})
+			ws = append(ws, guardedWrite{key: dk, exists: exists, rev: cur.Rev, update: store.ParentUpdate(n, now)})
 			wkeys = append(wkeys, k)
 			next = append(next, n)
 		}
@@ -312,50 +441,14 @@ func (e *engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 }
 
 // readParents reads the stored documents of keys with one find on the unique index.
-func (e *engine) readParents(ctx context.Context, r *round, keys []pkey) (map[docKey]bson.Raw, error) {
-	want := make(map[docKey]bool, len(keys))
-	var ids, types, ticks bson.A
-	seenType := map[string]bool{}
-	seenTick := map[time.Time]bool{}
-	for _, k := range keys {
-		dp := r.dirty[k]
-		want[docKey{k.id, dp.node.Type, k.tick}] = true
-		ids = append(ids, k.id)
-		if !seenType[dp.node.Type] {
-			seenType[dp.node.Type] = true
-			types = append(types, dp.node.Type)
-		}
-		if !seenTick[k.tick] {
-			seenTick[k.tick] = true
-			ticks = append(ticks, k.tick)
-		}
+func (e *Engine) readParents(ctx context.Context, r *round, keys []pkey) (map[store.Key]bson.Raw, error) {
+	ks := make([]store.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = store.Key{ID: k.id, Type: r.dirty[k].node.Type, Tick: k.tick}
 	}
-	cur, err := e.counts.Find(ctx, bson.D{
-		{Key: migrations.FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: migrations.FieldType, Value: bson.D{{Key: "$in", Value: types}}},
-		{Key: migrations.FieldTimestamp, Value: bson.D{{Key: "$in", Value: ticks}}},
-	})
+	out, err := e.counts.ByKeys(ctx, ks)
 	if err != nil {
 		return nil, fmt.Errorf("read parents: %w", err)
 	}
-	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	out := make(map[docKey]bson.Raw, len(keys))
-	for cur.Next(ctx) {
-		k, ok := keyOf(cur.Current)
-		if ok && want[k] {
-			out[k] = slices.Clone(cur.Current)
-		}
-	}
-	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("read parents: %w", err)
-	}
 	return out, nil
-}
-
-// keyOf returns the unique key of a counts document.
-func keyOf(doc bson.Raw) (docKey, bool) {
-	id, ok1 := doc.Lookup(migrations.FieldID).StringValueOK()
-	typ, ok2 := doc.Lookup(migrations.FieldType).StringValueOK()
-	ms, ok3 := doc.Lookup(migrations.FieldTimestamp).DateTimeOK()
-	return docKey{id, typ, time.UnixMilli(ms).UTC()}, ok1 && ok2 && ok3
 }

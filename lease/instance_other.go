@@ -1,6 +1,6 @@
 //go:build !unix
 
-package watcher
+package lease
 
 // processAlive cannot tell here: every holder counts as alive, so a restart waits three
 // heartbeats.

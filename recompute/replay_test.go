@@ -1,4 +1,4 @@
-package watcher
+package recompute
 
 import (
 	"context"
@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/rollup"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -17,8 +16,7 @@ func TestReplay(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
-	tr, tv, _ := e.trees.TreeAt(context.Background(), project, t0)
+	tr, tv := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	ticks := []time.Time{t0.Add(-2 * tick), t0.Add(-tick), t0}
 	for i, at := range ticks {
 		e.fill(project, tr, at, int64(i+1), 1) // no watcher: no parents yet
@@ -30,14 +28,10 @@ func TestReplay(t *testing.T) {
 		ID: server.ID, Type: server.Type, Project: project, Timestamp: t0, Online: 999, Rev: 5, Reported: 1, Expected: 3,
 		TreeVersion: tv, Children: map[string]rollup.ChildState{"ghost": {Type: tree.TypeProcess, Online: 999, Version: 1, Reported: 1, Expected: 1}},
 	}
-	if _, err := e.counts.UpdateOne(context.Background(), bson.D{
-		{Key: migrations.FieldID, Value: server.ID}, {Key: migrations.FieldType, Value: server.Type}, {Key: migrations.FieldTimestamp, Value: t0},
-	}, bad.Update(time.Now()), options.UpdateOne().SetUpsert(true)); err != nil {
-		t.Fatal(err)
-	}
+	e.storeParent(bad)
 	// A leaf deleted behind the rollups' back (a cleanup): replay drops it from its parent.
 	if _, err := e.counts.DeleteOne(context.Background(), bson.D{
-		{Key: migrations.FieldID, Value: kids[0].ID}, {Key: migrations.FieldTimestamp, Value: t0},
+		{Key: store.FieldID, Value: kids[0].ID}, {Key: store.FieldTimestamp, Value: t0},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +43,7 @@ func TestReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := e.mismatch(project); msg != "" {
+	if msg := e.mismatch(project, ticks[0], t0.Add(tick)); msg != "" {
 		t.Fatal(msg)
 	}
 	leaves := int64(len(tr.Leaves()))

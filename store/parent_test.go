@@ -1,20 +1,25 @@
-package rollup
+package store
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/rollup"
 )
 
-func sampleParent() Parent {
-	return Parent{
+func testTick() time.Time { return time.Date(2025, 3, 1, 12, 5, 0, 0, time.UTC) }
+
+func sampleParent() rollup.Parent {
+	return rollup.Parent{
 		ID: "g03-s0012", Type: "server", Project: "demo", Timestamp: testTick(),
 		Online: 7, Rev: 12, Reported: 2, Expected: 3, TreeVersion: 4,
-		Children: map[string]ChildState{
+		Children: map[string]rollup.ChildState{
 			"g03-s0012-p07": {Type: "process", Online: 4, Version: 1740830700123456789, Reported: 1, Expected: 1},
 			"g03-s0012-p01": {Type: "process", Online: 3, Version: 1740830700000000001, Reported: 1, Expected: 1},
 		},
@@ -22,9 +27,9 @@ func sampleParent() Parent {
 }
 
 // setDoc returns the $set document of p's update as stored BSON.
-func setDoc(t testing.TB, p Parent, writtenAt time.Time) bson.Raw {
+func setDoc(t testing.TB, p rollup.Parent, writtenAt time.Time) bson.Raw {
 	t.Helper()
-	upd := p.Update(writtenAt)
+	upd := ParentUpdate(p, writtenAt)
 	if len(upd) != 1 || upd[0].Key != "$set" {
 		t.Fatalf("update is not one $set: %v", upd)
 	}
@@ -39,7 +44,7 @@ func TestUpdateRoundTrip(t *testing.T) {
 	p := sampleParent()
 	written := time.Date(2025, 3, 1, 12, 6, 1, 0, time.UTC)
 	raw := setDoc(t, p, written)
-	got, err := ParentFromDoc(raw)
+	got, err := DecodeParent(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,20 +62,20 @@ func TestUpdateRoundTrip(t *testing.T) {
 		t.Errorf("stored document:\n got %s\nwant %s", got, want)
 	}
 	// With _id (as read back from the collection) and an empty children document.
-	p.Children = map[string]ChildState{}
+	p.Children = map[string]rollup.ChildState{}
 	p.Online, p.Reported = 0, 0
-	doc := append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, p.Update(written)[0].Value.(bson.D)...)
+	doc := append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, ParentFields(p, written)...)
 	raw, err = bson.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ParentFromDoc(raw); err != nil || !reflect.DeepEqual(got, p) {
+	if got, err := DecodeParent(raw); err != nil || !reflect.DeepEqual(got, p) {
 		t.Errorf("with _id: %+v, %v", got, err)
 	}
 }
 
-func TestParentFromDocErrors(t *testing.T) {
-	good := func() bson.D { return sampleParent().Update(testTick())[0].Value.(bson.D) }
+func TestDecodeParentErrors(t *testing.T) {
+	good := func() bson.D { return ParentFields(sampleParent(), testTick()) }
 	set := func(d bson.D, key string, v any) bson.D {
 		for i := range d {
 			if d[i].Key == key {
@@ -106,8 +111,11 @@ func TestParentFromDocErrors(t *testing.T) {
 		{"rollup false", set(good(), "rollup", false), "rollup", "must be true"},
 		{"missing children", without(good(), "children"), "children", "missing"},
 		{"missing id", without(good(), "id"), "id", "missing"},
-		{"online double", set(good(), "online", 7.0), "online", "has type double, want long"},
-		{"version string", set(good(), "version", "12"), "version", "has type string, want long"},
+		{"online fraction", set(good(), "online", 7.5), "online", "has type double (7.5), want a whole number (int, long, or a double without a fraction)"},
+		{"online NaN", set(good(), "online", math.NaN()), "online", "has type double (NaN), want a whole number (int, long, or a double without a fraction)"},
+		{"online beyond int64", set(good(), "online", 9.3e18), "online", "has type double (9.3e+18), want a whole number (int, long, or a double without a fraction)"},
+		{"online decimal", set(good(), "online", bson.NewDecimal128(0x3040000000000000, 7)), "online", "has type decimal (7), want a whole number (int, long, or a double without a fraction)"},
+		{"version string", set(good(), "version", "12"), "version", "has type string, want a whole number (int, long, or a double without a fraction)"},
 		{"id number", set(good(), "id", int64(3)), "id", "has type long, want string"},
 		{"timestamp string", set(good(), "timestamp", "2025-03-01"), "timestamp", "has type string, want date"},
 		{"written_at int", set(good(), "written_at", int64(1)), "written_at", "has type long, want date"},
@@ -117,7 +125,7 @@ func TestParentFromDocErrors(t *testing.T) {
 		{"child missing field", child(okChild()[:4]), "children.p1.expected", "missing"},
 		{"child extra field", child(append(okChild(), bson.E{Key: "x", Value: 1})), "children.p1.x", "unknown field"},
 		{"child duplicate field", child(append(okChild(), bson.E{Key: "online", Value: int64(2)})), "children.p1.online", "duplicate field"},
-		{"child online double", child(set(okChild(), "online", 1.5)), "children.p1.online", "has type double, want long"},
+		{"child online double", child(set(okChild(), "online", 1.5)), "children.p1.online", "has type double (1.5), want a whole number (int, long, or a double without a fraction)"},
 		{"duplicate child", set(good(), FieldChildren, bson.D{{Key: "p1", Value: okChild()}, {Key: "p1", Value: okChild()}}), "children.p1", "duplicate child"},
 		{"duplicate field", append(good(), bson.E{Key: "online", Value: int64(1)}), "online", "duplicate field"},
 	}
@@ -127,25 +135,31 @@ func TestParentFromDocErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = ParentFromDoc(raw)
-			var de *DocError
+			_, err = DecodeParent(raw)
+			var de *InvalidDocError
 			if !errors.As(err, &de) {
-				t.Fatalf("err = %v, want a *DocError", err)
+				t.Fatalf("err = %v, want an *InvalidDocError", err)
 			}
 			if de.Field != tt.field || de.Reason != tt.want {
 				t.Errorf("err = %q (field %q, reason %q), want field %q reason %q", err, de.Field, de.Reason, tt.field, tt.want)
 			}
-			if !strings.HasPrefix(err.Error(), "parent document: "+tt.field) {
+			if !strings.HasPrefix(err.Error(), "invalid parent document: "+tt.field) {
 				t.Errorf("message %q does not name the field", err)
 			}
 		})
 	}
-	// int32 numbers are exact integers too.
-	if p, err := ParentFromDoc(mustMarshal(t, set(good(), "online", int32(7)))); err != nil || p.Online != 7 {
+	// int32 numbers and doubles without a fraction are counts too (Count).
+	if p, err := DecodeParent(mustMarshal(t, set(good(), "online", int32(7)))); err != nil || p.Online != 7 {
 		t.Errorf("int32 online: %+v, %v", p, err)
 	}
+	if p, err := DecodeParent(mustMarshal(t, set(good(), "online", 7.0))); err != nil || p.Online != 7 {
+		t.Errorf("double online 7.0: %+v, %v", p, err)
+	}
+	if p, err := DecodeParent(mustMarshal(t, child(set(okChild(), "online", 2.0)))); err != nil || p.Children["p1"].Online != 2 {
+		t.Errorf("double child online 2.0: %+v, %v", p, err)
+	}
 	// Not BSON at all.
-	if _, err := ParentFromDoc(bson.Raw{1, 2, 3}); err == nil {
+	if _, err := DecodeParent(bson.Raw{1, 2, 3}); err == nil {
 		t.Error("garbage accepted")
 	}
 }
@@ -159,20 +173,20 @@ func mustMarshal(t testing.TB, v any) bson.Raw {
 	return raw
 }
 
-// FuzzParentFromDoc: never panics; whatever it accepts stores back (Update) to a document
+// FuzzDecodeParent: never panics; whatever it accepts stores back (Update) to a document
 // that decodes to the same Parent.
-func FuzzParentFromDoc(f *testing.F) {
+func FuzzDecodeParent(f *testing.F) {
 	f.Add([]byte(setDoc(f, sampleParent(), testTick())))
 	f.Add([]byte(mustMarshal(f, bson.D{{Key: "id", Value: "x"}})))
 	empty := sampleParent()
-	empty.Children = map[string]ChildState{}
+	empty.Children = map[string]rollup.ChildState{}
 	f.Add([]byte(setDoc(f, empty, testTick())))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := ParentFromDoc(bson.Raw(data))
+		p, err := DecodeParent(bson.Raw(data))
 		if err != nil {
 			return
 		}
-		again, err := ParentFromDoc(setDoc(t, p, testTick()))
+		again, err := DecodeParent(setDoc(t, p, testTick()))
 		if err != nil {
 			t.Fatalf("accepted %+v but not its own update: %v", p, err)
 		}

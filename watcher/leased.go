@@ -2,30 +2,21 @@ package watcher
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/lease"
+	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/retry"
 )
 
-// defaultOwner is host-pid-random, unique per New.
-func defaultOwner() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
 // led is a partition this instance runs under a lease.
 type led struct {
-	ls lease
+	ls lease.Lease
 	// stop ends the partition gracefully (shutdown); kill ends its writes at once (lost).
 	stop, kill context.CancelFunc
 	// lost says the lease is gone and the partition was killed; it is still exiting.
@@ -36,7 +27,7 @@ type led struct {
 	expired  atomic.Bool
 }
 
-// runLeased is Run with Options.Leases: it claims the instance id (see instance.claim), then
+// runLeased is Run with Options.Leases: it claims the instance id (lease.Instance.Claim), then
 // every LeaseTTL/3 (sooner, with backoff, while the store fails) renews the leases it holds
 // and tries to take free, expired or its own ones, running each leased partition until the
 // lease is lost (killed at once: its writes are fenced by the term anyway), the partition
@@ -46,26 +37,20 @@ type led struct {
 func (w *Watcher) runLeased(ctx context.Context) error {
 	owner := w.opts.Owner
 	if owner == "" {
-		owner = defaultOwner()
+		owner = lease.DefaultOwner()
 	}
-	in := newInstance(w.db, owner, w.opts.Heartbeat, w.now)
-	if w.instanceHook != nil {
-		w.instanceHook(in)
-	}
+	knobs := w.opts.Knobs
+	in := lease.NewInstance(w.db, owner, w.opts.Heartbeat, w.now, &knobs.Lease)
 	if err := w.claim(ctx, in); err != nil {
 		return shutdownOr(ctx, err)
 	}
-	w.log.Info("claimed instance id", zap.String("owner", owner), zap.String("incarnation", in.incarnation))
+	w.log.Info("claimed instance id", zap.String("owner", owner), zap.String("incarnation", in.Incarnation()))
 	beatCtx, stopBeat := context.WithCancel(ctx)
 	beatDone := make(chan error, 1)
-	go func() { beatDone <- in.run(beatCtx, w.log) }()
+	go func() { beatDone <- in.Run(beatCtx, w.log) }()
 	defer stopBeat()
 
-	ls := leases{coll: w.db.Collection(LeasesCollection, durable()), owner: owner, ttl: w.opts.LeaseTTL, now: w.now}
-	parentTerm := w.parentTerm()
-	if !parentTerm {
-		w.log.Info("parent documents do not carry the lease term (rollup.ParentFromDoc does not read it); parents are fenced by the rev guard and a lease check on every conflict")
-	}
+	ls := lease.NewLeases(w.db, owner, w.opts.LeaseTTL, w.now)
 	parts := w.opts.Partitions
 	running := map[int]*led{}
 	exited := make(chan int, len(parts))
@@ -82,12 +67,12 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		if r.expiring != nil {
 			r.expiring.Stop()
 		}
-		if w.writePastExpiry {
+		if knobs.WritePastExpiry {
 			r.expiring = time.NewTimer(time.Hour) // never fires before the test ends
 			return
 		}
-		term := r.ls.term
-		r.expiring = time.AfterFunc(max(0, r.ls.expires.Sub(w.now())-margin), func() {
+		term := r.ls.Term
+		r.expiring = time.AfterFunc(max(0, r.ls.Expires.Sub(w.now())-margin), func() {
 			r.expired.Store(true)
 			r.kill()
 			r.stop()
@@ -98,8 +83,8 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 			}
 		})
 	}
-	start := func(i int, l lease) {
-		f := &fence{term: l.term, parentTerm: parentTerm, check: func(ctx context.Context) error { return ls.check(ctx, l) }}
+	start := func(i int, l lease.Lease) {
+		f := &recompute.Fence{Term: l.Term, Check: func(ctx context.Context) error { return ls.Check(ctx, l) }}
 		pw := w.forPartition(i, parts[i], f)
 		pctx, stop := context.WithCancel(ctx)
 		hard, kill := context.WithCancel(context.WithoutCancel(ctx))
@@ -107,8 +92,8 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		running[i] = r
 		arm(i, r)
 		w.stats.takeovers.Add(1)
-		w.leaders.set(i, true, l.term, w.now())
-		w.log.Info("leading partition", zap.String("lease", l.id), zap.Int64("term", l.term), zap.String("owner", owner))
+		w.leaders.set(i, true, l.Term, w.now())
+		w.log.Info("leading partition", zap.String("lease", l.ID), zap.Int64("term", l.Term), zap.String("owner", owner))
 		go func() {
 			results[i] = pw.run(pctx, hard)
 			exited <- i
@@ -125,7 +110,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		r.stop()
 		w.stats.leaseLosses.Add(1)
 		w.leaders.set(i, false, 0, time.Time{})
-		w.log.Warn("lease lost; partition stopped", zap.String("lease", r.ls.id), zap.Int64("term", r.ls.term), zap.String("why", why), zap.Error(err))
+		w.log.Warn("lease lost; partition stopped", zap.String("lease", r.ls.ID), zap.Int64("term", r.ls.Term), zap.String("why", why), zap.Error(err))
 	}
 	// shutdownBy bounds the lease releases and the instance's stop once Run ends, with the
 	// partitions' own ShutdownTimeout, so a store that is down cannot hold the shutdown.
@@ -141,17 +126,17 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		r.stop()
 		err := results[i]
 		switch {
-		case err == nil || errors.Is(err, errFenced) || r.lost:
-			if errors.Is(err, errFenced) && !r.lost {
+		case err == nil || errors.Is(err, lease.ErrFenced) || r.lost:
+			if errors.Is(err, lease.ErrFenced) && !r.lost {
 				w.stats.leaseLosses.Add(1)
-				w.log.Warn("partition fenced by a newer term; standing by", zap.String("lease", r.ls.id), zap.Int64("term", r.ls.term))
+				w.log.Warn("partition fenced by a newer term; standing by", zap.String("lease", r.ls.ID), zap.Int64("term", r.ls.Term))
 			}
 			if err == nil && !r.lost {
 				w.releaseLease(ctx, ls, r.ls, shutdownBy)
 			}
 		default:
 			if failed == nil {
-				failed = fmt.Errorf("partition %s: %w", r.ls.id, err)
+				failed = fmt.Errorf("partition %s: %w", r.ls.ID, err)
 			}
 			w.releaseLease(ctx, ls, r.ls, shutdownBy)
 		}
@@ -162,8 +147,8 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 	failures := 0
 	var logged time.Time
 	for ctx.Err() == nil && failed == nil {
-		if w.pauseLeases != nil {
-			w.pauseLeases()
+		if pause := knobs.BeforeLeaseRound; pause != nil {
+			pause()
 		}
 		var roundErr error
 		takenOver, tried := false, false
@@ -176,7 +161,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 				continue
 			}
 			tried = true
-			nl, ok, err := ls.renew(ctx, r.ls)
+			nl, ok, err := ls.Renew(ctx, r.ls)
 			switch {
 			case err == nil && !ok:
 				lose(i, "taken over", nil)
@@ -191,8 +176,8 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		if takenOver {
 			// A lease of ours has a newer term: maybe our own id, run by another process.
 			// Ask the instance document before taking anything back.
-			var over *TakenOverError
-			if err := in.heartbeat(ctx); errors.As(err, &over) {
+			var over *lease.TakenOverError
+			if err := in.Heartbeat(ctx); errors.As(err, &over) {
 				failed = err
 				for i := range running {
 					lose(i, "instance id taken over", err)
@@ -216,7 +201,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 				continue
 			}
 			tried = true
-			l, ok, err := ls.acquire(ctx, parts[i].id(w.opts.Name))
+			l, ok, err := ls.Acquire(ctx, parts[i].id(w.opts.Name))
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -278,23 +263,23 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 			failed = err
 		}
 	}
-	var over *TakenOverError
+	var over *lease.TakenOverError
 	if !errors.As(failed, &over) {
-		in.stop(ctx, shutdownBy, w.log)
+		in.Stop(ctx, shutdownBy, w.log)
 	}
 	return failed
 }
 
 // claim claims the instance id, retrying store errors with backoff until ctx ends.
-func (w *Watcher) claim(ctx context.Context, in *instance) error {
-	return retry.Do(ctx, retry.Policy{Backoff: w.opts.Backoff, What: "claim instance id " + in.id, Log: w.log}, func(ctx context.Context) error {
-		w.leaders.block("claiming instance id " + in.id)
-		err := in.claim(ctx)
+func (w *Watcher) claim(ctx context.Context, in *lease.Instance) error {
+	return retry.Do(ctx, retry.Policy{Backoff: w.opts.Backoff, What: "claim instance id " + in.ID(), Log: w.log}, func(ctx context.Context) error {
+		w.leaders.block("claiming instance id " + in.ID())
+		err := in.Claim(ctx)
 		switch {
 		case err == nil:
 			w.leaders.block("")
 		case ctx.Err() == nil:
-			w.leaders.block(fmt.Sprintf("claiming instance id %s: %v", in.id, err))
+			w.leaders.block(fmt.Sprintf("claiming instance id %s: %v", in.ID(), err))
 		}
 		return err
 	})
@@ -302,13 +287,13 @@ func (w *Watcher) claim(ctx context.Context, in *instance) error {
 
 // releaseLease releases l under a short context that outlives ctx (until by, when set); a
 // failure only delays the takeover until the lease expires.
-func (w *Watcher) releaseLease(ctx context.Context, ls leases, l lease, by time.Time) {
+func (w *Watcher) releaseLease(ctx context.Context, ls *lease.Leases, l lease.Lease, by time.Time) {
 	if by.IsZero() {
 		by = time.Now().Add(5 * time.Second)
 	}
 	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
-	if err := ls.release(rctx, l); err != nil {
-		w.log.Warn("could not release the lease; a standby takes over when it expires", zap.String("lease", l.id), zap.Error(err))
+	if err := ls.Release(rctx, l); err != nil {
+		w.log.Warn("could not release the lease; a standby takes over when it expires", zap.String("lease", l.ID), zap.Error(err))
 	}
 }

@@ -1,4 +1,4 @@
-package watcher
+package lease
 
 import (
 	"context"
@@ -12,12 +12,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
-)
 
-// InstancesCollection holds one document per instance id (Options.Owner): {_id, incarnation,
-// host, pid, started_at, beat, beat_at, stopped}. The process that holds the id increments
-// beat every Options.Heartbeat.
-const InstancesCollection = "instances"
+	"github.com/gameops/rollup/store"
+)
 
 // DuplicateInstanceError means another live process runs with this instance id.
 type DuplicateInstanceError struct {
@@ -62,9 +59,21 @@ type instanceDoc struct {
 	Stopped     bool      `bson:"stopped"`
 }
 
-// instance holds one instance id for this process: it claims it at start, proves it alive
-// with a heartbeat, and marks it stopped at shutdown.
-type instance struct {
+// Knobs are the test hooks of the package; production leaves them zero.
+type Knobs struct {
+	// Host and PID, when set, replace this process's in the instance document (a test
+	// stands for another process).
+	Host string
+	PID  int
+	// Alive replaces the check whether a process of this host runs pid.
+	Alive func(pid int) bool
+	// BeforeHeartbeat is called before each heartbeat (to freeze an instance).
+	BeforeHeartbeat func()
+}
+
+// Instance holds one instance id for this process (store.InstancesCollection): it claims it
+// at start, proves it alive with a heartbeat, and marks it stopped at shutdown.
+type Instance struct {
 	coll        *mongo.Collection // w:majority, j:true
 	id          string
 	incarnation string
@@ -74,25 +83,49 @@ type instance struct {
 	// alive reports whether a process of this host runs pid.
 	alive func(pid int) bool
 	now   func() time.Time
-	// pause, set by tests only, is called before each heartbeat.
+	// pause, a test knob, is called before each heartbeat.
 	pause func()
 }
 
-func newInstance(db *mongo.Database, id string, beat time.Duration, now func() time.Time) *instance {
+// NewInstance returns the instance id for this process in db, beating every beat; now is the
+// clock (nil: time.Now), knobs the test hooks (nil in production).
+func NewInstance(db *mongo.Database, id string, beat time.Duration, now func() time.Time, knobs *Knobs) *Instance {
+	if now == nil {
+		now = time.Now
+	}
 	host, _ := os.Hostname()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &instance{
-		coll: db.Collection(InstancesCollection, durable()), id: id, incarnation: hex.EncodeToString(b[:]),
+	in := &Instance{
+		coll: db.Collection(store.InstancesCollection, store.Durable()), id: id, incarnation: hex.EncodeToString(b[:]),
 		host: host, pid: os.Getpid(), beat: beat, alive: processAlive, now: now,
 	}
+	if knobs != nil {
+		if knobs.Host != "" {
+			in.host = knobs.Host
+		}
+		if knobs.PID != 0 {
+			in.pid = knobs.PID
+		}
+		if knobs.Alive != nil {
+			in.alive = knobs.Alive
+		}
+		in.pause = knobs.BeforeHeartbeat
+	}
+	return in
 }
 
-// claim takes the id. It does so at once when no live process can hold it: no document, a
+// ID is the instance id; Incarnation identifies this process's claim of it.
+func (in *Instance) ID() string { return in.id }
+
+// Incarnation identifies this process's claim of the id.
+func (in *Instance) Incarnation() string { return in.incarnation }
+
+// Claim takes the id. It does so at once when no live process can hold it: no document, a
 // stopped one, or one of a process of this host that is gone (a restart after a crash).
 // Otherwise it watches the heartbeat for three beats: a moving heartbeat means a live
 // process holds the id (DuplicateInstanceError); a still one, a dead process elsewhere.
-func (in *instance) claim(ctx context.Context) error {
+func (in *Instance) Claim(ctx context.Context) error {
 	for {
 		cur, found, err := in.read(ctx)
 		if err != nil {
@@ -113,12 +146,12 @@ func (in *instance) claim(ctx context.Context) error {
 
 // gone reports whether the holder in doc was a process of this host that no longer runs (or
 // had this process's pid).
-func (in *instance) gone(doc instanceDoc) bool {
+func (in *Instance) gone(doc instanceDoc) bool {
 	return doc.Host == in.host && (doc.PID == in.pid || !in.alive(doc.PID))
 }
 
 // watch polls the holder's heartbeat for three beats.
-func (in *instance) watch(ctx context.Context, cur instanceDoc) error {
+func (in *Instance) watch(ctx context.Context, cur instanceDoc) error {
 	deadline := time.Now().Add(3 * in.beat)
 	for time.Now().Before(deadline) {
 		t := time.NewTimer(in.beat / 4)
@@ -142,7 +175,7 @@ func (in *instance) watch(ctx context.Context, cur instanceDoc) error {
 	return nil
 }
 
-func (in *instance) read(ctx context.Context) (instanceDoc, bool, error) {
+func (in *Instance) read(ctx context.Context) (instanceDoc, bool, error) {
 	var d instanceDoc
 	err := in.coll.FindOne(ctx, bson.D{{Key: "_id", Value: in.id}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -155,11 +188,11 @@ func (in *instance) read(ctx context.Context) (instanceDoc, bool, error) {
 }
 
 // take writes this process into the document, provided it is still cur (absent: !found).
-func (in *instance) take(ctx context.Context, cur instanceDoc, found bool) (bool, error) {
+func (in *Instance) take(ctx context.Context, cur instanceDoc, found bool) (bool, error) {
 	mine := bson.D{
-		{Key: "incarnation", Value: in.incarnation}, {Key: "host", Value: in.host}, {Key: "pid", Value: in.pid},
-		{Key: "started_at", Value: in.now()}, {Key: "beat", Value: int64(0)}, {Key: "beat_at", Value: in.now()},
-		{Key: "stopped", Value: false},
+		{Key: store.FieldIncarnation, Value: in.incarnation}, {Key: store.FieldHost, Value: in.host}, {Key: store.FieldPID, Value: in.pid},
+		{Key: store.FieldStartedAt, Value: in.now()}, {Key: store.FieldBeat, Value: int64(0)}, {Key: store.FieldBeatAt, Value: in.now()},
+		{Key: store.FieldStopped, Value: false},
 	}
 	if !found {
 		_, err := in.coll.InsertOne(ctx, append(bson.D{{Key: "_id", Value: in.id}}, mine...))
@@ -172,7 +205,7 @@ func (in *instance) take(ctx context.Context, cur instanceDoc, found bool) (bool
 		return true, nil
 	}
 	res, err := in.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: cur.Incarnation}, {Key: "beat", Value: cur.Beat}},
+		bson.D{{Key: "_id", Value: in.id}, {Key: store.FieldIncarnation, Value: cur.Incarnation}, {Key: store.FieldBeat, Value: cur.Beat}},
 		bson.D{{Key: "$set", Value: mine}})
 	if err != nil {
 		return false, fmt.Errorf("claim instance %s: %w", in.id, err)
@@ -180,11 +213,11 @@ func (in *instance) take(ctx context.Context, cur instanceDoc, found bool) (bool
 	return res.MatchedCount == 1, nil
 }
 
-// heartbeat advances the beat; a *TakenOverError means another process claimed the id.
-func (in *instance) heartbeat(ctx context.Context) error {
+// Heartbeat advances the beat; a *TakenOverError means another process claimed the id.
+func (in *Instance) Heartbeat(ctx context.Context) error {
 	res, err := in.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: in.incarnation}},
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "beat", Value: int64(1)}}}, {Key: "$set", Value: bson.D{{Key: "beat_at", Value: in.now()}}}})
+		bson.D{{Key: "_id", Value: in.id}, {Key: store.FieldIncarnation, Value: in.incarnation}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: store.FieldBeat, Value: int64(1)}}}, {Key: "$set", Value: bson.D{{Key: store.FieldBeatAt, Value: in.now()}}}})
 	if err != nil {
 		return fmt.Errorf("instance %s heartbeat: %w", in.id, err)
 	}
@@ -195,9 +228,9 @@ func (in *instance) heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// run beats every in.beat until ctx is done (nil) or the id is taken over. Store errors only
+// Run beats every in.beat until ctx is done (nil) or the id is taken over. Store errors only
 // delay the next beat.
-func (in *instance) run(ctx context.Context, log *zap.Logger) error {
+func (in *Instance) Run(ctx context.Context, log *zap.Logger) error {
 	t := time.NewTicker(in.beat)
 	defer t.Stop()
 	for {
@@ -209,7 +242,7 @@ func (in *instance) run(ctx context.Context, log *zap.Logger) error {
 		if in.pause != nil {
 			in.pause()
 		}
-		err := in.heartbeat(ctx)
+		err := in.Heartbeat(ctx)
 		var over *TakenOverError
 		switch {
 		case errors.As(err, &over):
@@ -220,13 +253,13 @@ func (in *instance) run(ctx context.Context, log *zap.Logger) error {
 	}
 }
 
-// stop marks the id free for the next process, by the deadline even after ctx ends.
-func (in *instance) stop(ctx context.Context, by time.Time, log *zap.Logger) {
+// Stop marks the id free for the next process, by the deadline even after ctx ends.
+func (in *Instance) Stop(ctx context.Context, by time.Time, log *zap.Logger) {
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	_, err := in.coll.UpdateOne(sctx,
-		bson.D{{Key: "_id", Value: in.id}, {Key: "incarnation", Value: in.incarnation}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "stopped", Value: true}}}})
+		bson.D{{Key: "_id", Value: in.id}, {Key: store.FieldIncarnation, Value: in.incarnation}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: store.FieldStopped, Value: true}}}})
 	if err != nil {
 		log.Warn("could not mark the instance stopped; the next start with its id waits three heartbeats", zap.Error(err))
 	}

@@ -1,4 +1,4 @@
-package watcher
+package treedb
 
 import (
 	"context"
@@ -11,43 +11,41 @@ import (
 
 // TreeSource gives the tree version in effect at a tick: the one with the largest
 // effective_from <= tick. It returns a nil tree (and no error) when the project has no tree
-// for that tick; every leaf of it is then an orphan.
+// for that tick; every leaf of it is then an orphan. A *Cache is one; tests use static ones.
 type TreeSource interface {
 	TreeAt(ctx context.Context, project string, tick time.Time) (*tree.Tree, int, error)
 }
 
-// TreeStore is what TreeCache reads: tree/treedb's Store.
-type TreeStore interface {
+// Versions is what a Cache reads: a *Store.
+type Versions interface {
 	// VersionAt returns the version in effect at tick; ok is false when there is none.
 	VersionAt(ctx context.Context, project string, tick time.Time) (version int, effectiveFrom time.Time, ok bool, err error)
 	// Load returns one version of a project's tree.
 	Load(ctx context.Context, project string, version int) (*tree.Tree, error)
 }
 
-// TreeCache is a TreeSource over a TreeStore. Tree versions are immutable, so loaded trees are
-// kept by (project, version) forever; which version applies to a tick is asked of the store
-// on every call (one small indexed query), so an import is seen by the next batch. The watcher
-// calls TreeAt once per (project, tick) of a batch, not per event.
-type TreeCache struct {
-	store TreeStore
+var _ Versions = (*Store)(nil)
+
+// Cache is a TreeSource over a Store. Tree versions are immutable, so loaded trees are kept by
+// (project, version) for as long as the Cache lives (the Store's own cache is small); which
+// version applies to a tick is asked of the store on every call (one small indexed query), so
+// an import is seen by the next call. The watcher calls TreeAt once per (project, tick) of a
+// burst, not per event. It is safe for concurrent use.
+type Cache struct {
+	store Versions
 	mu    sync.Mutex
-	trees map[treeKey]*tree.Tree
+	trees map[cacheKey]*tree.Tree
 }
 
-type treeKey struct {
-	project string
-	version int
-}
+var _ TreeSource = (*Cache)(nil)
 
-var _ TreeSource = (*TreeCache)(nil)
-
-// NewTreeCache returns a cache over store.
-func NewTreeCache(store TreeStore) *TreeCache {
-	return &TreeCache{store: store, trees: map[treeKey]*tree.Tree{}}
+// NewCache returns a cache over s.
+func NewCache(s Versions) *Cache {
+	return &Cache{store: s, trees: map[cacheKey]*tree.Tree{}}
 }
 
 // TreeAt implements TreeSource.
-func (c *TreeCache) TreeAt(ctx context.Context, project string, tick time.Time) (*tree.Tree, int, error) {
+func (c *Cache) TreeAt(ctx context.Context, project string, tick time.Time) (*tree.Tree, int, error) {
 	v, _, ok, err := c.store.VersionAt(ctx, project, tick)
 	if err != nil {
 		return nil, 0, fmt.Errorf("tree version of %s at %s: %w", project, tick.Format(time.RFC3339), err)
@@ -55,7 +53,7 @@ func (c *TreeCache) TreeAt(ctx context.Context, project string, tick time.Time) 
 	if !ok {
 		return nil, 0, nil
 	}
-	k := treeKey{project, v}
+	k := cacheKey{project, v}
 	c.mu.Lock()
 	t := c.trees[k]
 	c.mu.Unlock()

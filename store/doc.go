@@ -1,0 +1,15 @@
+// Package store owns what rollup keeps in MongoDB, apart from the trees (tree/treedb): the
+// names of every collection and field, the codecs of the documents, the queries other
+// packages run on them, and the indexes rollup relies on with the check that finds drift.
+// Ingest, the watcher, replay, verify, the read API, the business metrics and the migrations
+// all read and write through it, so they cannot disagree about a document.
+//
+// The one idea to know: a stored number is a count when Count says so (int32, int64, or a
+// double without a fraction within int64's range); any other value makes its document
+// invalid, an *InvalidDocError naming the field, which every reader skips and counts the same
+// way, and verify lists.
+//
+// It does not decide anything about totals (package rollup merges and checks them), when to
+// recompute (package recompute and the watcher), or which schema steps run in which order
+// (package migrations).
+package store
