@@ -37,6 +37,10 @@ type Watcher struct {
 	idx int
 	// healthy says the partition's status is "streaming" (avoids taking the lock per batch).
 	healthy atomic.Bool
+	// trees is the engine's tree source; done tracks the ticks this partition's stream
+	// completes (one per partition: only its own goroutine uses it).
+	trees treedb.TreeSource
+	done  *completion
 }
 
 // New returns a watcher of db's counts collection. It writes parents and checkpoints with
@@ -60,6 +64,8 @@ func New(db *mongo.Database, trees treedb.TreeSource, opts Options, log *zap.Log
 		part:    opts.Partitions[0],
 		cps:     newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
 		leaders: newLeadership(opts),
+		trees:   trees,
+		done:    newCompletion(trees),
 	}
 }
 
@@ -136,6 +142,7 @@ func (w *Watcher) forPartition(i int, part Partition, f *recompute.Fence) *Watch
 	c := &Watcher{
 		db: w.db, engine: w.engine.WithFence(f, log), opts: w.opts, log: log, stats: w.stats, now: w.now,
 		part: part, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, idx: i,
+		trees: w.trees, done: newCompletion(w.trees),
 	}
 	if f != nil {
 		c.cps.term = f.Term
@@ -318,8 +325,9 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	}
 	// A burst is the leaves of consecutive server batches, recomputed together: each dirty
 	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
-	// (the stream is quiet), after MaxBurstDelay or MaxBurst leaves, at an invalidate, or at
-	// shutdown; server batches are never split. pending is the token after the burst.
+	// (the stream is quiet), when a batch completes a (project, tick) — its tree's every leaf
+	// delivered (see completion) —, after MaxBurstDelay or MaxBurst leaves, at an invalidate,
+	// or at shutdown; server batches are never split. pending is the token after the burst.
 	var burst []store.Leaf
 	var burstStart time.Time
 	var pending bson.Raw
@@ -342,7 +350,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	}
 	for {
 		calls++
-		batch, invalidate, n, resumed, err := w.nextBatch(ctx, cs)
+		batch, invalidate, n, resumed, complete, err := w.nextBatch(ctx, cs)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
@@ -362,7 +370,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if tok := cs.ResumeToken(); tok != nil && invalidate == nil {
 			pending = tok
 		}
-		if n == 0 || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
+		if n == 0 || complete || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -403,18 +411,18 @@ func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
 // nextBatch returns the leaf events of the next server batch, the token of an invalidate
 // event ending it, the number of events the batch had (0 when the getMore came back empty),
-// and, for an empty batch, whether the driver resumed the stream to get it (its cursor
-// changed: a getMore failed).
-func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]store.Leaf, bson.Raw, int, bool, error) {
+// for an empty batch whether the driver resumed the stream to get it (its cursor changed: a
+// getMore failed), and whether the batch completed a (project, tick) (see completion).
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []store.Leaf, _ bson.Raw, _ int, resumed, complete bool, _ error) {
 	cursor := cs.ID()
 	if !cs.TryNext(ctx) {
 		if err := cs.Err(); err != nil {
-			return nil, nil, 0, false, fmt.Errorf("change stream: %w", err)
+			return nil, nil, 0, false, false, fmt.Errorf("change stream: %w", err)
 		}
 		if cs.ID() == 0 {
-			return nil, nil, 0, false, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
+			return nil, nil, 0, false, false, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
 		}
-		return nil, nil, 0, cs.ID() != cursor, nil
+		return nil, nil, 0, cs.ID() != cursor, false, nil
 	}
 	var out []store.Leaf
 	n := 0
@@ -425,9 +433,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]stor
 		case "invalidate":
 			id, err := cs.Current.LookupErr("_id")
 			if err != nil {
-				return nil, nil, n, false, errors.New("change stream: invalidate event without _id")
+				return nil, nil, n, false, false, errors.New("change stream: invalidate event without _id")
 			}
-			return out, bson.Raw(id.Value), n, false, nil
+			return out, bson.Raw(id.Value), n, false, complete, nil
 		case "insert", "update", "replace":
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
@@ -442,6 +450,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]stor
 				break // another partition's leaf (a hash partition's stream carries all)
 			}
 			out = append(out, l)
+			if w.done.add(ctx, l) {
+				complete = true
+			}
 			if !ev.wall.IsZero() {
 				w.stats.lastEvent.Store(ev.wall.UnixNano())
 			}
@@ -451,9 +462,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]stor
 		}
 	}
 	if err := cs.Err(); err != nil {
-		return nil, nil, n, false, fmt.Errorf("change stream: %w", err)
+		return nil, nil, n, false, false, fmt.Errorf("change stream: %w", err)
 	}
-	return out, nil, n, false, nil
+	return out, nil, n, false, complete, nil
 }
 
 // processBurst recomputes the ancestors of a burst of leaves.
@@ -462,7 +473,11 @@ func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf) error {
 	if err := w.engine.Leaves(ctx, leaves); err != nil {
 		return err
 	}
-	w.stats.prog.burst(time.Since(start))
+	took := time.Since(start)
+	w.stats.prog.burst(took)
+	if ce := w.log.Check(zap.DebugLevel, "burst written"); ce != nil {
+		ce.Write(zap.Int("leaves", len(leaves)), zap.Duration("took", took))
+	}
 	return nil
 }
 
