@@ -290,14 +290,38 @@ func TestLoadDetectsMissingNodes(t *testing.T) {
 	}
 }
 
+// TestCacheBounded: the cache keeps at most its budget of nodes, dropping the oldest trees
+// first, and a tree larger than the budget alone.
 func TestCacheBounded(t *testing.T) {
 	s := New(nil)
-	for i := range cacheSize + 5 {
-		tr, _ := tree.Build("p", []tree.Node{{ID: fmt.Sprint("n", i), Type: "t"}})
-		s.put(cacheKey{"p", i}, tr)
+	s.budget = 10
+	two := func(i int) *tree.Tree { // a tree of 2 nodes
+		tr, err := tree.Build("p", []tree.Node{{ID: fmt.Sprint("r", i), Type: "t"}, {ID: fmt.Sprint("l", i), Type: "t", Parent: fmt.Sprint("r", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
 	}
-	if len(s.cache) != cacheSize || s.get(cacheKey{"p", 0}) != nil || s.get(cacheKey{"p", cacheSize + 4}) == nil {
-		t.Fatalf("cache has %d entries", len(s.cache))
+	for i := range 8 {
+		s.put(cacheKey{"p", i}, two(i))
+		if s.cached > s.budget || s.cached != 2*len(s.cache) {
+			t.Fatalf("after %d puts: %d nodes cached in %d trees, budget %d", i+1, s.cached, len(s.cache), s.budget)
+		}
+	}
+	if len(s.cache) != 5 || s.get(cacheKey{"p", 2}) != nil || s.get(cacheKey{"p", 3}) == nil || s.get(cacheKey{"p", 7}) == nil {
+		t.Fatalf("cache holds %d trees, want the newest 5", len(s.cache))
+	}
+	nodes := []tree.Node{{ID: "big", Type: "t"}}
+	for i := range 11 {
+		nodes = append(nodes, tree.Node{ID: fmt.Sprint("b", i), Type: "t", Parent: "big"})
+	}
+	big, err := tree.Build("p", nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(cacheKey{"p", 100}, big)
+	if len(s.cache) != 1 || s.get(cacheKey{"p", 100}) != big {
+		t.Fatalf("after a tree over the budget the cache holds %d trees", len(s.cache))
 	}
 }
 
