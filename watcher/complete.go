@@ -43,6 +43,66 @@ func newCompletion(trees treedb.TreeSource) *completion {
 	return &completion{trees: trees, ticks: map[tickKey]*tickSeen{}}
 }
 
+// addAll records leaves (a batch) and reports whether one of them completed its (project,
+// tick) or belongs to one already complete. The trees of the ticks it starts tracking come
+// from one TreesAt call per tick when the source answers for many projects at once.
+func (c *completion) addAll(ctx context.Context, leaves []store.Leaf) bool {
+	if c == nil || c.trees == nil || len(leaves) == 0 {
+		return false
+	}
+	c.prefetch(ctx, leaves)
+	complete := false
+	for _, l := range leaves {
+		if c.add(ctx, l) {
+			complete = true
+		}
+	}
+	return complete
+}
+
+// prefetch starts tracking the (project, tick) pairs of leaves not tracked yet, with their
+// trees from one TreesAt call per tick (nothing when the source cannot batch, or for a single
+// pair: add looks it up).
+func (c *completion) prefetch(ctx context.Context, leaves []store.Leaf) {
+	bs, ok := c.trees.(treedb.BatchTreeSource)
+	if !ok {
+		return
+	}
+	missing := map[time.Time][]string{}
+	seen := map[tickKey]bool{}
+	for _, l := range leaves {
+		k := tickKey{l.Project, l.Tick}
+		if c.ticks[k] != nil || seen[k] {
+			continue
+		}
+		seen[k] = true
+		missing[l.Tick] = append(missing[l.Tick], l.Project)
+	}
+	if len(seen) < 2 {
+		return
+	}
+	if len(c.ticks)+len(seen) > maxTrackedTicks {
+		clear(c.ticks)
+	}
+	for tick, projects := range missing {
+		got, err := bs.TreesAt(ctx, tick, projects)
+		if err != nil {
+			return // add looks each up (an error costs the early flush only)
+		}
+		for _, p := range projects {
+			c.ticks[tickKey{p, tick}] = newTickSeen(got[p].Tree)
+		}
+	}
+}
+
+// newTickSeen tracks the leaves of tr (nil: never complete).
+func newTickSeen(tr *tree.Tree) *tickSeen {
+	if tr == nil {
+		return &tickSeen{}
+	}
+	return &tickSeen{tr: tr, want: tr.LeafCountAt(mustRoot(tr)), seen: make([]uint64, (tr.Len()+63)/64)}
+}
+
 // add records leaf l and reports whether l is the last leaf of its (project, tick) to be seen
 // (or a leaf of a tick already complete: a late rewrite, rolled up at once too).
 func (c *completion) add(ctx context.Context, l store.Leaf) bool {
@@ -55,13 +115,13 @@ func (c *completion) add(ctx context.Context, l store.Leaf) bool {
 		if len(c.ticks) >= maxTrackedTicks {
 			clear(c.ticks)
 		}
-		s = &tickSeen{}
 		// One tree lookup per (project, tick) for as long as it is tracked; an error only
 		// costs this tick its early flush.
-		if tr, _, err := c.trees.TreeAt(ctx, l.Project, l.Tick); err == nil && tr != nil {
-			s.tr, s.want = tr, tr.LeafCountAt(mustRoot(tr))
-			s.seen = make([]uint64, (tr.Len()+63)/64)
+		tr, _, err := c.trees.TreeAt(ctx, l.Project, l.Tick)
+		if err != nil {
+			tr = nil
 		}
+		s = newTickSeen(tr)
 		c.ticks[k] = s
 	}
 	if s.tr == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // treesOf is a static TreeSource: one tree per project whatever the tick; a project named
@@ -165,5 +166,47 @@ func TestCompletedTickEndsBurst(t *testing.T) {
 	}
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// batchOf is treesOf answering many projects at once, counting its calls.
+type batchOf struct {
+	treesOf
+	single, batch int
+}
+
+func (b *batchOf) TreeAt(ctx context.Context, project string, at time.Time) (*tree.Tree, int, error) {
+	b.single++
+	return b.treesOf.TreeAt(ctx, project, at)
+}
+
+func (b *batchOf) TreesAt(_ context.Context, _ time.Time, projects []string) (map[string]treedb.TreeVersion, error) {
+	b.batch++
+	out := map[string]treedb.TreeVersion{}
+	for _, p := range projects {
+		if tr := b.treesOf[p]; tr != nil {
+			out[p] = treedb.TreeVersion{Tree: tr, Version: 1}
+		}
+	}
+	return out, nil
+}
+
+// TestCompletionBatch: a batch of several projects' leaves looks their trees up with one call
+// per tick, and completes each project's tick as add does.
+func TestCompletionBatch(t *testing.T) {
+	src := &batchOf{treesOf: treesOf{"a": smallTree(t, "a", 1, 2), "b": smallTree(t, "b", 1, 2)}}
+	c := newCompletion(src)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	leaf := func(p string, i int) store.Leaf {
+		return store.Leaf{Project: p, ID: fmt.Sprintf("%s-g0-l%d", p, i), Type: "process", Tick: t0}
+	}
+	if c.addAll(context.Background(), []store.Leaf{leaf("a", 0), leaf("b", 0), leaf("none", 0)}) {
+		t.Fatal("a batch with half of each tree completed a tick")
+	}
+	if !c.addAll(context.Background(), []store.Leaf{leaf("b", 1)}) {
+		t.Fatal("the batch with b's last leaf did not complete b's tick")
+	}
+	if src.batch != 1 || src.single != 0 {
+		t.Fatalf("trees asked %d times in batches, %d alone; want one batch", src.batch, src.single)
 	}
 }

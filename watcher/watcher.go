@@ -435,7 +435,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []st
 			if err != nil {
 				return nil, nil, n, false, false, errors.New("change stream: invalidate event without _id")
 			}
-			return out, bson.Raw(id.Value), n, false, complete, nil
+			return out, bson.Raw(id.Value), n, false, w.done.addAll(ctx, out), nil
 		case "insert", "update", "replace":
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
@@ -450,9 +450,6 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []st
 				break // another partition's leaf (a hash partition's stream carries all)
 			}
 			out = append(out, l)
-			if w.done.add(ctx, l) {
-				complete = true
-			}
 			if !ev.wall.IsZero() {
 				w.stats.lastEvent.Store(ev.wall.UnixNano())
 			}
@@ -464,7 +461,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []st
 	if err := cs.Err(); err != nil {
 		return nil, nil, n, false, false, fmt.Errorf("change stream: %w", err)
 	}
-	return out, nil, n, false, complete, nil
+	return out, nil, n, false, w.done.addAll(ctx, out), nil
 }
 
 // processBurst recomputes the ancestors of a burst of leaves.

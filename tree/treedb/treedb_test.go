@@ -367,3 +367,40 @@ func TestVersionsAt(t *testing.T) {
 		t.Fatalf("VersionsAt at a tie = %+v, want version 3", got["a"])
 	}
 }
+
+// TestTreesAt checks Cache.TreesAt against TreeAt, per project and tick (ties of effective
+// times included), over a Store (one VersionsAt query) and over a Versions that cannot batch
+// (TreeAt per project): the same trees, the same versions, and no project without one.
+func TestTreesAt(t *testing.T) {
+	ctx, db, _ := setup(t)
+	s := New(db)
+	e1, e2 := t0.Add(time.Hour), t0.Add(3*time.Hour)
+	imports := []struct {
+		project string
+		eff     time.Time
+	}{{"a", e1}, {"a", e2}, {"a", e2}, {"b", e2}, {"c", e1}}
+	for _, im := range imports {
+		if _, err := s.Import(ctx, im.project, []tree.Node{{ID: im.project + "-root", Type: "project"}}, im.eff); err != nil {
+			t.Fatal(err)
+		}
+	}
+	projects := []string{"a", "b", "c", "nobody"}
+	for name, cache := range map[string]*Cache{"store": NewCache(New(db)), "no batch": NewCache(struct{ Versions }{New(db)})} {
+		for _, tick := range []time.Time{t0, e1, e1.Add(5 * time.Minute), e2, e2.Add(time.Hour)} {
+			got, err := cache.TreesAt(ctx, tick, projects)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range projects {
+				tr, v, err := cache.TreeAt(ctx, p, tick)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, ok := got[p]
+				if ok != (tr != nil) || g.Tree != tr || g.Version != v {
+					t.Errorf("%s: TreesAt(%s)[%s] = %+v %v, TreeAt = version %d %v", name, tick.Format(time.RFC3339), p, g, ok, v, tr != nil)
+				}
+			}
+		}
+	}
+}
