@@ -27,10 +27,11 @@ type Versions interface {
 var _ Versions = (*Store)(nil)
 
 // Cache is a TreeSource over a Store. Tree versions are immutable, so loaded trees are kept by
-// (project, version) for as long as the Cache lives (the Store's own cache is small); which
-// version applies to a tick is asked of the store on every call (one small indexed query), so
-// an import is seen by the next call. The watcher calls TreeAt once per (project, tick) of a
-// burst, not per event. It is safe for concurrent use.
+// (project, version) for as long as the Cache lives (the Store's own cache is bounded by
+// nodes); which version applies to a tick is asked of the store on every call (one small
+// indexed query), so an import is seen by the next call. The watcher calls TreeAt once per
+// (project, tick) of a burst, not per event, and TreesAt once per tick of a burst of several
+// projects. It is safe for concurrent use.
 type Cache struct {
 	store Versions
 	mu    sync.Mutex
