@@ -32,11 +32,11 @@ func (s *Server) checkLeaves(ctx context.Context, sub *submission) *httpError {
 	var foreign, interior []apiv1.FieldError
 	for i, it := range sub.items {
 		if own != nil {
-			if n, ok := own.Node(it.ID); ok {
-				if !own.IsLeaf(it.ID) && n.Type == it.Type && len(interior) < maxListedErrors {
+			if r, ok := own.Lookup(it.ID); ok { // one lookup of the id per item
+				if !own.IsLeafAt(r) && own.TypeAt(r) == it.Type && len(interior) < maxListedErrors {
 					index := i
 					interior = append(interior, apiv1.FieldError{Index: &index, Field: fmt.Sprintf("counts[%d].id", i),
-						Message: fmt.Sprintf("%q is an interior node (%s) of the project's tree at this tick: its total is computed from its children; report leaves only", it.ID, n.Type)})
+						Message: fmt.Sprintf("%q is an interior node (%s) of the project's tree at this tick: its total is computed from its children; report leaves only", it.ID, own.TypeAt(r))})
 				}
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
 )
@@ -83,4 +84,36 @@ func TestTreeChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkCheckLeaves1M is the ingest check of a 100-leaf request (one server's processes)
+// against the project's 1,010,201-node tree: per item, one lookup of the id in the tree (and
+// the deployment's owner index only for ids the tree does not hold).
+func BenchmarkCheckLeaves1M(b *testing.B) {
+	nodes := tree.Generate("big", 200, 50, 100)
+	tr, err := tree.Build("big", nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tick := time.Date(2024, 5, 1, 10, 5, 0, 0, time.UTC)
+	srv := newServer(Config{Sink: &fakeSink{}, Trees: fakeTrees{snap: treedb.SnapshotOf(tick, tr)}}, newFakeTokens())
+	leaves := tr.Leaves()
+	subs := make([]*submission, 0, 1000)
+	for s := range 1000 {
+		sub := &submission{project: "big", timestamp: tick}
+		for _, l := range leaves[s*1000 : s*1000+100] { // a server's processes, servers far apart
+			sub.items = append(sub.items, bulk.Item{Key: bulk.Key{ID: l.ID, Type: l.Type, Timestamp: tick}, Project: "big"})
+		}
+		subs = append(subs, sub)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if herr := srv.checkLeaves(ctx, subs[i%len(subs)]); herr != nil {
+			b.Fatal(herr.body.Message)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/item")
 }

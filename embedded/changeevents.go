@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -170,8 +171,15 @@ func (s *Server) fullDocument(cs *changeStream, e *storage.Entry) (any, bool, er
 	case "updateLookup":
 		var cur any
 		s.engine.Read(func(rd *storage.Reader) {
-			if d, ok := rd.Get(e.DB, e.Coll, e.DocKey[0].Value); ok {
-				cur = d.D
+			d, ok := rd.Get(e.DB, e.Coll, e.DocKey[0].Value)
+			switch {
+			case !ok:
+			case e.Doc != nil && bytes.Equal(d.Raw, e.DocRaw()):
+				// The document is still the one this update wrote (the common case: the
+				// stream follows the writes closely): its post-image, already decoded, is it.
+				cur = e.Doc
+			default:
+				cur = d.D()
 			}
 		})
 		return cur, true, nil

@@ -52,6 +52,7 @@ type changeStream struct {
 	// updateDescription.disambiguatedPaths).
 	expanded bool
 	post     *aggregate.Pipeline // stages after $changeStream, nil if none
+	probe    *streamProbe        // pre-filter of document events (nil: none)
 	// pendingInvalidate is set when the stream resumed right after the drop that
 	// invalidates it: the invalidate event comes next.
 	pendingInvalidate *storage.Entry
@@ -241,6 +242,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 			return result{}, err
 		}
 		cs.post = p
+		cs.probe = newStreamProbe(stages[1], cs.fullDocument)
 	}
 	ns := r.db + ".$cmd.aggregate"
 	if cs.scope == scopeCollection {
@@ -381,17 +383,30 @@ func (s *Server) streamBatch(cs *changeStream, batchSize int64) (bson.A, error) 
 		return batch, emit(invalidateEvent(e))
 	}
 	for !full() {
-		ents := s.engine.OplogAfter(cs.after, 256)
-		if len(ents) == 0 {
+		raws := s.engine.OplogAfterRaw(cs.after, 256)
+		if len(raws) == 0 {
 			break
 		}
-		for i := range ents {
-			e := &ents[i]
+		for _, re := range raws {
 			if full() {
 				break
 			}
-			cs.after = e.TS
-			cs.pbrt = encodeToken(e.TS, tokenHighWater)
+			cs.after = re.TS
+			cs.pbrt = encodeToken(re.TS, tokenHighWater)
+			if cs.probe != nil {
+				if shown, err := s.probeEvent(cs, re); err != nil {
+					return nil, err
+				} else if !shown {
+					// As an event the stages filtered out (see emit).
+					cs.pbrt = encodeToken(re.TS, tokenEvent)
+					continue
+				}
+			}
+			ent, err := re.Decode()
+			if err != nil {
+				continue // entries are encoded by this process; a failure is a bug, not input
+			}
+			e := &ent
 			if !cs.inScope(e) {
 				continue
 			}

@@ -95,7 +95,7 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 		lead := p.LeadingMatch()
 		s.engine.Read(func(rd *storage.Reader) {
 			rd.Find(r.db, coll, lead, func(d *storage.Doc) bool {
-				src = append(src, d.D)
+				src = append(src, d.D())
 				return true
 			})
 		})

@@ -84,8 +84,8 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 		if err != nil {
 			return stmtOutcome{}, err
 		}
-		for _, d := range targets {
-			if err := w.Delete(r.db, coll, d); err != nil {
+		for _, m := range targets {
+			if err := w.Delete(r.db, coll, m.doc); err != nil {
 				return stmtOutcome{}, err
 			}
 		}

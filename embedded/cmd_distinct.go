@@ -37,14 +37,14 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 			return result{}, err
 		}
 	}
-	var docs []*storage.Doc
+	var docs []matched
 	s.engine.Read(func(rd *storage.Reader) { docs, err = findMatching(rd, r.db, coll, a.q, a.filter, 0) })
 	if err != nil {
 		return result{}, err
 	}
 	var values []any
 	for _, d := range docs {
-		values = appendPathValues(values, d.D, key)
+		values = appendPathValues(values, d.d, key)
 	}
 	sort.SliceStable(values, func(i, j int) bool { return bsonval.Compare(values[i], values[j]) < 0 })
 	out := bson.A{}

@@ -78,7 +78,7 @@ func (s *Server) parseFind(r *request) (findArgs, error) {
 
 // runFind evaluates a find over a consistent view and returns the result documents encoded.
 func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
-	var docs []*storage.Doc
+	var docs []matched
 	stopAt := 0
 	if a.limit > 0 {
 		stopAt = int(min(a.skip+a.limit, math.MaxInt32))
@@ -102,7 +102,7 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 		return nil, err
 	}
 	if a.sort != nil && !sorted {
-		sort.SliceStable(docs, func(i, j int) bool { return a.sort.Compare(docs[i].D, docs[j].D) < 0 })
+		sort.SliceStable(docs, func(i, j int) bool { return a.sort.Compare(docs[i].d, docs[j].d) < 0 })
 	}
 	if a.skip > 0 {
 		if a.skip >= int64(len(docs)) {
@@ -117,10 +117,10 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	out := make([]bson.Raw, len(docs))
 	for i, d := range docs {
 		if a.proj == nil {
-			out[i] = d.Raw
+			out[i] = d.doc.Raw
 			continue
 		}
-		raw, err := bsonval.Encode(a.proj.Apply(d.D))
+		raw, err := bsonval.Encode(a.proj.Apply(d.d))
 		if err != nil {
 			return nil, mongoerr.New(mongoerr.InternalError, "encode projection: %v", err)
 		}

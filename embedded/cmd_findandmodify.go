@@ -120,19 +120,19 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 				lastErr = bson.D{{Key: "n", Value: int32(0)}}
 				return nil
 			}
-			if err := w.Delete(r.db, a.collection, target); err != nil {
+			if err := w.Delete(r.db, a.collection, target.doc); err != nil {
 				return err
 			}
-			value = target.D
+			value = target.d
 			lastErr = bson.D{{Key: "n", Value: int32(1)}}
 		case target != nil:
-			out, desc, changed, err := applyMatched(a.upd, a.filter, target.D)
+			out, desc, changed, err := applyMatched(a.upd, a.filter, target.d)
 			if err != nil {
 				return err
 			}
-			value = target.D
+			value = target.d
 			if changed {
-				if _, err := w.Replace(r.db, a.collection, target, out, storageDesc(a.upd, desc)); err != nil {
+				if _, err := w.Replace(r.db, a.collection, target.doc, out, storageDesc(a.upd, desc)); err != nil {
 					return err
 				}
 			}

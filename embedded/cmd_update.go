@@ -92,8 +92,8 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp) (stmtOutcome, 
 	// A statement that fails counts in neither n nor nModified, as in mongod (whose per-statement
 	// counters are only added on success).
 	n, nModified := 0, 0
-	for _, d := range targets {
-		out, desc, changed, err := applyMatched(op.upd, op.filter, d.D)
+	for _, m := range targets {
+		out, desc, changed, err := applyMatched(op.upd, op.filter, m.d)
 		if err != nil {
 			return stmtOutcome{}, err
 		}
@@ -101,7 +101,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp) (stmtOutcome, 
 		if !changed {
 			continue
 		}
-		if _, err := w.Replace(db, coll, d, out, storageDesc(op.upd, desc)); err != nil {
+		if _, err := w.Replace(db, coll, m.doc, out, storageDesc(op.upd, desc)); err != nil {
 			return stmtOutcome{}, err
 		}
 		nModified++

@@ -67,12 +67,12 @@ func mergeInto(w *storage.Writer, db string, out *aggregate.Output, docs []bson.
 			return mongoerr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
 		case target == nil, out.WhenMatched == "keepExisting":
 		case out.WhenMatched == "replace":
-			nd, err := query.Replace(target.D, d)
+			nd, err := query.Replace(target.d, d)
 			if err != nil {
 				return err
 			}
-			if !query.StrictEqual(nd, target.D) {
-				if _, err := w.Replace(db, out.Coll, target, nd, nil); err != nil {
+			if !query.StrictEqual(nd, target.d) {
+				if _, err := w.Replace(db, out.Coll, target.doc, nd, nil); err != nil {
 					return err
 				}
 			}
@@ -81,12 +81,12 @@ func mergeInto(w *storage.Writer, db string, out *aggregate.Output, docs []bson.
 			if err != nil {
 				return err
 			}
-			nd, desc, changed, err := upd.Apply(target.D, false)
+			nd, desc, changed, err := upd.Apply(target.d, false)
 			if err != nil {
 				return err
 			}
 			if changed {
-				if _, err := w.Replace(db, out.Coll, target, nd, storageDesc(upd, desc)); err != nil {
+				if _, err := w.Replace(db, out.Coll, target.doc, nd, storageDesc(upd, desc)); err != nil {
 					return err
 				}
 			}
@@ -119,14 +119,17 @@ func checkMergeOn(w *storage.Writer, db string, out *aggregate.Output) error {
 }
 
 // mergeTarget returns the target document a result matches on the On fields, or nil.
-func mergeTarget(w *storage.Writer, db string, out *aggregate.Output, d bson.D, byID bool) (*storage.Doc, error) {
+func mergeTarget(w *storage.Writer, db string, out *aggregate.Output, d bson.D, byID bool) (*matched, error) {
 	if byID {
 		id, ok := bsonval.Get(d, "_id")
 		if !ok {
 			return nil, nil
 		}
-		t, _ := w.Get(db, out.Coll, id)
-		return t, nil
+		t, ok := w.Get(db, out.Coll, id)
+		if !ok {
+			return nil, nil
+		}
+		return &matched{doc: t, d: t.D()}, nil
 	}
 	q := make(bson.D, 0, len(out.On))
 	for _, f := range out.On {
@@ -144,5 +147,5 @@ func mergeTarget(w *storage.Writer, db string, out *aggregate.Output, d bson.D, 
 	if err != nil || len(targets) == 0 {
 		return nil, err
 	}
-	return targets[0], nil
+	return &targets[0], nil
 }

@@ -270,6 +270,40 @@ func (e *Engine) treeAt(ctx context.Context, r *round, project string, tick time
 	return tt, nil
 }
 
+// prefetchTrees fills r's trees for every (project, tick) of leaves with one TreesAt call per
+// tick when the TreeSource answers for many projects at once (a burst of 1,000 projects' leaves
+// then costs one versions query, not 1,000); otherwise treeAt asks per (project, tick).
+func (e *Engine) prefetchTrees(ctx context.Context, r *round, leaves []store.Leaf) error {
+	bs, ok := e.trees.(treedb.BatchTreeSource)
+	if !ok {
+		return nil
+	}
+	missing := map[time.Time][]string{}
+	seen := map[tickKey]bool{}
+	for _, l := range leaves {
+		k := tickKey{l.Project, l.Tick}
+		if _, ok := r.trees[k]; ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		missing[l.Tick] = append(missing[l.Tick], l.Project)
+	}
+	if len(seen) < 2 {
+		return nil // one (project, tick): TreeAt is one query too
+	}
+	for tick, projects := range missing {
+		got, err := bs.TreesAt(ctx, tick, projects)
+		if err != nil {
+			return err
+		}
+		for _, p := range projects {
+			tv := got[p] // absent: no tree at the tick (every leaf an orphan)
+			r.trees[tickKey{p, tick}] = tickTree{tv.Tree, tv.Version}
+		}
+	}
+	return nil
+}
+
 // addLeaf adds a leaf's contribution to its parent. It reports false for an orphan: the
 // project has no tree at the tick, or the id is not a leaf of it with that type.
 func (e *Engine) addLeaf(ctx context.Context, r *round, l store.Leaf) (bool, error) {
@@ -303,6 +337,9 @@ func (r *round) add(k pkey, tt tickTree, n tree.Node, c ...rollup.Contribution) 
 
 // addLeaves adds the contributions of leaves to r, counting orphans.
 func (e *Engine) addLeaves(ctx context.Context, r *round, leaves []store.Leaf) error {
+	if err := e.prefetchTrees(ctx, r, leaves); err != nil {
+		return err
+	}
 	for _, l := range leaves {
 		ok, err := e.addLeaf(ctx, r, l)
 		if err != nil {

@@ -516,8 +516,9 @@ func Encode(t *Tree, f Format, l Layout) ([]byte, error) {
 		if t.Height() > MaxNestedDepth {
 			return nil, fmt.Errorf("tree is %d levels deep, the nested layout holds %d: use the flat layout", t.Height(), MaxNestedDepth)
 		}
-		all := make([]nestedNode, len(t.nodes))
-		for i, nd := range t.nodes {
+		all := make([]nestedNode, t.Len())
+		for i := range all {
+			nd := t.node(int32(i))
 			all[i] = nestedNode{ID: nd.ID, Type: nd.Type}
 			if cs := t.childIdx[t.childOff[i]:t.childOff[i+1]]; len(cs) > 0 {
 				all[i].Children = make([]*nestedNode, len(cs))
@@ -562,7 +563,7 @@ func (t *Tree) WriteText(w io.Writer) error {
 		for range t.depth[i] {
 			buf.WriteString("  ")
 		}
-		nd := t.nodes[i]
+		nd := t.node(i)
 		buf.WriteString(nd.ID)
 		buf.WriteString(" (")
 		buf.WriteString(nd.Type)

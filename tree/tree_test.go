@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,22 @@ func TestBuildValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIDBytesBound: a tree whose ids take more than the bound is refused as too large.
+func TestIDBytesBound(t *testing.T) {
+	nodes := Generate("p", 2, 3, 4)
+	size := 0
+	for _, nd := range nodes {
+		size += len(nd.ID)
+	}
+	if ps := idBytesProblems(nodes, size); len(ps) != 0 {
+		t.Fatalf("at the bound: %v", ps)
+	}
+	ps := idBytesProblems(nodes, size-1)
+	if len(ps) != 1 || ps[0].Kind != TooLarge || !strings.Contains(ps[0].Detail, fmt.Sprint(size)) {
+		t.Fatalf("over the bound: %v", ps)
 	}
 }
 
@@ -274,6 +291,26 @@ func TestTreeRandomAgainstNaive(t *testing.T) {
 			if p, ok := tr.Parent(x.ID); ok != (x.Parent != "") || p.ID != x.Parent {
 				t.Fatalf("Parent(%s) = %v %v", x.ID, p, ok)
 			}
+			// The Ref API answers the same as the id API.
+			ref, ok := tr.Lookup(x.ID)
+			if !ok || tr.NodeAt(ref) != x || tr.IDAt(ref) != x.ID || tr.TypeAt(ref) != x.Type ||
+				tr.IsLeafAt(ref) != tr.IsLeaf(x.ID) || tr.LeafCountAt(ref) != leaves(x.ID) || tr.DepthAt(ref) != depth(x.ID) {
+				t.Fatalf("Lookup(%s) = %d %v: node %v", x.ID, ref, ok, tr.NodeAt(ref))
+			}
+			if pr, ok := tr.ParentOf(ref); ok != (x.Parent != "") || ok && tr.IDAt(pr) != x.Parent {
+				t.Fatalf("ParentOf(%s) = %d %v", x.ID, pr, ok)
+			}
+		}
+		for _, x := range nodes {
+			if tr.Has(x.ID+"x") != slices.ContainsFunc(nodes, func(y Node) bool { return y.ID == x.ID+"x" }) {
+				t.Fatalf("Has(%sx) wrong", x.ID)
+			}
+			if _, ok := tr.Lookup(x.ID + "-absent"); ok {
+				t.Fatalf("Lookup(%s-absent) found", x.ID)
+			}
+		}
+		if !slices.Equal(tr.Nodes(), nodes) {
+			t.Fatal("Nodes() differs from the input")
 		}
 		levels := tr.Levels()
 		if len(levels) != maxDepth+1 || tr.Height() != maxDepth {
@@ -410,5 +447,103 @@ func BenchmarkNavigation(b *testing.B) {
 		p, _ := tr.Parent(l.ID)
 		_ = tr.LeafCount(p.ID)
 		i++
+	}
+}
+
+// bigNodes returns the nodes of a 1,010,201-node tree (200 groups × 50 servers × 100
+// processes, ids as rollup bench scale makes them), every id its own allocation as a store
+// decoder makes them.
+func bigNodes() []Node {
+	nodes := Generate("big", 200, 50, 100)
+	for i := range nodes {
+		nodes[i].ID = strings.Clone(nodes[i].ID)
+		nodes[i].Type = strings.Clone(nodes[i].Type)
+		nodes[i].Parent = strings.Clone(nodes[i].Parent)
+	}
+	return nodes
+}
+
+// BenchmarkTreeMemory reports the heap a 1M-node tree keeps once its input is gone (what a
+// serve process holds per tree node) and its objects, which the garbage collector traces.
+func BenchmarkTreeMemory(b *testing.B) {
+	for range b.N {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		nodes := bigNodes()
+		n := len(nodes)
+		tr, err := Build("big", nodes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = nil
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		// What stays is the tree, with whatever of the input it shares.
+		b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), "heap-B/node")
+		b.ReportMetric(float64(int64(m1.HeapObjects)-int64(m0.HeapObjects)), "objects")
+		runtime.KeepAlive(tr)
+		_ = nodes
+	}
+}
+
+// BenchmarkLeafLookups is the watcher's per-leaf navigation in a 1M-node tree: is the id a
+// leaf, its node (type), its parent and the parent's depth.
+func BenchmarkLeafLookups(b *testing.B) {
+	tr, err := Build("big", bigNodes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	leaves := tr.Leaves()
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(leaves), func(i, j int) { leaves[i], leaves[j] = leaves[j], leaves[i] })
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		id := leaves[i%len(leaves)].ID
+		i++
+		if !tr.IsLeaf(id) {
+			b.Fatal("not a leaf")
+		}
+		n, _ := tr.Node(id)
+		p, _ := tr.Parent(id)
+		if tr.Depth(p.ID) != 2 || n.Type != TypeProcess {
+			b.Fatal("wrong navigation")
+		}
+	}
+}
+
+// BenchmarkBuild1M builds a 1M-node tree (what a store load or an import of one costs).
+func BenchmarkBuild1M(b *testing.B) {
+	nodes := bigNodes()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Build("big", nodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLeafLookupsRef is BenchmarkLeafLookups through one Lookup and the Ref methods: what
+// the watcher's per-leaf navigation costs when it looks each id up once.
+func BenchmarkLeafLookupsRef(b *testing.B) {
+	tr, err := Build("big", bigNodes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	leaves := tr.Leaves()
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(leaves), func(i, j int) { leaves[i], leaves[j] = leaves[j], leaves[i] })
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		id := leaves[i%len(leaves)].ID
+		i++
+		r, ok := tr.Lookup(id)
+		if !ok || !tr.IsLeafAt(r) {
+			b.Fatal("not a leaf")
+		}
+		p, _ := tr.ParentOf(r)
+		if tr.DepthAt(p) != 2 || tr.TypeAt(r) != TypeProcess || tr.IDAt(p) == "" {
+			b.Fatal("wrong navigation")
+		}
 	}
 }

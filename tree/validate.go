@@ -28,6 +28,8 @@ const (
 	MultipleRoots ProblemKind = "more than one root"
 	// NoRoot: no node is without a parent (or there are no nodes at all).
 	NoRoot ProblemKind = "no root"
+	// TooLarge: the ids of the nodes take more than 2 GiB together.
+	TooLarge ProblemKind = "too large"
 )
 
 // Problem is one reason a list of nodes is not a valid tree.

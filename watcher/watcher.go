@@ -37,6 +37,10 @@ type Watcher struct {
 	idx int
 	// healthy says the partition's status is "streaming" (avoids taking the lock per batch).
 	healthy atomic.Bool
+	// trees is the engine's tree source; done tracks the ticks this partition's stream
+	// completes (one per partition: only its own goroutine uses it).
+	trees treedb.TreeSource
+	done  *completion
 }
 
 // New returns a watcher of db's counts collection. It writes parents and checkpoints with
@@ -60,6 +64,8 @@ func New(db *mongo.Database, trees treedb.TreeSource, opts Options, log *zap.Log
 		part:    opts.Partitions[0],
 		cps:     newCheckpoints(db, opts.Partitions[0].id(opts.Name)),
 		leaders: newLeadership(opts),
+		trees:   trees,
+		done:    newCompletion(trees),
 	}
 }
 
@@ -136,6 +142,7 @@ func (w *Watcher) forPartition(i int, part Partition, f *recompute.Fence) *Watch
 	c := &Watcher{
 		db: w.db, engine: w.engine.WithFence(f, log), opts: w.opts, log: log, stats: w.stats, now: w.now,
 		part: part, cps: newCheckpoints(w.db, part.id(w.opts.Name)), leaders: w.leaders, idx: i,
+		trees: w.trees, done: newCompletion(w.trees),
 	}
 	if f != nil {
 		c.cps.term = f.Term
@@ -318,8 +325,9 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	}
 	// A burst is the leaves of consecutive server batches, recomputed together: each dirty
 	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
-	// (the stream is quiet), after MaxBurstDelay or MaxBurst leaves, at an invalidate, or at
-	// shutdown; server batches are never split. pending is the token after the burst.
+	// (the stream is quiet), when a batch completes a (project, tick) — its tree's every leaf
+	// delivered (see completion) —, after MaxBurstDelay or MaxBurst leaves, at an invalidate,
+	// or at shutdown; server batches are never split. pending is the token after the burst.
 	//
 	// The summaries of the parents a burst wrote (or found current) wait in dirty until the
 	// stream is quiet, MaxTierDelay passes or MaxTierBuckets are waiting (and at an invalidate
@@ -374,7 +382,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	}
 	for {
 		calls++
-		batch, invalidate, n, resumed, err := w.nextBatch(ctx, cs)
+		batch, invalidate, n, resumed, complete, err := w.nextBatch(ctx, cs)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
@@ -397,7 +405,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if tok := cs.ResumeToken(); tok != nil && invalidate == nil {
 			pending = tok
 		}
-		if n == 0 || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
+		if n == 0 || complete || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -443,18 +451,18 @@ func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
 // nextBatch returns the leaf events of the next server batch, the token of an invalidate
 // event ending it, the number of events the batch had (0 when the getMore came back empty),
-// and, for an empty batch, whether the driver resumed the stream to get it (its cursor
-// changed: a getMore failed).
-func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]store.Leaf, bson.Raw, int, bool, error) {
+// for an empty batch whether the driver resumed the stream to get it (its cursor changed: a
+// getMore failed), and whether the batch completed a (project, tick) (see completion).
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []store.Leaf, _ bson.Raw, _ int, resumed, complete bool, _ error) {
 	cursor := cs.ID()
 	if !cs.TryNext(ctx) {
 		if err := cs.Err(); err != nil {
-			return nil, nil, 0, false, fmt.Errorf("change stream: %w", err)
+			return nil, nil, 0, false, false, fmt.Errorf("change stream: %w", err)
 		}
 		if cs.ID() == 0 {
-			return nil, nil, 0, false, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
+			return nil, nil, 0, false, false, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
 		}
-		return nil, nil, 0, cs.ID() != cursor, nil
+		return nil, nil, 0, cs.ID() != cursor, false, nil
 	}
 	var out []store.Leaf
 	n := 0
@@ -465,9 +473,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]stor
 		case "invalidate":
 			id, err := cs.Current.LookupErr("_id")
 			if err != nil {
-				return nil, nil, n, false, errors.New("change stream: invalidate event without _id")
+				return nil, nil, n, false, false, errors.New("change stream: invalidate event without _id")
 			}
-			return out, bson.Raw(id.Value), n, false, nil
+			return out, bson.Raw(id.Value), n, false, w.done.addAll(ctx, out), nil
 		case "insert", "update", "replace":
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
@@ -491,9 +499,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) ([]stor
 		}
 	}
 	if err := cs.Err(); err != nil {
-		return nil, nil, n, false, fmt.Errorf("change stream: %w", err)
+		return nil, nil, n, false, false, fmt.Errorf("change stream: %w", err)
 	}
-	return out, nil, n, false, nil
+	return out, nil, n, false, w.done.addAll(ctx, out), nil
 }
 
 // processBurst recomputes the ancestors of a burst of leaves and adds their hours to dirty.
@@ -502,7 +510,11 @@ func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *
 	if err := w.engine.Parents(ctx, leaves, dirty); err != nil {
 		return err
 	}
-	w.stats.prog.burst(time.Since(start))
+	took := time.Since(start)
+	w.stats.prog.burst(took)
+	if ce := w.log.Check(zap.DebugLevel, "burst written"); ce != nil {
+		ce.Write(zap.Int("leaves", len(leaves)), zap.Duration("took", took))
+	}
 	return nil
 }
 

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gameops/rollup/internal/bench"
@@ -22,6 +26,9 @@ Benchmarks (package internal/bench; numbers go to docs/benchmarks.md):
                 package over net/http (--client agentclient)
   baselines     rollup against the original design (upsert + $inc on every ancestor) and a
                 per-tick re-aggregation: leaves/s, freshness, store commands, totals under faults
+  scale         rollup as deployed (rollup mongod, trees imported, rollup serve processes) at
+                10k to 1M leaves per tick or many projects: ingest leaves/s, last leaf -> root
+                correct, store commands per tick, CPU and peak RSS of serve and the store
 
 A benchmark's --mongodb-uri is read from the command line only: an operator's
 ROLLUP_MONGODB_URI never points a benchmark (which creates and drops databases) at a deployment.
@@ -34,6 +41,8 @@ Examples:
   rollup bench ingest --agents 10000 --leaves 10 --ticks 3
   rollup bench ingest --client agentclient  # agents through api/agentclient on the same cores
   rollup bench baselines --faults
+  rollup bench scale --leaves 100000 --ticks 5
+  rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
 
 Flags of 'rollup bench <benchmark> --help'.
 `
@@ -55,6 +64,8 @@ store commands and bytes per tick, write ops per tick, and whether every parent 
 Examples:
   rollup bench baselines                              # 20 groups, 1,000 servers, 100,000 leaves, 3 ticks
   rollup bench baselines --faults
+  rollup bench scale --leaves 100000 --ticks 5
+  rollup bench scale --projects 1000 --leaves 1000 --instances 2 --partitions 4
   rollup bench baselines --ticks 1 --original-batch 1       # the original's one command per write
   rollup bench baselines --groups 2 --servers 10 --processes 10 --ticks 1 --faults
 
@@ -75,12 +86,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return runBenchIngest(ctx, e, args[1:])
 	case "baselines":
 		return runBenchBaselines(ctx, e, args[1:])
+	case "scale":
+		return runBenchScale(ctx, e, args[1:])
 	}
 	_, _ = fmt.Fprint(e.stderr, benchUsage)
 	if name == "-h" || name == "--help" {
 		return nil
 	}
-	return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines)", errUsage)
+	return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines, scale)", errUsage)
 }
 
 // benchFlags returns a benchmark's flag set with --mongodb-uri (into uri) defined, read from
@@ -183,4 +196,98 @@ func runBenchBaselines(ctx context.Context, e *env, args []string) error {
 	}
 	res.Print(e.stdout)
 	return nil
+}
+
+const scaleUsage = `usage: rollup bench scale [flags]
+
+Runs rollup as it is deployed: a fresh 'rollup mongod --memory' (or --mongodb-uri), the
+migrations, every project's tree imported as 'rollup tree import' does, an ingest token per
+project, and --instances 'rollup serve' processes (this executable) talking to the store
+through a black-pipe proxy that counts their commands. Simulated agents (one per server, each
+sending its server's processes in one request, in a seeded random order) submit one warm-up
+tick (serve loads the trees) and --ticks measured ticks through the HTTP API. Per tick:
+ingest leaves/s (first request sent -> last answer checked), the time from each project's last
+acknowledged leaf to its root being correct (root online = sum of the tick's leaves and
+reported = expected = every leaf), serve's store commands until every root was correct, CPU
+time of serve, of the store and of this process, serve's heap and RSS; then serve's and the
+store's peak RSS (VmHWM), and a check of every parent of the last tick against its leaves.
+
+Tree shape: --leaves N per project picks 100 processes per server and groups of 50 servers
+(10,000 = 2 x 50 x 100; 100,000 = 20 x 50 x 100; 1,000,000 = 200 x 50 x 100); --groups,
+--servers (per group) and --processes set it exactly.
+
+--inprocess runs the store and serve inside this process instead (app.Serve, as serve runs
+it): a --cpuprofile or --memprofile then covers them; CPU and RSS columns are then not
+serve's alone.
+
+Examples:
+  rollup bench scale --leaves 10000 --ticks 2                 # seconds; what CI runs
+  rollup bench scale --leaves 1000000 --ticks 3
+  rollup bench scale --projects 1000 --leaves 1000
+  rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
+  rollup bench scale --leaves 100000 --inprocess --cpuprofile cpu.out --memprofile mem.out
+
+Flags:
+`
+
+func runBenchScale(ctx context.Context, e *env, args []string) error {
+	cfg := bench.ScaleConfig{Launch: e.launcher()}
+	var leaves int
+	var instances string
+	fs := benchFlags(e, "scale", scaleUsage, &cfg.URI)
+	fs.IntVar(&leaves, "leaves", 10_000, "leaves per project (picks the tree shape; see above)")
+	fs.IntVar(&cfg.Projects, "projects", 1, "projects, each with its own tree and token")
+	fs.IntVar(&cfg.Groups, "groups", 0, "groups per project (with --servers and --processes: the exact shape)")
+	fs.IntVar(&cfg.Servers, "servers", 0, "servers per group")
+	fs.IntVar(&cfg.Processes, "processes", 0, "processes (leaves) per server = leaves per agent request")
+	fs.IntVar(&cfg.Ticks, "ticks", 3, "measured ticks, after one warm-up tick")
+	fs.StringVar(&instances, "instances", "1", "serve processes sharing the store (agents split evenly between them); a list (1,2,1,2) runs one phase per entry on the same store and trees, and compares them")
+	fs.IntVar(&cfg.Partitions, "partitions", 0, "watcher partitions (--watcher-partitions hash:N, --max-partitions ceil(N/instances)); 0: one")
+	fs.BoolVar(&cfg.InProcess, "inprocess", false, "run the store and serve in this process (for --cpuprofile/--memprofile)")
+	fs.BoolVar(&cfg.Shuffle, "shuffle", true, "send the agents' requests in a seeded random order (false: tree order)")
+	fs.DurationVar(&cfg.Poll, "poll", bench.DefaultScalePoll, "interval of the root reads (the freshness's resolution)")
+	fs.DurationVar(&cfg.RootWait, "root-wait", bench.DefaultScaleRootWait, "how long to wait for the roots of a tick before reporting them not correct")
+	fs.StringVar(&cfg.Dir, "logs", "", "directory for the children's logs (default: a temporary one, removed after a successful run)")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the measured ticks (after the warm-up) to this file (with --inprocess: of serve and the store too)")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation and heap profile of this process to this file after the last tick")
+	err := parseBench(e, fs, args, func() error {
+		for _, f := range strings.Split(instances, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("--instances: want numbers separated by commas, got %q", instances)
+			}
+			cfg.Instances = append(cfg.Instances, n)
+		}
+		if cfg.Groups == 0 && cfg.Servers == 0 && cfg.Processes == 0 {
+			var err error
+			if cfg.Groups, cfg.Servers, cfg.Processes, err = bench.ScaleShape(leaves); err != nil {
+				return err
+			}
+		}
+		return cfg.Validate()
+	})
+	if err != nil {
+		return usageError(err)
+	}
+	res, err := bench.Scale(ctx, cfg, e.stderr)
+	if err != nil {
+		return fmt.Errorf("bench scale: %w", err)
+	}
+	res.Print(e.stdout)
+	return res.Correct()
+}
+
+// launcher returns how the scale benchmark runs rollup subcommands: e.launch, or this
+// executable.
+func (e *env) launcher() bench.Launcher {
+	if e.launch != nil {
+		return e.launch
+	}
+	return func(args ...string) *exec.Cmd {
+		exe, err := os.Executable()
+		if err != nil {
+			exe = os.Args[0]
+		}
+		return exec.Command(exe, args...)
+	}
 }

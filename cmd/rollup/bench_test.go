@@ -1,6 +1,16 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestBenchIngestCLI runs `bench ingest` end to end on a small shape with both clients: every
 // answer is checked inside the run (all items applied), the report has one row per tick plus
@@ -44,6 +54,59 @@ func TestBenchBaselinesCLI(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			checkCLI(t, append([]string{"bench", "baselines"}, tc.args...), tc.usage, tc.wantOut)
+		})
+	}
+}
+
+// childLauncher runs `rollup args...` as this test binary re-executed (see TestMain).
+func childLauncher(args ...string) *exec.Cmd {
+	raw, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw))
+	return cmd
+}
+
+// TestBenchScaleCLI runs `bench scale` small with its store and serve as real child processes
+// (rollup mongod, rollup serve): the report has the warm-up and measured ticks, serve's and
+// the store's peak RSS, and every parent of the last tick checked.
+func TestBenchScaleCLI(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		usage   bool
+		wantOut []string
+	}{
+		{"subprocesses", []string{"--leaves", "200", "--ticks", "1"}, false,
+			[]string{"1 project(s) × (1 groups × 2 servers × 100 processes)", "rollup mongod --memory", "warm ", "serve peak RSS", "store peak RSS", "every parent correct"}},
+		{"two projects, two instances", []string{"--projects", "2", "--leaves", "10", "--ticks", "1", "--instances", "2", "--partitions", "2"}, false,
+			[]string{"2 project(s)", "serve instances per phase: 2", "every parent correct"}},
+		{"phases", []string{"--leaves", "10", "--ticks", "1", "--instances", "1,2"}, false,
+			[]string{"phase 2: 2 serve instance(s)", "by serve instances"}},
+		{"instances not a list of numbers", []string{"--instances", "1;2"}, true, nil},
+		{"leaves not a multiple of 100", []string{"--leaves", "150"}, true, nil},
+		{"zero ticks", []string{"--ticks", "0"}, true, nil},
+		{"too many instances", []string{"--instances", "20"}, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			err := run(ctx, &env{stdout: &stdout, stderr: &stderr, launch: childLauncher}, append([]string{"bench", "scale"}, tc.args...))
+			if tc.usage {
+				if !errors.Is(err, errUsage) {
+					t.Fatalf("err %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+			}
+			for _, want := range tc.wantOut {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout.String())
+				}
+			}
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"sort"
 	"strings"
@@ -34,6 +35,9 @@ type env struct {
 	stderr io.Writer
 	// lookupEnv reads the process environment (nil: os.LookupEnv); tests pass a map.
 	lookupEnv settings.LookupEnv
+	// launch returns the command running `rollup args...` as a child process (nil: this
+	// executable); tests re-execute their binary (see TestMain).
+	launch func(args ...string) *exec.Cmd
 }
 
 func commands() map[string]command {

@@ -75,14 +75,17 @@ func (p *Proxy) serve(ctx context.Context, client net.Conn) {
 	<-done
 }
 
-// describe returns the command name and recorded body of a client→server message, and whether
-// the client expects a reply to it.
-func describe(h wire.Header, msg []byte) (string, bson.Raw, bool) {
+// describe returns the command name and recorded body (nil unless keep) of a client→server
+// message, and whether the client expects a reply to it.
+func describe(h wire.Header, msg []byte, keep bool) (string, bson.Raw, bool) {
 	switch h.OpCode {
 	case wire.OpMsg:
 		m, err := wire.ParseMsg(msg)
 		if err != nil {
 			return "", nil, true
+		}
+		if !keep {
+			return wire.CommandName(m.Body), nil, m.Flags&wire.FlagMoreToCome == 0
 		}
 		body := m.MergedBody()
 		if len(m.Sequences) == 0 {
@@ -93,6 +96,9 @@ func describe(h wire.Header, msg []byte) (string, bson.Raw, bool) {
 		q, err := wire.ParseQuery(msg)
 		if err != nil {
 			return "", nil, true
+		}
+		if !keep {
+			return wire.CommandName(q.Command()), nil, true
 		}
 		cmd := bytes.Clone(q.Command())
 		return wire.CommandName(cmd), cmd, true
@@ -107,7 +113,7 @@ func (p *Proxy) up(c *pair) {
 		if err != nil {
 			return
 		}
-		name, body, wantsReply := describe(h, msg)
+		name, body, wantsReply := describe(h, msg, !p.countOnly.Load())
 		p.mu.Lock()
 		p.stats.Requests++
 		if name != "" {

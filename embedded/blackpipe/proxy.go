@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -65,6 +66,8 @@ type Proxy struct {
 	stats     Stats
 	ring      []recorded
 	ringNext  int
+	// countOnly, set by CountOnly, keeps no bodies: only the counters.
+	countOnly atomic.Bool
 }
 
 // New returns a proxy that forwards every accepted connection to target (host:port). A nil
@@ -201,6 +204,17 @@ func (p *Proxy) Stats() Stats {
 	return s
 }
 
+// CountOnly makes the proxy keep only its counters from now on: no request bodies for
+// Commands, and no copy of each request to record it. A benchmark's proxy then costs its
+// process neither the newest MaxRecorded bodies' memory (hundreds of MB with bulk writes) nor
+// their copying.
+func (p *Proxy) CountOnly() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.countOnly.Store(true)
+	p.ring, p.ringNext = nil, 0
+}
+
 // ResetStats zeroes the counters and forgets the recorded bodies. Armed faults stay armed.
 func (p *Proxy) ResetStats() {
 	p.mu.Lock()
@@ -229,6 +243,9 @@ func (p *Proxy) Commands(name string) []bson.Raw {
 }
 
 func (p *Proxy) record(name string, body bson.Raw) {
+	if body == nil {
+		return
+	}
 	if len(p.ring) < MaxRecorded {
 		p.ring = append(p.ring, recorded{name: name, body: body})
 		return

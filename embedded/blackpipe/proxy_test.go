@@ -462,6 +462,34 @@ func TestRecordingIsBounded(t *testing.T) {
 	}
 }
 
+// TestCountOnly: a proxy told to count only still counts every command (sequences and
+// OP_QUERY included) but keeps no bodies.
+func TestCountOnly(t *testing.T) {
+	srv := startFake(t)
+	p, _ := startProxy(t, srv.ln.Addr().String())
+	p.CountOnly()
+	c := dial(t, p.Addr())
+	c.send(wire.Msg{
+		Body:      doc(t, bson.D{{Key: "update", Value: "c"}, {Key: "$db", Value: "d"}}),
+		Sequences: []wire.Sequence{{Identifier: "updates", Docs: []bson.Raw{doc(t, bson.D{{Key: "q", Value: bson.D{}}})}}},
+	})
+	if _, _, err := wire.ReadMessage(c.conn, wire.DefaultMaxMessageSize); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.conn.Write(appendQuery(doc(t, bson.D{{Key: "$query", Value: bson.D{{Key: "isMaster", Value: int32(1)}}}}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := wire.ReadMessage(c.conn, wire.DefaultMaxMessageSize); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Commands["update"] != 1 || s.Commands["isMaster"] != 1 || s.Requests != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	if len(p.Commands("update")) != 0 || len(p.Commands("isMaster")) != 0 {
+		t.Fatal("bodies recorded after CountOnly")
+	}
+}
+
 func TestResetNextReply(t *testing.T) {
 	for _, cmd := range []string{"ping", ""} {
 		t.Run("cmd="+cmd, func(t *testing.T) {

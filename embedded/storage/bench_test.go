@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -42,8 +43,7 @@ func (u *upserter) upsert(w *Writer, id string, ts int64) error {
 		})
 		return err
 	}
-	nd := make(bson.D, len(found.D))
-	copy(nd, found.D)
+	nd := found.D()
 	nd[4].Value = int32(2)
 	nd[5].Value = u.version
 	_, err := w.Replace("app", "events", found, nd, &UpdateDesc{UpdatedFields: bson.D{nd[4], nd[5]}})
@@ -237,4 +237,60 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkStoredLeafMemory stores 200,000 documents shaped like rollup's leaf counts (the
+// fields the bulk writer sets) in a collection with rollup's indexes (the unique key,
+// written_at, {project, timestamp}) and reports the heap they keep: what a stored document
+// costs the embedded server's memory, and its garbage collector.
+func BenchmarkStoredLeafMemory(b *testing.B) {
+	const n = 200_000
+	for range b.N {
+		e, err := Open(Options{OplogMaxBytes: 1 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Write(context.Background(), func(w *Writer) error {
+			for _, spec := range []IndexSpec{
+				{Name: "id_1_type_1_timestamp_1", Key: bson.D{{Key: "id", Value: int32(1)}, {Key: "type", Value: int32(1)}, {Key: "timestamp", Value: int32(1)}}, Unique: true},
+				{Name: "written_at_1", Key: bson.D{{Key: "written_at", Value: int32(1)}}},
+				{Name: "project_1_timestamp_1", Key: bson.D{{Key: "project", Value: int32(1)}, {Key: "timestamp", Value: int32(1)}}},
+			} {
+				if _, err := w.CreateIndex("app", "counts", spec); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		ts := bson.DateTime(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC).UnixMilli())
+		for lo := 0; lo < n; lo += upsertBatch {
+			if _, err := e.Write(context.Background(), func(w *Writer) error {
+				for i := lo; i < lo+upsertBatch; i++ {
+					if _, err := w.Insert("app", "counts", bson.D{
+						{Key: "_id", Value: bson.NewObjectID()},
+						{Key: "id", Value: fmt.Sprintf("g%03d-s%02d-p%03d", i/5000, i/100%50, i%100)}, {Key: "type", Value: "process"},
+						{Key: "timestamp", Value: ts}, {Key: "online", Value: int64(i % 97)}, {Key: "version", Value: int64(1764000000000000000 + i)},
+						{Key: "project", Value: "bench"}, {Key: "submission_id", Value: "scale-1764000000-bench-" + strconv.Itoa(i/100)},
+						{Key: "written_at", Value: bson.DateTime(time.Now().UnixMilli())},
+					}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/n, "heap-B/doc")
+		b.ReportMetric(float64(m1.HeapObjects-m0.HeapObjects)/n, "objects/doc")
+		runtime.KeepAlive(e)
+		_ = e.Close()
+	}
 }

@@ -21,8 +21,9 @@
 // still lose. If writing the log fails, Write returns the error and the engine refuses all
 // later writes; mutations made in memory but never logged are lost at the next restart.
 //
-// The retained oplog is kept encoded (the log form) in pointer-free byte segments, so its
-// size costs the garbage collector nothing; OplogAfter decodes the entries it returns.
+// Stored documents are kept encoded only (Doc.Raw; Doc.D decodes a copy on demand), and the
+// retained oplog is kept encoded (the log form) in pointer-free byte segments, so the data's
+// size costs the garbage collector little; OplogAfter decodes the entries it returns.
 // A panic inside a Write's function is returned as an InternalError after the mutations
 // made before it are logged, so the lock is never left held.
 //

@@ -42,7 +42,7 @@ func dump(e *Engine) string {
 					fmt.Fprintf(&sb, "  index %s %s unique=%v ttl=%v/%d\n", ix.Name, bsonval.Format(ix.Key), ix.Unique, ix.TTL, ix.ExpireAfterSeconds)
 				}
 				r.Find(db.Name, c.Name, nil, func(d *Doc) bool {
-					fmt.Fprintf(&sb, "  doc %s %x\n", bsonval.Format(d.D), d.Raw)
+					fmt.Fprintf(&sb, "  doc %s %x\n", bsonval.Format(d.D()), d.Raw)
 					return true
 				})
 			}
@@ -79,13 +79,13 @@ func workload(t testing.TB, e *Engine, n int) {
 				return err
 			}
 			if i%3 == 0 {
-				doc, err = w.Replace("app", "events", doc, append(bsonval.CloneDoc(doc.D), bson.E{Key: "n", Value: 1.5}),
+				doc, err = w.Replace("app", "events", doc, append(bsonval.CloneDoc(doc.D()), bson.E{Key: "n", Value: 1.5}),
 					&UpdateDesc{UpdatedFields: d("n", 1.5), RemovedFields: []string{"gone"}})
 				if err != nil {
 					return err
 				}
 				// A pipeline-style update's description: an array truncated, a dotted field name.
-				doc, err = w.Replace("app", "events", doc, append(bsonval.CloneDoc(doc.D[:len(doc.D)-2]), bson.E{Key: "tags", Value: bson.A{"x"}}, bson.E{Key: "a.b", Value: 1}),
+				doc, err = w.Replace("app", "events", doc, append(bsonval.CloneDoc(doc.D()[:len(doc.D())-2]), bson.E{Key: "tags", Value: bson.A{"x"}}, bson.E{Key: "a.b", Value: 1}),
 					&UpdateDesc{UpdatedFields: d("a.b", 1), RemovedFields: []string{"n"}, TruncatedArrays: []TruncatedArray{{Field: "tags", NewSize: 1}},
 						DottedPaths: d("a.b", bson.A{"a.b"})})
 				if err != nil {
@@ -348,7 +348,7 @@ func docsOnly(e *Engine) string {
 	var sb strings.Builder
 	e.Read(func(r *Reader) {
 		r.Find("db", "c", nil, func(d *Doc) bool {
-			sb.WriteString(bsonval.Format(d.D) + "\n")
+			sb.WriteString(bsonval.Format(d.D()) + "\n")
 			return true
 		})
 	})

@@ -264,6 +264,12 @@ func (e *Engine) OplogAfter(after OpTime, limit int) []Entry {
 	return e.oplog.after(after, e.durableTS(), limit)
 }
 
+// OplogAfterRaw is OplogAfter without decoding the entries: each RawEntry reads its fields or
+// decodes itself on demand.
+func (e *Engine) OplogAfterRaw(after OpTime, limit int) []RawEntry {
+	return e.oplog.afterRaw(after, e.durableTS(), limit)
+}
+
 // OplogNotify returns a channel that is closed when new oplog entries become durable (visible
 // to OplogAfter). Take the channel before calling OplogAfter to not miss a wake-up.
 func (e *Engine) OplogNotify() <-chan struct{} { return e.oplog.notifyChan() }

@@ -46,18 +46,18 @@ func TestCRUD(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if nd.D[1].Value != "z" {
-			t.Errorf("Replace returned %v", nd.D)
+		if nd.D()[1].Value != "z" {
+			t.Errorf("Replace returned %v", nd.D())
 		}
-		return w.Delete("db", "c", &Doc{D: d("_id", 2), idKey: keyOfID(int32(2))})
+		return w.Delete("db", "c", &Doc{idKey: keyOfID(int32(2))})
 	})
 	if got := ids(e, "db", "c", nil); !reflect.DeepEqual(got, []any{int32(1)}) {
 		t.Errorf("ids = %v", got)
 	}
 	e.Read(func(r *Reader) {
 		doc, _ := r.Get("db", "c", 1)
-		if !reflect.DeepEqual(doc.D, d("_id", 1, "a", "z", "b", 2)) {
-			t.Errorf("after replace: %v", doc.D)
+		if !reflect.DeepEqual(doc.D(), d("_id", 1, "a", "z", "b", 2)) {
+			t.Errorf("after replace: %v", doc.D())
 		}
 	})
 	// _id is moved first; missing _id is an error; array _id is an error.
@@ -66,8 +66,8 @@ func TestCRUD(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if doc.D[0].Key != "_id" || doc.D[1].Key != "x" {
-			t.Errorf("not reordered: %v", doc.D)
+		if doc.D()[0].Key != "_id" || doc.D()[1].Key != "x" {
+			t.Errorf("not reordered: %v", doc.D())
 		}
 		if _, err := w.Insert("db", "c", d("x", 1)); err == nil {
 			t.Error("insert without _id succeeded")

@@ -315,7 +315,7 @@ func findNeverMisses(t *testing.T, seed uint64) {
 		e.Read(func(rd *Reader) {
 			rd.Find("db", "c", f, func(doc *Doc) bool {
 				if seen[doc] {
-					t.Fatalf("filter %v: document %v returned twice", f, doc.D)
+					t.Fatalf("filter %v: document %v returned twice", f, doc.D())
 				}
 				seen[doc] = true
 				return true
@@ -325,8 +325,8 @@ func findNeverMisses(t *testing.T, seed uint64) {
 			narrowed++
 		}
 		for _, doc := range docs {
-			if naiveMatch(doc.D, f) && !seen[doc] {
-				t.Fatalf("filter %v: Find missed %v", f, doc.D)
+			if naiveMatch(doc.D(), f) && !seen[doc] {
+				t.Fatalf("filter %v: Find missed %v", f, doc.D())
 			}
 		}
 	}
@@ -404,7 +404,7 @@ func TestFindInOrder(t *testing.T) {
 			e.Read(func(r *Reader) {
 				ok := r.FindInOrder("db", "c", tt.filter, "t", tt.desc, func(doc *Doc) bool {
 					reads++
-					v, _ := bsonval.Get(doc.D, "t")
+					v, _ := bsonval.Get(doc.D(), "t")
 					got = append(got, int64(v.(bson.DateTime)))
 					return len(got) < 5
 				})

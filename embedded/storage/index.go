@@ -12,6 +12,7 @@ import (
 	"github.com/gameops/rollup/embedded/mongoerr"
 	"github.com/google/btree"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 const (
@@ -186,28 +187,29 @@ func sameKeyPattern(a, b bson.D) bool {
 }
 
 // indexKeys returns the distinct field keys (without the _id suffix) a document produces
-// for ix, and whether it produced them from an array (multikey).
-func (ix *index) indexKeys(d *Doc) (keys [][]byte, multi bool, err error) {
+// for ix, and whether it produced them from an array (multikey). dec is d decoded (nil: read
+// from d's encoding, decoding only what the index needs).
+func (ix *index) indexKeys(d *Doc, dec bson.D) (keys [][]byte, multi bool, err error) {
 	if ix.isID {
 		return [][]byte{d.idKey}, false, nil
 	}
 	if ix.simple {
 		// Fast path: top-level fields without arrays give exactly one key.
-		k := make([]byte, 0, 64)
-		for _, p := range ix.paths {
-			v, _ := bsonval.Get(d.D, p[0])
-			if _, isArr := v.(bson.A); isArr {
-				k = nil
-				break
-			}
-			k = appendKeyComponent(k, v)
+		var k []byte
+		if dec == nil {
+			k = ix.simpleKeyRaw(d.Raw)
+		} else {
+			k = ix.simpleKey(dec)
 		}
 		if k != nil {
 			return [][]byte{k}, false, nil
 		}
 	}
+	if dec == nil {
+		dec = d.D()
+	}
 	if len(ix.paths) == 1 {
-		vals, arr := collectPath(d.D, ix.paths[0])
+		vals, arr := collectPath(dec, ix.paths[0])
 		if len(vals) == 1 {
 			return [][]byte{appendKeyComponent(nil, vals[0])}, arr, nil
 		}
@@ -222,7 +224,7 @@ func (ix *index) indexKeys(d *Doc) (keys [][]byte, multi bool, err error) {
 	per := perBuf[:0]
 	arrField := -1
 	for i, p := range ix.paths {
-		vals, arr := collectPath(d.D, p)
+		vals, arr := collectPath(dec, p)
 		per = append(per, vals)
 		if arr {
 			if arrField >= 0 {
@@ -254,12 +256,46 @@ func (ix *index) indexKeys(d *Doc) (keys [][]byte, multi bool, err error) {
 	return dedupeKeys(keys), true, nil
 }
 
-// keyValues returns the field values of d that produce field key k in ix (for DupKeyError).
-func (ix *index) keyValues(d *Doc, k []byte) bson.D {
+// simpleKey is the key of a simple index (top-level fields) for dec; nil when a field holds
+// an array (the general path handles it).
+func (ix *index) simpleKey(dec bson.D) []byte {
+	k := make([]byte, 0, 64)
+	for _, p := range ix.paths {
+		v, _ := bsonval.Get(dec, p[0])
+		if _, isArr := v.(bson.A); isArr {
+			return nil
+		}
+		k = appendKeyComponent(k, v)
+	}
+	return k
+}
+
+// simpleKeyRaw is simpleKey read from a document's encoding: only the indexed fields are
+// decoded (a parent document of rollup embeds hundreds of children none of its indexes read).
+func (ix *index) simpleKeyRaw(raw bson.Raw) []byte {
+	k := make([]byte, 0, 64)
+	for _, p := range ix.paths {
+		var v any
+		if rv, err := bsoncore.Document(raw).LookupErr(p[0]); err == nil {
+			if rv.Type == bsoncore.TypeArray {
+				return nil
+			}
+			if v, err = bsonval.DecodeValue(rv); err != nil {
+				return nil
+			}
+		}
+		k = appendKeyComponent(k, v)
+	}
+	return k
+}
+
+// keyValues returns the field values of d (decoded: dec) that produce field key k in ix (for
+// DupKeyError).
+func (ix *index) keyValues(dec bson.D, k []byte) bson.D {
 	out := make(bson.D, len(ix.spec.Key))
 	per := make([][]any, len(ix.paths))
 	for i, p := range ix.paths {
-		per[i], _ = collectPath(d.D, p)
+		per[i], _ = collectPath(dec, p)
 		out[i] = bson.E{Key: ix.spec.Key[i].Key, Value: per[i][0]}
 	}
 	// Find the combination whose key is k (at most one field has several values).

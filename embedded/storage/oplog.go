@@ -156,6 +156,67 @@ func (o *oplog) after(after, durable OpTime, limit int) []Entry {
 	return out
 }
 
+// afterRaw is after without decoding: views of the encoded entries.
+func (o *oplog) afterRaw(after, durable OpTime, limit int) []RawEntry {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	d := tsU64(durable)
+	var out []RawEntry
+	for i := o.search(tsU64(after)); i < len(o.refs); i++ {
+		if o.refs[i].ts > d || limit > 0 && len(out) >= limit {
+			break
+		}
+		out = append(out, RawEntry{TS: tsFromU64(o.refs[i].ts), raw: o.rawLocked(i)})
+	}
+	return out
+}
+
+// RawEntry is a retained oplog entry as the oplog holds it, encoded: a change stream reads a
+// few of its fields to decide whether the entry is an event it shows before it pays for
+// decoding the whole entry (a document of hundreds of fields, its update description).
+type RawEntry struct {
+	TS  OpTime
+	raw []byte // shared with the oplog: never modified
+}
+
+// Field returns a top-level field of the entry ("op", "db", "c", "d" for the document...).
+func (r RawEntry) Field(name string) (bsoncore.Value, bool) {
+	v, err := bsoncore.Document(r.raw).LookupErr(name)
+	return v, err == nil
+}
+
+// Op returns the entry's operation (one of the Op* constants).
+func (r RawEntry) Op() string { return r.str("op") }
+
+// DB returns the entry's database.
+func (r RawEntry) DB() string { return r.str("db") }
+
+// Coll returns the entry's collection ("" for database-wide entries).
+func (r RawEntry) Coll() string { return r.str("c") }
+
+func (r RawEntry) str(name string) string {
+	v, ok := r.Field(name)
+	if !ok {
+		return ""
+	}
+	s, _ := v.StringValueOK()
+	return s
+}
+
+// Doc returns the encoding of the entry's document (the post-image of an insert, update or
+// replace; nil when the entry has none).
+func (r RawEntry) Doc() bson.Raw {
+	v, ok := r.Field("d")
+	if !ok {
+		return nil
+	}
+	d, _ := v.DocumentOK()
+	return bson.Raw(d)
+}
+
+// Decode decodes the entry, as OplogAfter returns it.
+func (r RawEntry) Decode() (Entry, error) { return decodeOplogEntry(r.raw) }
+
 func (o *oplog) rangeTS(durable OpTime) (first, last OpTime) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -195,7 +256,6 @@ func decodeOplogEntry(raw []byte) (Entry, error) {
 		if ent.Doc, err = bsonval.Decode(ent.raw); err != nil {
 			return ent, err
 		}
-		ent.raw = nil
 		if len(ent.Doc) > 0 && ent.DocKey == nil {
 			ent.DocKey = bson.D{ent.Doc[0]}
 		}

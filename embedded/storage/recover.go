@@ -296,17 +296,17 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if err := needColl(); err != nil {
 			return err
 		}
-		d, err := docFromRaw(bytes.Clone(ent.raw))
+		d, dec, err := docFromRaw(bytes.Clone(ent.raw))
 		if err != nil {
 			return err
 		}
 		if ent.Op == OpInsert {
-			err = c.insert(d)
+			err = c.insert(d, dec)
 		} else if cur := c.get(d.idKey); cur == nil {
 			err = fmt.Errorf("no document to replace")
 		} else {
 			d.idKey = cur.idKey
-			err = c.replace(cur, d)
+			err = c.replace(cur, d, dec)
 		}
 		if err != nil {
 			return err

@@ -241,11 +241,11 @@ func (e *Engine) loadSnapshot(path string) error {
 				return fmt.Errorf("documents before a collection")
 			}
 			if err := forEachDoc(body, func(raw []byte) error {
-				d, err := docFromRaw(bytes.Clone(raw))
+				d, dec, err := docFromRaw(bytes.Clone(raw))
 				if err != nil {
 					return err
 				}
-				return c.insert(d)
+				return c.insert(d, dec)
 			}); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 
@@ -105,11 +106,11 @@ func (c *collection) index(name string) (int, *index) {
 	return -1, nil
 }
 
-func (c *collection) dupKey(ix *index, d *Doc, k []byte) *DupKeyError {
+func (c *collection) dupKey(ix *index, dec bson.D, k []byte) *DupKeyError {
 	return &DupKeyError{
 		DB: c.db, Coll: c.name, Index: ix.spec.Name,
 		KeyPattern: bsonval.CloneDoc(ix.spec.Key),
-		KeyValue:   ix.keyValues(d, k),
+		KeyValue:   ix.keyValues(dec, k),
 	}
 }
 
@@ -119,22 +120,22 @@ type docKeys struct {
 	multi []bool
 }
 
-// keysFor computes d's keys for the secondary indexes and checks unique constraints against
-// documents other than d (by _id).
-func (c *collection) keysFor(d *Doc) (docKeys, error) {
+// keysFor computes d's keys (d decoded: dec) for the secondary indexes and checks unique
+// constraints against documents other than d (by _id).
+func (c *collection) keysFor(d *Doc, dec bson.D) (docKeys, error) {
 	n := len(c.indexes) - 1
 	if n == 0 {
 		return docKeys{}, nil
 	}
 	dk := docKeys{keys: make([][][]byte, n), multi: make([]bool, n)}
 	for i, ix := range c.indexes[1:] {
-		ks, multi, err := ix.indexKeys(d)
+		ks, multi, err := ix.indexKeys(d, dec)
 		if err != nil {
 			return docKeys{}, err
 		}
 		for _, k := range ks {
 			if ix.conflict(k, d) != nil {
-				return docKeys{}, c.dupKey(ix, d, k)
+				return docKeys{}, c.dupKey(ix, dec, k)
 			}
 		}
 		dk.keys[i], dk.multi[i] = ks, multi
@@ -142,13 +143,13 @@ func (c *collection) keysFor(d *Doc) (docKeys, error) {
 	return dk, nil
 }
 
-// insert adds a new document; a duplicate _id or unique key changes nothing.
-func (c *collection) insert(d *Doc) error {
+// insert adds a new document (decoded: dec); a duplicate _id or unique key changes nothing.
+func (c *collection) insert(d *Doc, dec bson.D) error {
 	idx := c.indexes[0]
 	if _, ok := idx.tree.Get(entry{key: d.idKey}); ok {
-		return c.dupKey(idx, d, d.idKey)
+		return c.dupKey(idx, dec, d.idKey)
 	}
-	dk, err := c.keysFor(d)
+	dk, err := c.keysFor(d, dec)
 	if err != nil {
 		return err
 	}
@@ -160,15 +161,19 @@ func (c *collection) insert(d *Doc) error {
 	return nil
 }
 
-// replace swaps the stored document cur for d (same _id).
-func (c *collection) replace(cur, d *Doc) error {
-	dk, err := c.keysFor(d)
+// replace swaps the stored document cur for d (decoded: dec; same _id).
+func (c *collection) replace(cur, d *Doc, dec bson.D) error {
+	dk, err := c.keysFor(d, dec)
 	if err != nil {
 		return err
 	}
+	var curD bson.D // cur decoded, once an index needs more than its top-level fields
 	c.indexes[0].tree.ReplaceOrInsert(entry{key: d.idKey, doc: d})
 	for i, ix := range c.indexes[1:] {
-		old, _, _ := ix.indexKeys(cur)
+		if !ix.simple && curD == nil {
+			curD = cur.D()
+		}
+		old, _, _ := ix.indexKeys(cur, curD)
 		if !keysEqual(old, dk.keys[i]) {
 			ix.remove(old, cur)
 		}
@@ -180,8 +185,12 @@ func (c *collection) replace(cur, d *Doc) error {
 
 func (c *collection) delete(cur *Doc) {
 	c.indexes[0].tree.Delete(entry{key: cur.idKey})
+	var curD bson.D // cur decoded, once an index needs more than its top-level fields
 	for _, ix := range c.indexes[1:] {
-		old, _, _ := ix.indexKeys(cur)
+		if !ix.simple && curD == nil {
+			curD = cur.D()
+		}
+		old, _, _ := ix.indexKeys(cur, curD)
 		ix.remove(old, cur)
 	}
 	c.size -= int64(len(cur.Raw))
@@ -193,13 +202,14 @@ func (c *collection) buildIndex(ix *index) error {
 	c.indexes[0].tree.Ascend(func(e entry) bool {
 		var ks [][]byte
 		var multi bool
-		ks, multi, err = ix.indexKeys(e.doc)
+		dec := e.doc.D()
+		ks, multi, err = ix.indexKeys(e.doc, dec)
 		if err != nil {
 			return false
 		}
 		for _, k := range ks {
 			if ix.conflict(k, e.doc) != nil {
-				err = c.dupKey(ix, e.doc, k)
+				err = c.dupKey(ix, dec, k)
 				return false
 			}
 		}
@@ -209,8 +219,9 @@ func (c *collection) buildIndex(ix *index) error {
 	return err
 }
 
-// newDoc validates a document for storage and encodes it. _id is moved first when needed.
-func newDoc(d bson.D, sizeHint int) (*Doc, error) {
+// newDoc validates a document for storage and encodes it. _id is moved first when needed;
+// the document as stored (decoded) is returned with it.
+func newDoc(d bson.D, sizeHint int) (*Doc, bson.D, error) {
 	if len(d) == 0 || d[0].Key != "_id" {
 		pos := -1
 		for i, e := range d {
@@ -220,7 +231,7 @@ func newDoc(d bson.D, sizeHint int) (*Doc, error) {
 			}
 		}
 		if pos < 0 {
-			return nil, mongoerr.BadValuef("document to store has no _id field")
+			return nil, nil, mongoerr.BadValuef("document to store has no _id field")
 		}
 		nd := make(bson.D, 0, len(d))
 		nd = append(nd, d[pos])
@@ -230,31 +241,34 @@ func newDoc(d bson.D, sizeHint int) (*Doc, error) {
 	id := d[0].Value
 	switch id.(type) {
 	case bson.A, []any:
-		return nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type array")
+		return nil, nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type array")
 	case bson.Regex:
-		return nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type regex")
+		return nil, nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type regex")
 	case bson.Undefined:
-		return nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type undefined")
+		return nil, nil, mongoerr.New(mongoerr.InvalidIDField, "The '_id' value cannot be of type undefined")
 	}
 	raw, err := bsonval.AppendDocument(make([]byte, 0, sizeHint), d)
 	if err != nil {
-		return nil, mongoerr.BadValuef("cannot encode document: %v", err)
+		return nil, nil, mongoerr.BadValuef("cannot encode document: %v", err)
 	}
 	if len(raw) > MaxDocumentSize {
-		return nil, mongoerr.New(mongoerr.BSONObjectTooLarge,
+		return nil, nil, mongoerr.New(mongoerr.BSONObjectTooLarge,
 			"object to insert too large. size in bytes: %d, max size: %d", len(raw), MaxDocumentSize)
 	}
-	return &Doc{D: d, Raw: raw, idKey: bsonval.KeyOf(id)}, nil
+	if cap(raw)-len(raw) > 32 {
+		raw = slices.Clip(bytes.Clone(raw)) // a stored document keeps no spare capacity
+	}
+	return &Doc{Raw: raw, idKey: bsonval.KeyOf(id)}, d, nil
 }
 
-// docFromRaw builds a stored document from its encoding (recovery).
-func docFromRaw(raw []byte) (*Doc, error) {
+// docFromRaw builds a stored document from its encoding (recovery), and returns it decoded.
+func docFromRaw(raw []byte) (*Doc, bson.D, error) {
 	d, err := bsonval.Decode(raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(d) == 0 || d[0].Key != "_id" {
-		return nil, mongoerr.BadValuef("stored document has no leading _id")
+		return nil, nil, mongoerr.BadValuef("stored document has no leading _id")
 	}
-	return &Doc{D: d, Raw: raw, idKey: bsonval.KeyOf(d[0].Value)}, nil
+	return &Doc{Raw: raw, idKey: bsonval.KeyOf(d[0].Value)}, d, nil
 }

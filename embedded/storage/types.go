@@ -1,9 +1,12 @@
 package storage
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/gameops/rollup/embedded/bsonval"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"go.uber.org/zap"
 )
 
@@ -39,16 +42,36 @@ type OpTime = bson.Timestamp
 
 // Doc is a stored document. It is immutable once stored: never mutate D or Raw.
 type Doc struct {
-	// D is the decoded document; "_id" is its first field.
-	D bson.D
-	// Raw is D's BSON encoding.
+	// Raw is the document's BSON encoding; "_id" is its first field. A stored document is
+	// kept only encoded (pointer-free bytes): a decoded copy would cost about twice the memory
+	// and many objects for the garbage collector to trace (see D).
 	Raw bson.Raw
 
 	idKey []byte // bsonval.KeyOf(_id)
 }
 
-// ID returns the document's _id.
-func (d *Doc) ID() any { return d.D[0].Value }
+// D returns the document decoded, a fresh copy the caller owns.
+func (d *Doc) D() bson.D {
+	dd, err := bsonval.Decode(d.Raw)
+	if err != nil {
+		// Raw was encoded by newDoc or checked by docFromRaw: it always decodes.
+		panic(fmt.Sprintf("storage: a stored document does not decode: %v", err))
+	}
+	return dd
+}
+
+// ID returns the document's _id (nil for a Doc that was not stored).
+func (d *Doc) ID() any {
+	e, err := bsoncore.Document(d.Raw).IndexErr(0)
+	if err != nil {
+		return nil
+	}
+	v, err := bsonval.DecodeValue(e.Value())
+	if err != nil {
+		panic(fmt.Sprintf("storage: a stored document's _id does not decode: %v", err))
+	}
+	return v
+}
 
 // IndexSpec describes an index.
 type IndexSpec struct {
@@ -173,3 +196,7 @@ type Entry struct {
 
 	raw bson.Raw // Doc's encoding
 }
+
+// DocRaw returns Doc's encoding as the oplog holds it (nil when the entry has none). The
+// bytes are shared: do not modify them.
+func (e *Entry) DocRaw() bson.Raw { return e.raw }

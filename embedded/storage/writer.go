@@ -47,7 +47,7 @@ func (w *Writer) commit(ent Entry, c *collection) {
 	w.n++
 }
 
-func docKey(d *Doc) bson.D { return bson.D{d.D[0]} }
+func docKey(dec bson.D) bson.D { return bson.D{dec[0]} }
 
 // ensureColl returns the collection, creating it (and logging "create") when missing.
 func (w *Writer) ensureColl(db, coll string) (*collection, error) {
@@ -266,25 +266,25 @@ func (w *Writer) Insert(db, coll string, doc bson.D) (*Doc, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
-	d, err := newDoc(doc, 256)
+	d, dec, err := newDoc(doc, 256)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.insertDoc(db, coll, d); err != nil {
+	if err := w.insertDoc(db, coll, d, dec); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func (w *Writer) insertDoc(db, coll string, d *Doc) error {
+func (w *Writer) insertDoc(db, coll string, d *Doc, dec bson.D) error {
 	c, err := w.ensureColl(db, coll)
 	if err != nil {
 		return err
 	}
-	if err := c.insert(d); err != nil {
+	if err := c.insert(d, dec); err != nil {
 		return err
 	}
-	w.commit(Entry{Op: OpInsert, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, raw: d.Raw}, c)
+	w.commit(Entry{Op: OpInsert, DB: db, Coll: coll, DocKey: docKey(dec), Doc: dec, raw: d.Raw}, c)
 	return nil
 }
 
@@ -308,15 +308,16 @@ func (w *Writer) ReplaceContents(db, coll string, docs []bson.D) error {
 		}
 	}
 	prepared := make([]*Doc, len(docs))
+	decoded := make([]bson.D, len(docs))
 	for i, doc := range docs {
-		d, err := newDoc(doc, 256)
+		d, dec, err := newDoc(doc, 256)
 		if err != nil {
 			return err
 		}
-		if err := scratch.insert(d); err != nil {
+		if err := scratch.insert(d, dec); err != nil {
 			return err
 		}
-		prepared[i] = d
+		prepared[i], decoded[i] = d, dec
 	}
 	if c != nil {
 		var old []*Doc
@@ -326,11 +327,11 @@ func (w *Writer) ReplaceContents(db, coll string, docs []bson.D) error {
 		})
 		for _, d := range old {
 			c.delete(d)
-			w.commit(Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(d)}, c)
+			w.commit(Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: bson.D{{Key: "_id", Value: d.ID()}}}, c)
 		}
 	}
-	for _, d := range prepared {
-		if err := w.insertDoc(db, coll, d); err != nil {
+	for i, d := range prepared {
+		if err := w.insertDoc(db, coll, d, decoded[i]); err != nil {
 			return err
 		}
 	}
@@ -353,7 +354,7 @@ func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc
 		return nil, mongoerr.New(mongoerr.NoSuchKey, "storage: no document with _id %s in %s.%s",
 			bsonval.Format(old.ID()), db, coll)
 	}
-	d, err := newDoc(doc, len(cur.Raw)+64)
+	d, dec, err := newDoc(doc, len(cur.Raw)+64)
 	if err != nil {
 		return nil, err
 	}
@@ -363,16 +364,16 @@ func (w *Writer) Replace(db, coll string, old *Doc, doc bson.D, desc *UpdateDesc
 			bsonval.Format(d.ID()))
 	}
 	d.idKey = cur.idKey
-	if err := c.replace(cur, d); err != nil {
+	if err := c.replace(cur, d, dec); err != nil {
 		return nil, err
 	}
 	op := OpReplace
 	if desc != nil {
 		op = OpUpdate
 	}
-	ent := Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(d), Doc: d.D, Update: desc, raw: d.Raw}
+	ent := Entry{Op: op, DB: db, Coll: coll, DocKey: docKey(dec), Doc: dec, Update: desc, raw: d.Raw}
 	if c.opts.PreAndPostImages {
-		ent.Pre = cur.D
+		ent.Pre = cur.D()
 	}
 	w.commit(ent, c)
 	return d, nil
@@ -393,9 +394,9 @@ func (w *Writer) Delete(db, coll string, old *Doc) error {
 			bsonval.Format(old.ID()), db, coll)
 	}
 	c.delete(cur)
-	ent := Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: docKey(cur)}
+	ent := Entry{Op: OpDelete, DB: db, Coll: coll, DocKey: bson.D{{Key: "_id", Value: cur.ID()}}}
 	if c.opts.PreAndPostImages {
-		ent.Pre = cur.D
+		ent.Pre = cur.D()
 	}
 	w.commit(ent, c)
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/gameops/rollup/agentsim"
+	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/api/apiv1"
 )
 
@@ -32,6 +33,10 @@ type loadGen struct {
 	leaves               []agentsim.Leaf
 	agents               int
 	seed                 uint64
+
+	// onAck, when set, is called with the index (in Send's slice) of each request once its
+	// answer is checked, from the connection's goroutine.
+	onAck func(i int)
 
 	mu    sync.Mutex
 	idle  []*loadConn // connections kept across ticks
@@ -73,33 +78,41 @@ func (g *loadGen) Prepare(tick, observed time.Time) ([]agentRequest, error) {
 func (g *loadGen) prepare(agent int, tick, observed time.Time) (agentRequest, error) {
 	counts := agentsim.AgentCounts(g.leaves, g.agents, agent, g.seed, observed)
 	id := "bench-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(agent)
-	req := apiv1.CountsRequest{Project: g.project, Timestamp: tick, ObservedAt: &observed, SubmissionID: id, Counts: counts}
+	r, err := newAgentRequest(g.token, g.project, id, tick, observed, counts)
+	r.agent = agent
+	return r, err
+}
+
+// newAgentRequest encodes one submission of counts to project (an HTTP/1.1 request with
+// token) and the answer that reports every item applied.
+func newAgentRequest(token, project, id string, tick, observed time.Time, counts []agentclient.Count) (agentRequest, error) {
+	req := apiv1.CountsRequest{Project: project, Timestamp: tick, ObservedAt: &observed, SubmissionID: id, Counts: counts}
 
 	// The body goes after a head whose Content-Length is patched in once the body is known.
 	b := append([]byte(nil), "POST "+apiv1.CountsPath+" HTTP/1.1\r\nHost: rollup\r\nAuthorization: Bearer "...)
-	b = append(b, g.token...)
+	b = append(b, token...)
 	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
 	lenAt := len(b)
 	b = append(b, "          \r\n\r\n"...) // room for the length, padded with spaces
 	bodyAt := len(b)
 	b, err := req.AppendJSON(b)
 	if err != nil {
-		return agentRequest{}, fmt.Errorf("encode agent %d: %w", agent, err)
+		return agentRequest{}, fmt.Errorf("encode submission %s: %w", id, err)
 	}
 	digits := strconv.AppendInt(nil, int64(len(b)-bodyAt), 10)
 	// Header values may carry trailing spaces (optional whitespace, RFC 9110 5.6.3).
 	copy(b[lenAt:], digits)
 
-	want := apiv1.CountsResponse{SubmissionID: id, Project: g.project, Timestamp: tick, Version: observed.UnixNano(),
+	want := apiv1.CountsResponse{SubmissionID: id, Project: project, Timestamp: tick, Version: observed.UnixNano(),
 		Items: make([]apiv1.ItemResult, len(counts)), Summary: apiv1.Summary{Applied: len(counts)}}
 	for i, c := range counts {
 		want.Items[i] = apiv1.ItemResult{Index: i, ID: c.ID, Type: c.Type, Status: apiv1.StatusApplied}
 	}
 	wantJSON, err := want.AppendJSON(nil)
 	if err != nil {
-		return agentRequest{}, fmt.Errorf("encode answer of agent %d: %w", agent, err)
+		return agentRequest{}, fmt.Errorf("encode answer of submission %s: %w", id, err)
 	}
-	return agentRequest{agent: agent, req: b, want: append(wantJSON, '\n')}, nil
+	return agentRequest{req: b, want: append(wantJSON, '\n')}, nil
 }
 
 // Send sends the prepared requests over at most conns connections at once and checks every
@@ -127,6 +140,9 @@ func (g *loadGen) Send(ctx context.Context, reqs []agentRequest) error {
 				if err := lc.send(&reqs[i]); err != nil {
 					_ = lc.c.Close()
 					return fmt.Errorf("agent %d: %w", reqs[i].agent, err)
+				}
+				if g.onAck != nil {
+					g.onAck(i)
 				}
 			}
 		})

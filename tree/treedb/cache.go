@@ -27,10 +27,11 @@ type Versions interface {
 var _ Versions = (*Store)(nil)
 
 // Cache is a TreeSource over a Store. Tree versions are immutable, so loaded trees are kept by
-// (project, version) for as long as the Cache lives (the Store's own cache is small); which
-// version applies to a tick is asked of the store on every call (one small indexed query), so
-// an import is seen by the next call. The watcher calls TreeAt once per (project, tick) of a
-// burst, not per event. It is safe for concurrent use.
+// (project, version) for as long as the Cache lives (the Store's own cache is bounded by
+// nodes); which version applies to a tick is asked of the store on every call (one small
+// indexed query), so an import is seen by the next call. The watcher calls TreeAt once per
+// (project, tick) of a burst, not per event, and TreesAt once per tick of a burst of several
+// projects. It is safe for concurrent use.
 type Cache struct {
 	store Versions
 	mu    sync.Mutex
@@ -68,4 +69,64 @@ func (c *Cache) TreeAt(ctx context.Context, project string, tick time.Time) (*tr
 	c.trees[k] = t
 	c.mu.Unlock()
 	return t, v, nil
+}
+
+// TreeVersion is a tree and its version number.
+type TreeVersion struct {
+	Tree    *tree.Tree
+	Version int
+}
+
+// BatchTreeSource is a TreeSource that also answers for many projects at one tick at once:
+// a burst of leaves of 1,000 projects asks for their trees with one query, not 1,000.
+type BatchTreeSource interface {
+	TreeSource
+	// TreesAt returns the tree of each of projects at tick; projects without one are absent.
+	TreesAt(ctx context.Context, tick time.Time, projects []string) (map[string]TreeVersion, error)
+}
+
+var _ BatchTreeSource = (*Cache)(nil)
+
+// versionsAt is what a Store answers for many projects (Store.VersionsAt).
+type versionsAt interface {
+	VersionsAt(ctx context.Context, projects []string, tick time.Time) (map[string]Version, error)
+}
+
+// TreesAt implements BatchTreeSource: one VersionsAt query (per 1,000 projects) when the
+// Versions is a Store, else TreeAt per project; trees load as in TreeAt.
+func (c *Cache) TreesAt(ctx context.Context, tick time.Time, projects []string) (map[string]TreeVersion, error) {
+	out := make(map[string]TreeVersion, len(projects))
+	va, ok := c.store.(versionsAt)
+	if !ok {
+		for _, p := range projects {
+			t, v, err := c.TreeAt(ctx, p, tick)
+			if err != nil {
+				return nil, err
+			}
+			if t != nil {
+				out[p] = TreeVersion{t, v}
+			}
+		}
+		return out, nil
+	}
+	vs, err := va.VersionsAt(ctx, projects, tick)
+	if err != nil {
+		return nil, fmt.Errorf("tree versions of %d projects at %s: %w", len(projects), tick.Format(time.RFC3339), err)
+	}
+	for p, v := range vs {
+		k := cacheKey{p, v.Version}
+		c.mu.Lock()
+		t := c.trees[k]
+		c.mu.Unlock()
+		if t == nil {
+			if t, err = c.store.Load(ctx, p, v.Version); err != nil {
+				return nil, fmt.Errorf("load tree %s/%d: %w", p, v.Version, err)
+			}
+			c.mu.Lock()
+			c.trees[k] = t
+			c.mu.Unlock()
+		}
+		out[p] = TreeVersion{t, v.Version}
+	}
+	return out, nil
 }

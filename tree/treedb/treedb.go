@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -46,8 +47,13 @@ const (
 // ErrNotFound matches (errors.Is) the error of Load for a version that is not committed.
 var ErrNotFound = errors.New("tree version not found")
 
-// cacheSize is how many loaded trees a Store keeps (versions are immutable).
-const cacheSize = 16
+// cacheNodes bounds the nodes of the loaded trees a Store keeps (versions are immutable): a
+// compact tree.Tree costs about 70 bytes per node, so about 280 MiB. An import checks its ids
+// against the latest tree of every other project, so a deployment of 1,000 projects of 1,000
+// nodes keeps them all and a process that imports many trees (bench scale, an import script
+// driving one Store) reads each from the store once, not once per import; the oldest trees
+// are dropped first past the budget (one tree larger than the budget stays alone).
+const cacheNodes = 4_000_000
 
 // maxClaims bounds the version numbers Import tries (each taken number belongs to a concurrent
 // or crashed import).
@@ -91,9 +97,11 @@ type Store struct {
 	db  *mongo.Database
 	now func() time.Time
 
-	mu    sync.Mutex
-	cache map[cacheKey]*tree.Tree
-	order []cacheKey // insertion order, oldest first
+	mu     sync.Mutex
+	cache  map[cacheKey]*tree.Tree
+	order  []cacheKey // insertion order, oldest first
+	cached int        // nodes of the cached trees
+	budget int        // cacheNodes (tests lower it)
 }
 
 type cacheKey struct {
@@ -104,7 +112,7 @@ type cacheKey struct {
 // New returns a Store over db. Writes use db's write concern: give it majority so an
 // imported version survives a failover.
 func New(db *mongo.Database) *Store {
-	return &Store{db: db, now: time.Now, cache: map[cacheKey]*tree.Tree{}}
+	return &Store{db: db, now: time.Now, cache: map[cacheKey]*tree.Tree{}, budget: cacheNodes}
 }
 
 type treeDoc struct {
@@ -235,23 +243,19 @@ func (s *Store) abandon(ctx context.Context, project string, version int) {
 }
 
 // checkForeignIDs rejects a tree sharing node ids with the latest version of another project.
+// The latest versions of all projects come from one query (not one per project), and the
+// trees from the Store's cache once loaded.
 func (s *Store) checkForeignIDs(ctx context.Context, t *tree.Tree) error {
-	projects, err := s.Projects(ctx)
+	latest, err := s.latestVersions(ctx)
 	if err != nil {
 		return err
 	}
+	projects := slices.Sorted(maps.Keys(latest))
 	for _, p := range projects {
 		if p == t.Project() {
 			continue
 		}
-		vs, err := s.Versions(ctx, p)
-		if err != nil {
-			return err
-		}
-		if len(vs) == 0 {
-			continue
-		}
-		other, err := s.Load(ctx, p, vs[len(vs)-1].Version)
+		other, err := s.Load(ctx, p, latest[p])
 		if err != nil {
 			return err
 		}
@@ -263,10 +267,31 @@ func (s *Store) checkForeignIDs(ctx context.Context, t *tree.Tree) error {
 		}
 		if len(shared) > 0 {
 			return fmt.Errorf("%w: %d node ids of project %q are used by project %q (version %d), and node ids are unique per deployment: %q",
-				tree.ErrInvalid, len(shared), t.Project(), p, vs[len(vs)-1].Version, shared[:min(len(shared), 10)])
+				tree.ErrInvalid, len(shared), t.Project(), p, latest[p], shared[:min(len(shared), 10)])
 		}
 	}
 	return nil
+}
+
+// latestVersions returns the highest committed version of every project, from one query.
+func (s *Store) latestVersions(ctx context.Context) (map[string]int, error) {
+	cur, err := s.db.Collection(TreesCollection).Find(ctx, bson.D{},
+		options.Find().SetProjection(bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list the latest tree versions: %w", err)
+	}
+	var docs []struct {
+		Project string `bson:"project"`
+		Version int    `bson:"version"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("list the latest tree versions: %w", err)
+	}
+	out := make(map[string]int, len(docs))
+	for _, d := range docs {
+		out[d.Project] = max(out[d.Project], d.Version)
+	}
+	return out, nil
 }
 
 // Load returns version of project's tree (ErrNotFound when it was never committed).
@@ -404,10 +429,12 @@ func (s *Store) put(k cacheKey, t *tree.Tree) {
 	if _, ok := s.cache[k]; ok {
 		return
 	}
-	if len(s.order) >= cacheSize {
+	for len(s.order) > 0 && s.cached+t.Len() > s.budget {
+		s.cached -= s.cache[s.order[0]].Len()
 		delete(s.cache, s.order[0])
 		s.order = s.order[1:]
 	}
 	s.cache[k] = t
 	s.order = append(s.order, k)
+	s.cached += t.Len()
 }

@@ -290,14 +290,38 @@ func TestLoadDetectsMissingNodes(t *testing.T) {
 	}
 }
 
+// TestCacheBounded: the cache keeps at most its budget of nodes, dropping the oldest trees
+// first, and a tree larger than the budget alone.
 func TestCacheBounded(t *testing.T) {
 	s := New(nil)
-	for i := range cacheSize + 5 {
-		tr, _ := tree.Build("p", []tree.Node{{ID: fmt.Sprint("n", i), Type: "t"}})
-		s.put(cacheKey{"p", i}, tr)
+	s.budget = 10
+	two := func(i int) *tree.Tree { // a tree of 2 nodes
+		tr, err := tree.Build("p", []tree.Node{{ID: fmt.Sprint("r", i), Type: "t"}, {ID: fmt.Sprint("l", i), Type: "t", Parent: fmt.Sprint("r", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
 	}
-	if len(s.cache) != cacheSize || s.get(cacheKey{"p", 0}) != nil || s.get(cacheKey{"p", cacheSize + 4}) == nil {
-		t.Fatalf("cache has %d entries", len(s.cache))
+	for i := range 8 {
+		s.put(cacheKey{"p", i}, two(i))
+		if s.cached > s.budget || s.cached != 2*len(s.cache) {
+			t.Fatalf("after %d puts: %d nodes cached in %d trees, budget %d", i+1, s.cached, len(s.cache), s.budget)
+		}
+	}
+	if len(s.cache) != 5 || s.get(cacheKey{"p", 2}) != nil || s.get(cacheKey{"p", 3}) == nil || s.get(cacheKey{"p", 7}) == nil {
+		t.Fatalf("cache holds %d trees, want the newest 5", len(s.cache))
+	}
+	nodes := []tree.Node{{ID: "big", Type: "t"}}
+	for i := range 11 {
+		nodes = append(nodes, tree.Node{ID: fmt.Sprint("b", i), Type: "t", Parent: "big"})
+	}
+	big, err := tree.Build("p", nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(cacheKey{"p", 100}, big)
+	if len(s.cache) != 1 || s.get(cacheKey{"p", 100}) != big {
+		t.Fatalf("after a tree over the budget the cache holds %d trees", len(s.cache))
 	}
 }
 
@@ -341,5 +365,42 @@ func TestVersionsAt(t *testing.T) {
 	}
 	if got, _ := s.VersionsAt(ctx, []string{"a"}, e2); got["a"].Version != 3 {
 		t.Fatalf("VersionsAt at a tie = %+v, want version 3", got["a"])
+	}
+}
+
+// TestTreesAt checks Cache.TreesAt against TreeAt, per project and tick (ties of effective
+// times included), over a Store (one VersionsAt query) and over a Versions that cannot batch
+// (TreeAt per project): the same trees, the same versions, and no project without one.
+func TestTreesAt(t *testing.T) {
+	ctx, db, _ := setup(t)
+	s := New(db)
+	e1, e2 := t0.Add(time.Hour), t0.Add(3*time.Hour)
+	imports := []struct {
+		project string
+		eff     time.Time
+	}{{"a", e1}, {"a", e2}, {"a", e2}, {"b", e2}, {"c", e1}}
+	for _, im := range imports {
+		if _, err := s.Import(ctx, im.project, []tree.Node{{ID: im.project + "-root", Type: "project"}}, im.eff); err != nil {
+			t.Fatal(err)
+		}
+	}
+	projects := []string{"a", "b", "c", "nobody"}
+	for name, cache := range map[string]*Cache{"store": NewCache(New(db)), "no batch": NewCache(struct{ Versions }{New(db)})} {
+		for _, tick := range []time.Time{t0, e1, e1.Add(5 * time.Minute), e2, e2.Add(time.Hour)} {
+			got, err := cache.TreesAt(ctx, tick, projects)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range projects {
+				tr, v, err := cache.TreeAt(ctx, p, tick)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, ok := got[p]
+				if ok != (tr != nil) || g.Tree != tr || g.Version != v {
+					t.Errorf("%s: TreesAt(%s)[%s] = %+v %v, TreeAt = version %d %v", name, tick.Format(time.RFC3339), p, g, ok, v, tr != nil)
+				}
+			}
+		}
 	}
 }
