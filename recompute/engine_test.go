@@ -35,7 +35,8 @@ func (b *batchTrees) TreesAt(ctx context.Context, at time.Time, projects []strin
 
 // TestLeavesBatchTrees: a burst of several projects' leaves asks a BatchTreeSource for its
 // trees once per tick, not once per project, and rolls every project up correctly; the
-// leaves of a project without a tree are orphans.
+// leaves of a project without a tree are orphans. (Parents only: the summaries that follow
+// look the trees of their hours' ticks up through the TreeSource's own cache.)
 func TestLeavesBatchTrees(t *testing.T) {
 	e := newEnv(t)
 	t0 := baseTick()
@@ -61,7 +62,7 @@ func TestLeavesBatchTrees(t *testing.T) {
 	}
 	leaves = append(leaves, store.Leaf{Project: "nobody", ID: "x", Type: tree.TypeProcess, Tick: t0, Online: 1, Version: 1})
 	eng := New(e.db, src, Options{}, nil)
-	if err := eng.Leaves(e.ctx, leaves); err != nil {
+	if err := eng.Parents(e.ctx, leaves, NewDirty()); err != nil {
 		t.Fatal(err)
 	}
 	if src.batch != 2 || src.single != 0 {

@@ -129,7 +129,8 @@ func TestRetentionCommand(t *testing.T) {
 // pass, at the real clock: the test's ticks are long expired); 'rollup replay' over the window
 // then exits 1 naming the horizon and writes nothing, 'rollup verify' checks the parents
 // without the leaves and finds nothing wrong, and 'rollup retention show' shows the horizon.
-// The 5-minute parents are kept: no hourly summary was built from them.
+// The project keeps its 5-minute parents and hourly summaries (an override: the replay built
+// the summaries, and the ticks are old enough for the defaults to expire them too).
 func TestReplayRefusedAfterRetention(t *testing.T) {
 	e := newOpsEnv(t, 2, 2, 3, 3)
 	e.replay("--progress", "none")
@@ -143,8 +144,11 @@ func TestReplayRefusedAfterRetention(t *testing.T) {
 	if _, err := e.db.Collection(store.ProjectsCollection).InsertOne(e.ctx, bson.D{{Key: "_id", Value: opsProject}}); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := e.cmd(e.ctx, nil, "retention", "set", "--project", opsProject, "5m=forever", "1h=forever"); err != nil {
+		t.Fatalf("retention set: %v\n%s", err, out)
+	}
 	rep, err := retention.New(e.db, retention.Options{}, zaptest.NewLogger(t)).Pass(e.ctx)
-	if err != nil || rep.Deleted[store.TierLeaves] == 0 || rep.Deleted[store.Tier5m] != 0 || !slices.Contains(rep.Blocked, "ops/5m") {
+	if err != nil || rep.Deleted[store.TierLeaves] == 0 || rep.Deleted[store.Tier5m] != 0 || rep.Deleted[store.Tier1h] != 0 {
 		t.Fatalf("retention pass: %+v, %v", rep, err)
 	}
 	hz, _ := store.NewHorizons(e.db).Get(e.ctx, opsProject)
@@ -168,9 +172,7 @@ func TestReplayRefusedAfterRetention(t *testing.T) {
 		t.Fatalf("verify: exit %d\n%s", code, out)
 	}
 	out, _ = e.cmd(e.ctx, nil, "retention", "show", "--project", opsProject)
-	// The 5m horizon stops at the first hour without an hourly summary: where the parents begin.
-	wantAll(t, "show", out, "leaves  14d      built-in default  "+hz.Leaves.Format(time.RFC3339),
-		"5m      35d      built-in default  2024-05-01T10:00:00Z")
+	wantAll(t, "show", out, "leaves  14d      built-in default  "+hz.Leaves.Format(time.RFC3339), "5m      forever")
 	if !hz.Leaves.After(e.ticks[len(e.ticks)-1].Add(tree.DefaultTick)) {
 		t.Errorf("horizon %s is not after the window", hz.Leaves)
 	}
@@ -179,7 +181,7 @@ func TestReplayRefusedAfterRetention(t *testing.T) {
 // TestServeEnforcesRetention runs two serve instances in process over a store holding the
 // old leaves of two projects, one of which keeps everything by an override set with 'rollup
 // retention set', and checks from outside that retention deletes the other's leaves on its
-// own: its leaves go, its 5-minute parents stay (no hourly summary exists), the overridden
+// own: its leaves go, its 5-minute parents stay (kept by its own override), the overridden
 // project loses nothing, exactly one instance holds the retention lease and deletes (the
 // other's /metrics count nothing deleted), and /readyz lists the retention component ready.
 func TestServeEnforcesRetention(t *testing.T) {
@@ -203,6 +205,9 @@ func TestServeEnforcesRetention(t *testing.T) {
 		}
 	}
 	if out, err := e.cmd(e.ctx, nil, "retention", "set", "--project", keeper, "leaves=forever", "5m=forever", "1h=forever"); err != nil {
+		t.Fatalf("retention set: %v\n%s", err, out)
+	}
+	if out, err := e.cmd(e.ctx, nil, "retention", "set", "--project", opsProject, "5m=forever", "1h=forever"); err != nil {
 		t.Fatalf("retention set: %v\n%s", err, out)
 	}
 	leaves := func(project string) int64 {
@@ -240,8 +245,7 @@ func TestServeEnforcesRetention(t *testing.T) {
 			}
 			switch m := metricsText(s.url); {
 			case strings.Contains(m, "rollup_retention_leader 1") &&
-				strings.Contains(m, fmt.Sprintf(`rollup_retention_deleted_total{tier="leaves"} %d`, stored)) &&
-				strings.Contains(m, `rollup_retention_blocked_projects{tier="5m"} 1`):
+				strings.Contains(m, fmt.Sprintf(`rollup_retention_deleted_total{tier="leaves"} %d`, stored)):
 				leader = s
 			case strings.Contains(m, "rollup_retention_leader 0"):
 				standby = s

@@ -32,6 +32,7 @@ import (
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
@@ -506,6 +507,8 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 				Partitions: parts, MaxPartitions: perInstance, InstanceID: id, LeaseTTL: 10 * time.Second,
 				DemoAgents: 1, Totals: app.Totals{Grace: totals.DefaultGrace, Refresh: totals.DefaultInterval,
 					MaxProjects: totals.DefaultMaxProjects, MaxGroups: totals.DefaultMaxGroups},
+				// Nothing to expire in a benchmark's fresh ticks: no enforcer.
+				Retention: app.Retention{Interval: retention.DefaultInterval, Batch: retention.DefaultBatch, Rate: retention.DefaultRate},
 			}
 			if err := cfg.Validate(); err != nil {
 				return stop, fmt.Errorf("serve config: %w", err)
