@@ -201,8 +201,18 @@ func (r *running) stop() error {
 }
 
 // mismatch compares every parent document of project with the naive full recompute of the
-// final leaves, tick by tick; it returns a description of the first difference, "" if none.
+// final leaves, tick by tick, then its hourly and daily summaries with the naive ones of the
+// stored parents; it returns a description of the first difference, "" if none.
 func (e *env) mismatch(project string) string {
+	m, parents := e.parentMismatch(project)
+	if m != "" {
+		return m
+	}
+	return e.tierMismatch(project, parents)
+}
+
+// parentMismatch is mismatch without the summaries; it also returns the parents it read.
+func (e *env) parentMismatch(project string) (string, map[time.Time]map[string]rollup.Parent) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -220,20 +230,20 @@ func (e *env) mismatch(project string) string {
 		if r, ok := d.Lookup(store.FieldRollup).BooleanOK(); ok && r {
 			p, err := store.DecodeParent(d)
 			if err != nil {
-				return fmt.Sprintf("bad parent doc: %v", err)
+				return fmt.Sprintf("bad parent doc: %v", err), nil
 			}
 			if parents[p.Timestamp] == nil {
 				parents[p.Timestamp] = map[string]rollup.Parent{}
 			}
 			if _, dup := parents[p.Timestamp][p.ID]; dup {
-				return fmt.Sprintf("two parent docs for %s at %s", p.ID, p.Timestamp)
+				return fmt.Sprintf("two parent docs for %s at %s", p.ID, p.Timestamp), nil
 			}
 			parents[p.Timestamp][p.ID] = p
 			continue
 		}
 		l, err := store.DecodeLeaf(d)
 		if err != nil {
-			return fmt.Sprintf("bad leaf doc: %v", err)
+			return fmt.Sprintf("bad leaf doc: %v", err), nil
 		}
 		if leaves[l.Tick] == nil {
 			leaves[l.Tick] = map[string]rollup.Leaf{}
@@ -256,7 +266,7 @@ func (e *env) mismatch(project string) string {
 		tr, v, _ := e.trees.TreeAt(ctx, project, at)
 		if tr == nil {
 			if len(parents[at]) > 0 {
-				return fmt.Sprintf("tick %s: parents without a tree", at)
+				return fmt.Sprintf("tick %s: parents without a tree", at), nil
 			}
 			continue
 		}
@@ -278,14 +288,14 @@ func (e *env) mismatch(project string) string {
 			switch {
 			case w.Reported == 0 && (!ok || (got.Online == 0 && got.Reported == 0)):
 			case !ok:
-				return fmt.Sprintf("tick %s node %s: no document, want %+v", at, n.ID, w)
+				return fmt.Sprintf("tick %s node %s: no document, want %+v", at, n.ID, w), nil
 			case got.Online != w.Online || got.Reported != w.Reported || got.Expected != w.Expected || got.TreeVersion != v:
 				return fmt.Sprintf("tick %s node %s: online=%d reported=%d expected=%d tree=%d, want %+v tree=%d",
-					at, n.ID, got.Online, got.Reported, got.Expected, got.TreeVersion, w, v)
+					at, n.ID, got.Online, got.Reported, got.Expected, got.TreeVersion, w, v), nil
 			}
 		}
 	}
-	return e.tierMismatch(project, parents)
+	return "", parents
 }
 
 // tierMismatch compares the hourly and daily summaries of project with NaiveStats of the
