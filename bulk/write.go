@@ -145,7 +145,15 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int) []int {
 			}
 		}
 		if storeFault {
-			w.health.failed(err)
+			// A resent write that outlived its attempt timeout again while the store answers a
+			// probe is a slow store, not an outage: this batch's outcome is unknown (its
+			// agents resend), the other writes go on.
+			if errors.Is(err, errAttemptTimeout) && w.health.up() && w.health.verify() == nil {
+				w.log.Warn("bulk write outlived its attempt timeout twice; the store answers: slow, not down",
+					zap.Int("ops", len(sub)), zap.Error(err))
+			} else {
+				w.health.failed(err)
+			}
 		}
 		w.stats.failures[classIndex(class)].Add(1)
 		uerr := fmt.Errorf("%w: %w", ErrUnavailable, err)
