@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // TestFaults drives the writer through the driver into fail points and checks outcomes, the
@@ -184,4 +187,47 @@ func contains[T comparable](s []T, v T) bool {
 		}
 	}
 	return false
+}
+
+// TestSaturatedStoreIsNotAnOutage: while slow commands hold every connection the client may
+// open (here the only one, held by a find the store answers after 2 s: what a saturated
+// store looks like, 1M leaves per tick), a batch cannot check a connection out within its
+// attempt timeout, nor can the probe. That is a busy client, not a dead store: the batch's
+// outcome is unknown, but the writer stays ready and refuses nothing afterwards. (Before, the
+// starved probe declared an outage, ended every write in flight and refused every agent.)
+func TestSaturatedStoreIsNotAnOutage(t *testing.T) {
+	e := newEnv(t, options.Client().SetMaxPoolSize(1))
+	w := startWriter(t, e.coll, Options{Workers: 1, AttemptTimeout: 300 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond})
+	if _, err := e.coll.CountDocuments(context.Background(), bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	e.store.FailPoint(t, e.direct, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 2000}}}})
+	e.proxy.ResetStats()
+	held := make(chan error, 1)
+	go func() { held <- e.coll.FindOne(context.Background(), bson.D{}).Err() }()
+	testctx.WaitFor(t, "the slow find to hold the connection", func() bool { return len(e.proxy.Commands("find")) > 0 })
+	ctx := testctx.Context(t)
+	// The batch's outcome is unknown (ErrUnavailable: resend it) or, if the find freed the
+	// connection in time, applied.
+	res, err := w.Submit(ctx, []Item{item("slow", 1, 100)})
+	switch {
+	case err != nil && !errors.Is(err, ErrUnavailable):
+		t.Fatalf("submit while the pool is held: %v", err)
+	case err == nil && res[0].Outcome != OutcomeUnknown && res[0].Outcome != OutcomeApplied:
+		t.Fatalf("the batch: %+v", res[0])
+	}
+	if st := w.Tracker().State(); !st.Ready {
+		t.Fatalf("the writer took a busy client for a down store: %+v", st)
+	}
+	if err := <-held; err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("the slow find: %v", err)
+	}
+	if err := w.Available(ctx); err != nil {
+		t.Fatalf("Available after the pool is free: %v", err)
+	}
+	res, err = w.Submit(ctx, []Item{item("next", 2, 100)})
+	if err != nil || res[0].Outcome != OutcomeApplied {
+		t.Fatalf("the next submission: %+v %v", res, err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/metrics/status"
@@ -377,6 +378,16 @@ func (w *Writer) probeStore() error {
 	}()
 	_, err := w.coll.UpdateMany(ctx, bson.D{{Key: "_id", Value: probeID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "probe", Value: true}}}})
+	// A probe that could not even check a connection out of the driver's pool met a busy
+	// client, not a dead store: the connections are held by slow writes (a saturated store)
+	// or still being opened. A dead or unwritable store fails its commands and the driver's
+	// monitor (StoreMonitor) instead; taking a busy one for down would end every write in
+	// flight and refuse every agent.
+	var busy topology.WaitQueueTimeoutError
+	if errors.As(err, &busy) {
+		w.log.Debug("store probe found the connection pool busy: not an outage", zap.Error(err))
+		return nil
+	}
 	if err != nil && errors.Is(context.Cause(ctx), errProbeTimeout) {
 		return fmt.Errorf("%w: %w", errProbeTimeout, err)
 	}

@@ -145,7 +145,16 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int) []int {
 			}
 		}
 		if storeFault {
-			w.health.failed(err)
+			// A resend that fails again (an attempt timeout, a connection the pool could not
+			// give in time) while the store still answers a probe is a slow or saturated store,
+			// not an outage: this batch's outcome is unknown (its agents resend), the other
+			// writes go on. A store that does not answer the probe is down.
+			if attempt > 0 && w.health.up() && w.health.verify() == nil {
+				w.log.Warn("bulk write failed twice; the store answers: slow, not down",
+					zap.Int("ops", len(sub)), zap.Error(err))
+			} else {
+				w.health.failed(err)
+			}
 		}
 		w.stats.failures[classIndex(class)].Add(1)
 		uerr := fmt.Errorf("%w: %w", ErrUnavailable, err)

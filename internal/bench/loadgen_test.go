@@ -73,8 +73,9 @@ func FuzzReadHTTPResponse(f *testing.F) {
 	})
 }
 
-// TestLoadConnSend checks that the load generator accepts only the answer that reports every
-// item of the request applied, byte for byte.
+// TestLoadConnSend checks that the load generator accepts the answer that reports every item
+// of the request applied (byte for byte) or stored (applied or stale: the writer's own resend
+// after an unknown outcome finds its write), and nothing else.
 func TestLoadConnSend(t *testing.T) {
 	g := newLoadGen("unused", "tok", "p", []agentsim.Leaf{{ID: "a", Type: "process"}, {ID: "b", Type: "process"}}, 1, 1, 7)
 	tick := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -83,6 +84,7 @@ func TestLoadConnSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := bytes.Replace(r.want, []byte(`"status":"applied"`), []byte(`"status":"stale"`), 1)
+	rejected := bytes.Replace(r.want, []byte(`"status":"applied"`), []byte(`"status":"rejected"`), 1)
 	answer := func(status string, body []byte) string {
 		return "HTTP/1.1 " + status + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
 	}
@@ -90,7 +92,9 @@ func TestLoadConnSend(t *testing.T) {
 		name, answer, wantErr string
 	}{
 		{"every item applied", answer("200 OK", r.want), ""},
-		{"one item stale", answer("200 OK", stale), "want"},
+		{"one item stale", answer("200 OK", stale), ""},
+		{"one item rejected", answer("200 OK", rejected), "want"},
+		{"not an answer", answer("200 OK", []byte(`{"x":1}`)), "want"},
 		{"unavailable", answer("503 Service Unavailable", []byte("busy")), "HTTP 503"},
 		{"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "read body"},
 	}
