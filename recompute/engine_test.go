@@ -9,24 +9,25 @@ import (
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
+	"github.com/gameops/rollup/tree/treedb/treedbtest"
 )
 
-// batchTrees is a BatchTreeSource over staticTrees that counts its calls.
+// batchTrees is a BatchTreeSource over treedbtest.Trees that counts its calls.
 type batchTrees struct {
-	*staticTrees
+	*treedbtest.Trees
 	single, batch int
 }
 
 func (b *batchTrees) TreeAt(ctx context.Context, project string, at time.Time) (*tree.Tree, int, error) {
 	b.single++
-	return b.staticTrees.TreeAt(ctx, project, at)
+	return b.Trees.TreeAt(ctx, project, at)
 }
 
 func (b *batchTrees) TreesAt(ctx context.Context, at time.Time, projects []string) (map[string]treedb.TreeVersion, error) {
 	b.batch++
 	out := map[string]treedb.TreeVersion{}
 	for _, p := range projects {
-		if tr, v, _ := b.staticTrees.TreeAt(ctx, p, at); tr != nil {
+		if tr, v, _ := b.Trees.TreeAt(ctx, p, at); tr != nil {
 			out[p] = treedb.TreeVersion{Tree: tr, Version: v}
 		}
 	}
@@ -40,7 +41,7 @@ func (b *batchTrees) TreesAt(ctx context.Context, at time.Time, projects []strin
 func TestLeavesBatchTrees(t *testing.T) {
 	e := newEnv(t)
 	t0 := baseTick()
-	src := &batchTrees{staticTrees: e.trees}
+	src := &batchTrees{Trees: e.trees}
 	projects := []string{"pa", "pb", "pc"}
 	var leaves []store.Leaf
 	for i, p := range projects {
@@ -52,7 +53,7 @@ func TestLeavesBatchTrees(t *testing.T) {
 				nodes = append(nodes, tree.Node{ID: fmt.Sprintf("%s-p%d", sid, l), Type: tree.TypeProcess, Parent: sid})
 			}
 		}
-		tr, _ := e.trees.add(t, p, t0.Add(-time.Hour), nodes)
+		tr, _ := e.trees.Add(t, p, t0.Add(-time.Hour), nodes)
 		for _, at := range []time.Time{t0, t0.Add(tick)} {
 			e.fill(p, tr, at, int64(i+1), 10)
 			for j, l := range tr.Leaves() {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +18,7 @@ import (
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
-	"github.com/gameops/rollup/tree/treedb"
+	"github.com/gameops/rollup/tree/treedb/treedbtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,64 +27,13 @@ const tick = tree.DefaultTick
 
 func baseTick() time.Time { return tree.AlignTick(time.Now().UTC(), tick) }
 
-// staticTrees is a TreeSource stand-in for tree/treedb: versions per project, each effective
-// from a tick.
-type staticTrees struct {
-	mu       sync.Mutex
-	versions map[string][]treeVersion
-}
-
-var _ treedb.TreeSource = (*staticTrees)(nil)
-
-type treeVersion struct {
-	from time.Time
-	tr   *tree.Tree
-	v    int
-}
-
-// add imports nodes as the next version of project, effective from from.
-func (s *staticTrees) add(t testing.TB, project string, from time.Time, nodes []tree.Node) (*tree.Tree, int) {
-	t.Helper()
-	tr, err := tree.Build(project, nodes)
-	if err != nil {
-		t.Fatalf("build tree: %v", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.versions == nil {
-		s.versions = map[string][]treeVersion{}
-	}
-	vs := s.versions[project]
-	v := len(vs) + 1
-	vs = append(vs, treeVersion{from: from, tr: tr, v: v})
-	sort.SliceStable(vs, func(i, j int) bool { return vs[i].from.Before(vs[j].from) })
-	s.versions[project] = vs
-	return tr, v
-}
-
-func (s *staticTrees) TreeAt(_ context.Context, project string, at time.Time) (*tree.Tree, int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var best *treeVersion
-	for i := range s.versions[project] {
-		tv := &s.versions[project][i]
-		if !tv.from.After(at) && (best == nil || !tv.from.Before(best.from)) {
-			best = tv
-		}
-	}
-	if best == nil {
-		return nil, 0, nil
-	}
-	return best.tr, best.v, nil
-}
-
 // env is a migrated database on an embedded store and a tree source.
 type env struct {
 	t      testing.TB
 	ctx    context.Context
 	db     *mongo.Database
 	counts *mongo.Collection
-	trees  *staticTrees
+	trees  *treedbtest.Trees
 	store  *embeddedtest.Store
 	client *mongo.Client
 }
@@ -100,7 +47,7 @@ func newEnv(t testing.TB) *env {
 	if _, err := migrations.New(db, zap.NewNop()).Up(ctx, migrations.UpOptions{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return &env{t: t, ctx: ctx, db: db, counts: db.Collection(store.CountsCollection), trees: &staticTrees{}, store: srv, client: client}
+	return &env{t: t, ctx: ctx, db: db, counts: db.Collection(store.CountsCollection), trees: &treedbtest.Trees{}, store: srv, client: client}
 }
 
 // fill writes every leaf of tr at tick with online = seed*1000+i and version v, as ingest

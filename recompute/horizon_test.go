@@ -53,7 +53,7 @@ func TestReplayRefusesPastTheHorizon(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	tr, _ := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, _ := e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	ticks := []time.Time{t0.Add(-3 * tick), t0.Add(-2 * tick), t0.Add(-tick), t0}
 	for i, at := range ticks {
 		e.fill(project, tr, at, int64(i+1), 1)
@@ -118,7 +118,7 @@ func TestReplayStopsWhereRetentionArrives(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	tr, tv := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 1, 2, 2))
+	tr, tv := e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 1, 2, 2))
 	ticks := []time.Time{t0.Add(-2 * tick), t0.Add(-tick), t0}
 	for i, at := range ticks {
 		e.fill(project, tr, at, int64(i+1), 1)
@@ -153,7 +153,7 @@ func TestVerifyKnowsTheHorizons(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	tr, _ := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, _ := e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	var ticks []time.Time
 	for i := range 6 {
 		at := t0.Add(time.Duration(i-5) * tick)

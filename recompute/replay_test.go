@@ -16,7 +16,7 @@ func TestReplay(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	tr, tv := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, tv := e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	ticks := []time.Time{t0.Add(-2 * tick), t0.Add(-tick), t0}
 	for i, at := range ticks {
 		e.fill(project, tr, at, int64(i+1), 1) // no watcher: no parents yet

@@ -160,9 +160,9 @@ func TestTiersRandomized(t *testing.T) {
 			midnight := baseTick().Truncate(24*time.Hour).AddDate(0, 0, -2)
 			from := midnight.Add(-3 * time.Hour)
 			to := midnight.Add(3 * time.Hour)
-			tr1, _ := e.trees.add(t, project, from.Add(-time.Hour), tree.Generate(project, 2, 2, 2))
+			tr1, _ := e.trees.Add(t, project, from.Add(-time.Hour), tree.Generate(project, 2, 2, 2))
 			edit := midnight.Add(time.Duration(rng.IntN(24)-12) * tick)
-			tr2, _ := e.trees.add(t, project, edit, tree.Generate(project, 2, 3, 2))
+			tr2, _ := e.trees.Add(t, project, edit, tree.Generate(project, 2, 3, 2))
 			var all []store.Leaf
 			for at := from; at.Before(to); at = at.Add(tick) {
 				if rng.IntN(4) == 0 {
@@ -354,7 +354,7 @@ func TestSummaryWriteFaults(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	tr, _ := e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	tr, _ := e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	c := e.store.Client(t, options.Client().SetAppName("tiers-faults"))
 	eng := New(c.Database(e.db.Name()), e.trees, Options{}, nil)
 	parents := int64(1 + 2 + 4)

@@ -35,7 +35,7 @@ func benchTick100k(b *testing.B, opts Options) {
 	e := newEnv(b)
 	const project = "bench"
 	t0 := baseTick()
-	e.trees.add(b, project, t0.Add(-365*24*time.Hour), tree.Generate(project, 20, 50, 100))
+	e.trees.Add(b, project, t0.Add(-365*24*time.Hour), tree.Generate(project, 20, 50, 100))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 	servers := tr.Levels()[1] // deepest first: processes, servers, groups, root
 	distinct := int64(1 + 20 + len(servers))

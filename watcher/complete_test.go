@@ -119,7 +119,7 @@ func TestCompletedTickEndsBurst(t *testing.T) {
 	const wait = 5 * time.Minute
 	var leaves = map[string][]tree.Node{}
 	for _, p := range []string{"pa", "pb"} {
-		e.trees.add(t, p, t0.Add(-24*time.Hour), smallNodes(p, 3, 4))
+		e.trees.Add(t, p, t0.Add(-24*time.Hour), smallNodes(p, 3, 4))
 		tr, _, _ := e.trees.TreeAt(context.Background(), p, t0)
 		leaves[p] = tr.Leaves()
 	}

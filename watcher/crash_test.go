@@ -32,7 +32,7 @@ func TestCrashSafety(t *testing.T) {
 			e := newEnv(t)
 			const project = "proj"
 			t0 := baseTick()
-			e.trees.add(t, project, t0.Add(-time.Hour), tree.Generate(project, 2, 3, 4))
+			e.trees.Add(t, project, t0.Add(-time.Hour), tree.Generate(project, 2, 3, 4))
 			tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 			leaves := tr.Leaves()
 			ticks := []time.Time{t0, t0.Add(-tick), t0.Add(-2 * tick)}

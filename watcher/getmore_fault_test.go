@@ -30,7 +30,7 @@ func TestGetMoreFailsMidStream(t *testing.T) {
 	e := newEnv(t)
 	const project, app = "proj", "w-getmore-fault"
 	t0 := baseTick()
-	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 
 	// inFlight counts the watcher's getMores started and not finished.
@@ -123,7 +123,7 @@ func TestGetMoreAlwaysFails(t *testing.T) {
 	e := newEnv(t)
 	const project, app = "proj", "w-getmore-always"
 	t0 := baseTick()
-	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 
 	var aggregates, getMores atomic.Int64

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -23,59 +22,12 @@ import (
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb/treedbtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const tick = tree.DefaultTick
-
-// staticTrees is a treedb.TreeSource stand-in for tree/treedb: versions per project, each effective
-// from a tick.
-type staticTrees struct {
-	mu       sync.Mutex
-	versions map[string][]treeVersion
-}
-
-type treeVersion struct {
-	from time.Time
-	tr   *tree.Tree
-	v    int
-}
-
-func newStaticTrees() *staticTrees { return &staticTrees{versions: map[string][]treeVersion{}} }
-
-// add imports nodes as the next version of project, effective from from.
-func (s *staticTrees) add(t testing.TB, project string, from time.Time, nodes []tree.Node) int {
-	t.Helper()
-	tr, err := tree.Build(project, nodes)
-	if err != nil {
-		t.Fatalf("build tree: %v", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	vs := s.versions[project]
-	v := len(vs) + 1
-	vs = append(vs, treeVersion{from: from, tr: tr, v: v})
-	sort.SliceStable(vs, func(i, j int) bool { return vs[i].from.Before(vs[j].from) })
-	s.versions[project] = vs
-	return v
-}
-
-func (s *staticTrees) TreeAt(_ context.Context, project string, at time.Time) (*tree.Tree, int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var best *treeVersion
-	for i := range s.versions[project] {
-		tv := &s.versions[project][i]
-		if !tv.from.After(at) && (best == nil || !tv.from.Before(best.from)) {
-			best = tv
-		}
-	}
-	if best == nil {
-		return nil, 0, nil
-	}
-	return best.tr, best.v, nil
-}
 
 // env is an embedded store with the counts collection's unique index, a bulk writer for
 // leaves and a tree source.
@@ -85,7 +37,7 @@ type env struct {
 	client *mongo.Client
 	db     *mongo.Database
 	counts *mongo.Collection
-	trees  *staticTrees
+	trees  *treedbtest.Trees
 	leaves *bulk.Writer
 }
 
@@ -94,7 +46,7 @@ func newEnv(t testing.TB, opts ...embeddedtest.Options) *env {
 	srv := embeddedtest.Start(t, opts...)
 	client := srv.Client(t)
 	db := srv.Database(t, client)
-	e := &env{t: t, store: srv, client: client, db: db, counts: db.Collection(store.CountsCollection), trees: newStaticTrees()}
+	e := &env{t: t, store: srv, client: client, db: db, counts: db.Collection(store.CountsCollection), trees: &treedbtest.Trees{}}
 	e.createIndex()
 	e.leaves = bulk.New(e.counts, bulk.Options{}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -47,7 +47,7 @@ func newHAFixture(t *testing.T, projects int) *haFixture {
 				nodes[j].Parent = p + ":" + nodes[j].Parent
 			}
 		}
-		e.trees.add(t, p, t0.Add(-time.Hour), nodes)
+		e.trees.Add(t, p, t0.Add(-time.Hour), nodes)
 		tr, _, _ := e.trees.TreeAt(context.Background(), p, t0)
 		f.leaves[p] = tr.Leaves()
 	}

@@ -18,7 +18,7 @@ func TestProgress(t *testing.T) {
 	const project = "proj"
 	t0 := baseTick()
 	nodes := tree.Generate(project, 1, 2, 3)
-	e.trees.add(t, project, t0.Add(-24*time.Hour), nodes)
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), nodes)
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 
 	w := e.newWatcher(Options{CheckpointInterval: time.Millisecond})

@@ -39,7 +39,7 @@ func TestHistoryLost(t *testing.T) {
 	e.store.SkipIfReal(t)
 	const project = "proj"
 	t0 := baseTick()
-	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 3, 4))
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 3, 4))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 
 	first := e.start(e.newWatcher(Options{CheckpointInterval: time.Millisecond}))
@@ -89,7 +89,7 @@ func TestMissingCheckpointWithData(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 	e.fill(project, tr, t0, 1, 1) // before any watcher ran
 	core, logs := observer.New(zap.InfoLevel)
@@ -132,7 +132,7 @@ func TestInvalidate(t *testing.T) {
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()
-	e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 	core, logs := observer.New(zap.InfoLevel)
 	r := e.start(New(e.db, e.trees, Options{CheckpointInterval: time.Millisecond}, zap.New(core)))
@@ -175,7 +175,7 @@ func TestFailPoints(t *testing.T) {
 		e := newEnv(t)
 		const project = "proj"
 		t0 := baseTick()
-		e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+		e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 		tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 		var failed atomic.Int64
 		db := e.watcherClient("w-getmore", &failed, "getMore", "(CursorNotFound)")
@@ -205,7 +205,7 @@ func TestFailPoints(t *testing.T) {
 		e := newEnv(t)
 		const project = "proj"
 		t0 := baseTick()
-		e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+		e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 		tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 		var failed atomic.Int64
 		db := e.watcherClient("w-wce", &failed, "update", "")
@@ -244,7 +244,7 @@ func TestFailPoints(t *testing.T) {
 		e := newEnv(t)
 		const project = "proj"
 		t0 := baseTick()
-		e.trees.add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
+		e.trees.Add(t, project, t0.Add(-24*time.Hour), tree.Generate(project, 2, 2, 3))
 		tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 		var failed atomic.Int64
 		db := e.watcherClient("w-find", &failed, "find", "")

@@ -19,7 +19,7 @@ func TestWatcherWithTreeDB(t *testing.T) {
 	if _, err := treedb.New(e.db).Import(ctx, project, nodes, t0.Add(-tick)); err != nil {
 		t.Fatal(err)
 	}
-	e.trees.add(t, project, t0.Add(-tick), nodes) // the reference for the check
+	e.trees.Add(t, project, t0.Add(-tick), nodes) // the reference for the check
 	r := e.start(New(e.db, treedb.NewCache(treedb.New(e.db)), Options{}, nil))
 	tr, _, _ := e.trees.TreeAt(ctx, project, t0)
 	e.fill(project, tr, t0, 1, 1)

@@ -18,7 +18,7 @@ func TestBasic(t *testing.T) {
 	const project = "proj"
 	t0 := baseTick()
 	nodes := tree.Generate(project, 2, 3, 4) // 2 groups, 6 servers, 24 processes
-	e.trees.add(t, project, t0.Add(-24*time.Hour), nodes)
+	e.trees.Add(t, project, t0.Add(-24*time.Hour), nodes)
 	tr, _, _ := e.trees.TreeAt(context.Background(), project, t0)
 	leaves := tr.Leaves()
 
