@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -259,22 +260,14 @@ func (e *Engine) bucketStates(ctx context.Context, t store.Tier, keys []bucketKe
 func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov *overlay) (map[bucketKey]rollup.Stats, error) {
 	project := keys[0].project
 	want := make(map[bucketKey]bool, len(keys))
-	var ids, types []string
-	seenID, seenType := map[string]bool{}, map[string]bool{}
+	idSet, typeSet := map[string]bool{}, map[string]bool{}
 	from, to := keys[0].start, keys[0].start
 	for _, k := range keys {
-		want[k] = true
-		if !seenID[k.id] {
-			seenID[k.id] = true
-			ids = append(ids, k.id)
-		}
-		if !seenType[k.typ] {
-			seenType[k.typ] = true
-			types = append(types, k.typ)
-		}
+		want[k], idSet[k.id], typeSet[k.typ] = true, true, true
 		from = minTime(from, k.start)
 		to = maxTime(to, k.start)
 	}
+	ids, types := slices.Sorted(maps.Keys(idSet)), slices.Sorted(maps.Keys(typeSet))
 	to = to.Add(store.BucketSpan(t))
 	out := make(map[bucketKey]rollup.Stats, len(keys))
 	switch t {
