@@ -487,15 +487,22 @@ func BenchmarkTreeMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkLeafLookups is the watcher's per-leaf navigation in a 1M-node tree: is the id a
-// leaf, its node (type), its parent and the parent's depth.
-func BenchmarkLeafLookups(b *testing.B) {
+// bigShuffled builds the 1M-node tree and returns it with its leaves in a seeded random order.
+func bigShuffled(b *testing.B) (*Tree, []Node) {
+	b.Helper()
 	tr, err := Build("big", bigNodes())
 	if err != nil {
 		b.Fatal(err)
 	}
 	leaves := tr.Leaves()
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(leaves), func(i, j int) { leaves[i], leaves[j] = leaves[j], leaves[i] })
+	return tr, leaves
+}
+
+// BenchmarkLeafLookups is the watcher's per-leaf navigation in a 1M-node tree: is the id a
+// leaf, its node (type), its parent and the parent's depth.
+func BenchmarkLeafLookups(b *testing.B) {
+	tr, leaves := bigShuffled(b)
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
@@ -526,12 +533,7 @@ func BenchmarkBuild1M(b *testing.B) {
 // BenchmarkLeafLookupsRef is BenchmarkLeafLookups through one Lookup and the Ref methods: what
 // the watcher's per-leaf navigation costs when it looks each id up once.
 func BenchmarkLeafLookupsRef(b *testing.B) {
-	tr, err := Build("big", bigNodes())
-	if err != nil {
-		b.Fatal(err)
-	}
-	leaves := tr.Leaves()
-	rand.New(rand.NewPCG(1, 2)).Shuffle(len(leaves), func(i, j int) { leaves[i], leaves[j] = leaves[j], leaves[i] })
+	tr, leaves := bigShuffled(b)
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
