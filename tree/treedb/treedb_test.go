@@ -325,9 +325,10 @@ func TestCacheBounded(t *testing.T) {
 	}
 }
 
-// TestVersionsAt checks VersionsAt against VersionAt, the one-project rule, for several
-// projects and ticks (ties included), and that projects without a version are absent.
-func TestVersionsAt(t *testing.T) {
+// importTies imports root-only trees: project a at e1 and twice at e2 (a tie of effective
+// times), b at e2 and c at e1, with e1 and e2 one and three hours after t0.
+func importTies(t *testing.T) (context.Context, *mongo.Database, *Store, time.Time, time.Time) {
+	t.Helper()
 	ctx, db, _ := setup(t)
 	s := New(db)
 	e1, e2 := t0.Add(time.Hour), t0.Add(3*time.Hour)
@@ -340,6 +341,13 @@ func TestVersionsAt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return ctx, db, s, e1, e2
+}
+
+// TestVersionsAt checks VersionsAt against VersionAt, the one-project rule, for several
+// projects and ticks (ties included), and that projects without a version are absent.
+func TestVersionsAt(t *testing.T) {
+	ctx, _, s, e1, e2 := importTies(t)
 	projects := []string{"a", "b", "c", "nobody"}
 	for _, tick := range []time.Time{t0, e1, e1.Add(5 * time.Minute), e2, e2.Add(time.Hour)} {
 		got, err := s.VersionsAt(ctx, projects, tick)
@@ -372,18 +380,7 @@ func TestVersionsAt(t *testing.T) {
 // times included), over a Store (one VersionsAt query) and over a Versions that cannot batch
 // (TreeAt per project): the same trees, the same versions, and no project without one.
 func TestTreesAt(t *testing.T) {
-	ctx, db, _ := setup(t)
-	s := New(db)
-	e1, e2 := t0.Add(time.Hour), t0.Add(3*time.Hour)
-	imports := []struct {
-		project string
-		eff     time.Time
-	}{{"a", e1}, {"a", e2}, {"a", e2}, {"b", e2}, {"c", e1}}
-	for _, im := range imports {
-		if _, err := s.Import(ctx, im.project, []tree.Node{{ID: im.project + "-root", Type: "project"}}, im.eff); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, db, _, e1, e2 := importTies(t)
 	projects := []string{"a", "b", "c", "nobody"}
 	for name, cache := range map[string]*Cache{"store": NewCache(New(db)), "no batch": NewCache(struct{ Versions }{New(db)})} {
 		for _, tick := range []time.Time{t0, e1, e1.Add(5 * time.Minute), e2, e2.Add(time.Hour)} {
