@@ -46,14 +46,17 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// launchServe runs `rollup serve args...` (this test binary, see TestMain) without waiting.
-func launchServe(t *testing.T, args ...string) *serveChild {
+// spawn runs `rollup args...` (this test binary, see TestMain) without waiting: each line of
+// its standard output goes to onLine, its standard error to the returned buffer, and the
+// returned channel is closed once it has exited. It is killed when the test ends (its stderr
+// logged if the test failed).
+func spawn(t *testing.T, onLine func(string), args ...string) (*exec.Cmd, *syncBuffer, chan struct{}) {
 	t.Helper()
-	raw, _ := json.Marshal(append([]string{"serve"}, args...))
+	raw, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw))
-	c := &serveChild{cmd: cmd, api: make(chan string, 1), stopped: make(chan struct{}), stderr: &syncBuffer{}}
-	cmd.Stderr = c.stderr
+	stderr, exited := &syncBuffer{}, make(chan struct{})
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,20 +67,31 @@ func launchServe(t *testing.T, args ...string) *serveChild {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if url, ok := strings.CutPrefix(sc.Text(), "rollup API: "); ok {
-				c.api <- url
-			}
+			onLine(sc.Text())
 		}
 		_ = cmd.Wait()
-		close(c.stopped)
+		close(exited)
 	}()
 	t.Cleanup(func() {
-		c.kill()
+		_ = cmd.Process.Kill()
+		<-exited
 		if t.Failed() {
-			logs := c.stderr.String()
-			t.Logf("serve pid %d stderr (last 8 KiB):\n%s", cmd.Process.Pid, logs[max(0, len(logs)-8<<10):])
+			logs := stderr.String()
+			t.Logf("rollup %s pid %d stderr (last 8 KiB):\n%s", args[0], cmd.Process.Pid, logs[max(0, len(logs)-8<<10):])
 		}
 	})
+	return cmd, stderr, exited
+}
+
+// launchServe runs `rollup serve args...` without waiting.
+func launchServe(t *testing.T, args ...string) *serveChild {
+	t.Helper()
+	c := &serveChild{api: make(chan string, 1)}
+	c.cmd, c.stderr, c.stopped = spawn(t, func(line string) {
+		if url, ok := strings.CutPrefix(line, "rollup API: "); ok {
+			c.api <- url
+		}
+	}, append([]string{"serve"}, args...)...)
 	return c
 }
 

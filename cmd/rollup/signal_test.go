@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -22,30 +19,8 @@ type child struct {
 
 func startChild(t *testing.T, args ...string) *child {
 	t.Helper()
-	raw, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw))
-	c := &child{cmd: cmd, lines: make(chan string, 16), exited: make(chan struct{}), stderr: &syncBuffer{}}
-	cmd.Stderr = c.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.exited
-	})
+	c := &child{lines: make(chan string, 16)}
+	c.cmd, c.stderr, c.exited = spawn(t, func(line string) { c.lines <- line }, args...)
 	return c
 }
 
