@@ -78,13 +78,9 @@ func parseMigrate(e *env, args []string) (migrateConfig, error) {
 		return c, errors.New("--dry-run is for 'migrate up'")
 	case c.lockWait < 0:
 		return c, errors.New("--lock-wait must not be negative")
-	case c.store.database == "":
-		return c, errors.New("--database must not be empty")
-	case c.store.uri == "":
-		return c, errors.New("migrations need a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
-			"with the embedded store, use 'rollup serve', which applies migrations at start")
 	}
-	return c, nil
+	return c, c.store.required("migrations need a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+		"with the embedded store, use 'rollup serve', which applies migrations at start")
 }
 
 func runMigrate(ctx context.Context, e *env, args []string) error {

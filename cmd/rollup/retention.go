@@ -117,13 +117,7 @@ func parseRetention(e *env, args []string) (retentionConfig, error) {
 			return c, fmt.Errorf("--project: %w", err)
 		}
 	}
-	switch {
-	case c.store.database == "":
-		return c, errors.New("--database must not be empty")
-	case c.store.uri == "":
-		return c, errors.New("retention overrides live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
-	}
-	return c, nil
+	return c, c.store.required("retention overrides live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
 }
 
 func runRetention(ctx context.Context, e *env, args []string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -21,6 +22,18 @@ type storeFlags struct {
 func (s *storeFlags) register(fs *settings.FlagSet) {
 	fs.StringVar(&s.uri, "mongodb-uri", "", "MongoDB connection string")
 	fs.StringVar(&s.database, "database", store.DefaultDatabase, "database name")
+}
+
+// required checks that a database name and a MongoDB URI were given; noURI is the message
+// when the URI is missing (what needs the deployment, and what to do instead).
+func (s storeFlags) required(noURI string) error {
+	switch {
+	case s.database == "":
+		return errors.New("--database must not be empty")
+	case s.uri == "":
+		return errors.New(noURI)
+	}
+	return nil
 }
 
 // withDB connects, runs fn with the database (durable writes) and disconnects.

@@ -68,13 +68,9 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 		return c, errors.New("--name is for 'token create'")
 	case c.sub == "list" && c.readOnly:
 		return c, errors.New("--read-only is for 'token create'")
-	case c.store.database == "":
-		return c, errors.New("--database must not be empty")
-	case c.store.uri == "":
-		return c, errors.New("tokens live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
-			"'rollup serve --demo' prints a demo token")
 	}
-	return c, nil
+	return c, c.store.required("tokens live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+		"'rollup serve --demo' prints a demo token")
 }
 
 func runToken(ctx context.Context, e *env, args []string) error {

@@ -106,13 +106,11 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 		return c, errors.New("--version must be positive")
 	case c.version != 0 && at != "":
 		return c, errors.New("--version and --at exclude each other")
-	case c.store.database == "":
-		return c, errors.New("--database must not be empty")
-	case c.sub != "validate" && c.store.uri == "":
-		return c, errors.New("tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
-			"'rollup tree validate FILE' checks a file without one")
+	case c.sub == "validate":
+		return c, nil // a file alone: no deployment
 	}
-	return c, nil
+	return c, c.store.required("tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+		"'rollup tree validate FILE' checks a file without one")
 }
 
 func runTree(ctx context.Context, e *env, args []string) error {

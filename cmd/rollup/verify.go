@@ -116,13 +116,7 @@ func parseWindowCommand(e *env, fs *settings.FlagSet, args []string, w *windowFl
 	if err := check(); err != nil {
 		return err
 	}
-	switch {
-	case s.database == "":
-		return errors.New("--database must not be empty")
-	case s.uri == "":
-		return errors.New(noURI)
-	}
-	return nil
+	return s.required(noURI)
 }
 
 // verifyConfig is the parsed command line of rollup verify.
