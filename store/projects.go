@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/internal/mongoconn"
 )
 
 // ProjectExists reports whether project has a document in the projects collection (created
@@ -28,20 +30,9 @@ func ProjectExists(ctx context.Context, db *mongo.Database, project string) (boo
 // Projects returns the names of the projects collection's documents, sorted.
 func Projects(ctx context.Context, db *mongo.Database) ([]string, error) {
 	var out []string
-	if err := DistinctInto(db.Collection(ProjectsCollection).Distinct(ctx, fieldMongoID, bson.D{}), &out); err != nil {
+	if err := mongoconn.DistinctInto(db.Collection(ProjectsCollection).Distinct(ctx, fieldMongoID, bson.D{}), &out); err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-// DistinctInto decodes a distinct's values into out, returning the command's error first:
-// driver v2's DistinctResult.Decode ignores it and reports an undecodable empty result
-// ("error decoding key arr: unexpected EOF") instead, which hides a network error from the
-// retry logic.
-func DistinctInto(res *mongo.DistinctResult, out any) error {
-	if err := res.Err(); err != nil {
-		return err
-	}
-	return res.Decode(out)
 }

@@ -1,6 +1,7 @@
 // Package mongoconn is how rollup's processes reach a MongoDB deployment: the durable write
 // concern every rollup write uses (Durable: w "majority", j true), databases opened with it,
-// a connect-run-disconnect helper for the one-shot commands, and what a log or an error may
+// a connect-run-disconnect helper for the one-shot commands, DistinctInto (a distinct that
+// reports its error: the driver's Decode hides it), and what a log or an error may
 // show of a connection string (its hosts, never its user, password or options).
 //
 // The one idea: an acknowledged write is one that survives a failover and a crash, so there

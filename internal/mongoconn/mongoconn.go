@@ -138,3 +138,14 @@ func CheckDatabaseName(name string) error {
 	}
 	return nil
 }
+
+// DistinctInto decodes a distinct's values into out, returning the command's error first:
+// driver v2's DistinctResult.Decode ignores it and reports an undecodable empty result
+// ("error decoding key arr: unexpected EOF") instead, which hides a network error from the
+// retry logic.
+func DistinctInto(res *mongo.DistinctResult, out any) error {
+	if err := res.Err(); err != nil {
+		return err
+	}
+	return res.Decode(out)
+}

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -404,13 +405,7 @@ func (s *Store) Versions(ctx context.Context, project string) ([]Version, error)
 // Projects returns the projects that have at least one committed tree, sorted.
 func (s *Store) Projects(ctx context.Context) ([]string, error) {
 	var out []string
-	// Driver v2's DistinctResult.Decode does not return the command's error (it decodes an
-	// empty result instead: "error decoding key arr"), so Err comes first.
-	res := s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{})
-	if err := res.Err(); err != nil {
-		return nil, fmt.Errorf("list tree projects: %w", err)
-	}
-	if err := res.Decode(&out); err != nil {
+	if err := mongoconn.DistinctInto(s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{}), &out); err != nil {
 		return nil, fmt.Errorf("list tree projects: %w", err)
 	}
 	slices.Sort(out)
