@@ -8,9 +8,9 @@
 // command that repairs it.
 //
 // The one idea: every parent and summary write is an absolute $set guarded by the revision
-// read before it (an upsert whose extra guard field turns a lost race into E11000 at that op's index),
-// so writes may be repeated, reordered or raced by another writer and the result is the
-// same: only the parents that lost are re-read, re-merged and written again.
+// read before it (an upsert whose extra guard field turns a lost race into E11000 at that
+// op's index), so writes may be repeated, reordered or raced by another writer and the
+// result is the same: only the parents that lost are re-read, re-merged and written again.
 //
 // It does not read the change stream or keep checkpoints (package watcher), decide the merge
 // rule (package rollup) or encode documents (package store).
