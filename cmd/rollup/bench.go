@@ -205,8 +205,12 @@ migrations, every project's tree imported as 'rollup tree import' does, an inges
 project, and --instances 'rollup serve' processes (this executable) talking to the store
 through a black-pipe proxy that counts their commands. Simulated agents (one per server, each
 sending its server's processes in one request, in a seeded random order) submit one warm-up
-tick (serve loads the trees) and --ticks measured ticks through the HTTP API. Per tick:
-ingest leaves/s (first request sent -> last answer checked), the time from each project's last
+tick (serve loads the trees) and --ticks measured ticks through the HTTP API. An agent answered
+503 or 429 (a busy store) resends the same request after Retry-After (at most 30 s), as real
+agents do (safe: absolute values, nothing counted twice); another 5xx, 408 or a broken
+connection after a backoff; any other 4xx ends the run. Per tick: ingest leaves/s (first
+request sent -> last answer checked, resends and their waits included), the resends and the
+share of the agents' time spent waiting for them, the time from each project's last
 acknowledged leaf to its root being correct (root online = sum of the tick's leaves and
 reported = expected = every leaf), serve's store commands until every root was correct, CPU
 time of serve, of the store and of this process, serve's heap and RSS; then serve's and the

@@ -67,6 +67,8 @@ type ingestTick struct {
 	leaves int
 	ingest phaseStats // HTTP → durable leaves
 	raw    phaseStats // raw driver bulk upserts of the same documents
+	// resends are the load generator's requests sent again (a 503 of a busy store, ...).
+	resends sendStats
 }
 
 // phaseStats is what one path cost for one tick.
@@ -152,6 +154,20 @@ func printIngest(w io.Writer, cfg IngestConfig, ticks []ingestTick) {
 	if len(ticks) > 1 {
 		printIngestRow(w, " all", total)
 	}
+	if cfg.Client != ClientLoadGen {
+		return
+	}
+	// Ingest leaves/s include the waits before resends: say how much of the time they were.
+	resent := false
+	for i, t := range ticks {
+		if t.resends.resends > 0 {
+			_, _ = fmt.Fprintf(w, "tick %d: the load generator's agents sent again: %s\n", i+1, t.resends)
+			resent = true
+		}
+	}
+	if !resent {
+		_, _ = fmt.Fprintln(w, "resends (an answer 503, 429, other 5xx or a transport failure, sent again after Retry-After): none")
+	}
 }
 
 func printIngestRow(w io.Writer, label string, t ingestTick) {
@@ -215,12 +231,12 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	// the requests then); the function it returns is what is measured.
 	gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.Agents, benchConns, 7)
 	defer gen.Close()
-	prepareTick := func(tick, observed time.Time) (func() error, error) {
+	prepareTick := func(tick, observed time.Time) (func() (sendStats, error), error) {
 		reqs, err := gen.Prepare(tick, observed)
 		if err != nil {
 			return nil, err
 		}
-		return func() error { return gen.Send(ctx, reqs) }, nil
+		return func() (sendStats, error) { return gen.Send(ctx, reqs) }, nil
 	}
 	if cfg.Client == ClientAgentClient {
 		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
@@ -229,8 +245,9 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 			Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
 			Project: "bench", Leaves: leaves, Agents: cfg.Agents, Seed: 7,
 		})
-		prepareTick = func(tick, observed time.Time) (func() error, error) {
-			return func() error { return sim.SubmitTick(ctx, tick, observed, 0) }, nil
+		// agentclient resends by itself (up to its MaxAttempts); its resends are not counted.
+		prepareTick = func(tick, observed time.Time) (func() (sendStats, error), error) {
+			return func() (sendStats, error) { return sendStats{}, sim.SubmitTick(ctx, tick, observed, 0) }, nil
 		}
 	}
 	raw := client.Database(dbName).Collection("raw_counts")
@@ -249,7 +266,11 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 			if err != nil {
 				return err
 			}
-			t.ingest, err = measurePhase(proxy, submit)
+			t.ingest, err = measurePhase(proxy, func() error {
+				var err error
+				t.resends, err = submit()
+				return err
+			})
 			return err
 		}
 		rawPhase := func() error {

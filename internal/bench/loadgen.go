@@ -37,6 +37,8 @@ type loadGen struct {
 	// onAck, when set, is called with the index (in Send's slice) of each request once its
 	// answer is checked, from the connection's goroutine.
 	onAck func(i int)
+	// resend is when to resend a request whose outcome is unknown.
+	resend resendPolicy
 
 	mu    sync.Mutex
 	idle  []*loadConn // connections kept across ticks
@@ -44,9 +46,11 @@ type loadGen struct {
 }
 
 type loadConn struct {
-	c    net.Conn
-	r    *bufio.Reader
-	body []byte // response body, reused
+	c        net.Conn
+	r        *bufio.Reader
+	body     []byte    // response body, reused
+	deadline time.Time // of c
+	closing  bool      // the last answer said "Connection: close"
 }
 
 // agentRequest is one agent's prepared request and the answer expected for it.
@@ -57,7 +61,8 @@ type agentRequest struct {
 }
 
 func newLoadGen(addr, token, project string, leaves []agentsim.Leaf, agents, conns int, seed uint64) *loadGen {
-	return &loadGen{addr: addr, token: token, project: project, leaves: leaves, agents: agents, conns: conns, seed: seed}
+	return &loadGen{addr: addr, token: token, project: project, leaves: leaves, agents: agents, conns: conns, seed: seed,
+		resend: defaultResendPolicy()}
 }
 
 // Prepare encodes every agent's submission of its share of the leaves for tick, observed at
@@ -116,29 +121,39 @@ func newAgentRequest(token, project, id string, tick, observed time.Time, counts
 }
 
 // Send sends the prepared requests over at most conns connections at once and checks every
-// answer.
-func (g *loadGen) Send(ctx context.Context, reqs []agentRequest) error {
+// answer. A request whose outcome is unknown (a 5xx, 408 or 429 answer, a transport failure)
+// is resent on the same connection after the server's Retry-After, or on a new one after a
+// backoff, until it is acknowledged or ctx ends (resend.go); the stats count the resends and
+// the waits.
+func (g *loadGen) Send(ctx context.Context, reqs []agentRequest) (sendStats, error) {
 	var next atomic.Int64
+	n := min(g.conns, len(reqs))
+	stats := make([]sendStats, n)
 	p := pool.New().WithErrors().WithFirstError().WithContext(ctx).WithCancelOnError()
-	for range min(g.conns, len(reqs)) {
+	for w := range n {
 		p.Go(func(ctx context.Context) error {
-			lc, err := g.conn(ctx)
-			if err != nil {
-				return err
-			}
-			// One deadline for the connection's share of the tick, not one per request.
-			if err := lc.c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
-				_ = lc.c.Close()
-				return fmt.Errorf("deadline: %w", err)
-			}
+			st := &stats[w]
+			start := time.Now()
+			defer func() { st.busy = time.Since(start) }()
+			var lc *loadConn
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(reqs) || ctx.Err() != nil {
-					g.release(lc)
+				if i >= len(reqs) {
+					if lc != nil {
+						g.release(lc)
+					}
 					return nil
 				}
-				if err := lc.send(&reqs[i]); err != nil {
-					_ = lc.c.Close()
+				if err := ctx.Err(); err != nil {
+					if lc != nil {
+						_ = lc.c.Close()
+					}
+					return context.Cause(ctx)
+				}
+				if err := g.deliver(ctx, &lc, &reqs[i], st); err != nil {
+					if lc != nil {
+						_ = lc.c.Close()
+					}
 					return fmt.Errorf("agent %d: %w", reqs[i].agent, err)
 				}
 				if g.onAck != nil {
@@ -147,7 +162,81 @@ func (g *loadGen) Send(ctx context.Context, reqs []agentRequest) error {
 			}
 		})
 	}
-	return p.Wait()
+	err := p.Wait()
+	var total sendStats
+	for _, s := range stats {
+		total.add(s)
+	}
+	return total, err
+}
+
+// requestTimeout bounds one attempt: the connection's deadline is pushed this far ahead
+// whenever less than half of it remains (one deadline for many requests, not one each).
+const requestTimeout = 5 * time.Minute
+
+// deliver sends r until its answer is checked, resending it while its outcome is unknown.
+// *lc is the connection to use (nil: dial one); a transport failure closes it and leaves nil.
+func (g *loadGen) deliver(ctx context.Context, lc **loadConn, r *agentRequest, st *sendStats) error {
+	var first time.Time
+	for n := 0; ; n++ {
+		err := g.attempt(ctx, lc, r)
+		var re *resendError
+		if !errors.As(err, &re) {
+			return err // nil: acknowledged
+		}
+		if n == 0 {
+			first = time.Now()
+		} else if since := time.Since(first); since > g.resend.giveUp {
+			return fmt.Errorf("not acknowledged after %d resends over %s: %w", n, since.Round(time.Second), re)
+		}
+		d := g.resend.delay(n, re)
+		st.resends++
+		st.mostResends = max(st.mostResends, n+1)
+		if st.byStatus == nil {
+			st.byStatus = map[int]int{}
+		}
+		st.byStatus[re.status]++
+		st.waited += d
+		if err := g.resend.sleep(ctx, d); err != nil {
+			return fmt.Errorf("%w (resend %d; last failure: %w)", err, n+1, re)
+		}
+	}
+}
+
+// attempt sends r once on *lc (dialled when nil). Its error is a *resendError when the
+// request may be sent again.
+func (g *loadGen) attempt(ctx context.Context, lc **loadConn, r *agentRequest) error {
+	if *lc == nil {
+		c, err := g.conn(ctx)
+		if err != nil {
+			if ctx.Err() == nil && transportFailure(err) {
+				return &resendError{err: err}
+			}
+			return err
+		}
+		*lc = c
+	}
+	c := *lc
+	if now := time.Now(); c.deadline.Sub(now) < requestTimeout/2 {
+		c.deadline = now.Add(requestTimeout)
+		if err := c.c.SetDeadline(c.deadline); err != nil {
+			_ = c.c.Close()
+			*lc = nil
+			return &resendError{err: fmt.Errorf("deadline: %w", err)}
+		}
+	}
+	err := c.send(r)
+	var re *resendError
+	switch {
+	case errors.As(err, &re) && re.status != 0 && !c.closing:
+		// A whole answer: the connection stays usable.
+	case err != nil || c.closing:
+		// A transport failure leaves the connection in an unknown state; a malformed
+		// answer ends the run; "Connection: close" is the server's.
+		_ = c.c.Close()
+		*lc = nil
+	}
+	return err
 }
 
 // Close closes the idle connections.
@@ -183,20 +272,30 @@ func (g *loadGen) release(lc *loadConn) {
 	g.idle = append(g.idle, lc)
 }
 
+// send sends r and checks its answer. A transport failure, or an answer that leaves the
+// outcome unknown (resendable), is a *resendError.
 func (lc *loadConn) send(r *agentRequest) error {
 	if _, err := lc.c.Write(r.req); err != nil {
-		return fmt.Errorf("write: %w", err)
+		return &resendError{err: fmt.Errorf("write: %w", err)}
 	}
-	status, body, err := readHTTPResponse(lc.r, lc.body)
+	a, err := readHTTPResponse(lc.r, lc.body, time.Now)
+	lc.body = a.body
+	lc.closing = a.close
 	if err != nil {
+		if transportFailure(err) {
+			return &resendError{err: err}
+		}
 		return err
 	}
-	lc.body = body
-	if status != 200 {
-		return fmt.Errorf("HTTP %d: %s", status, body)
+	if a.status != 200 {
+		err := fmt.Errorf("HTTP %d: %s", a.status, clip(a.body))
+		if resendable(a.status) {
+			return &resendError{status: a.status, retryAfter: a.retryAfter, retryAfterSet: a.retryAfterSet, err: err}
+		}
+		return err
 	}
-	if !bytes.Equal(body, r.want) && !storedAll(body) {
-		return fmt.Errorf("answer %s, want %s", clip(body), clip(r.want))
+	if !bytes.Equal(a.body, r.want) && !storedAll(a.body) {
+		return fmt.Errorf("answer %s, want %s", clip(a.body), clip(r.want))
 	}
 	return nil
 }
@@ -230,26 +329,38 @@ func clip(b []byte) string {
 // maxAnswerBytes bounds an answer body (a 10,000-item answer is about 1 MB).
 const maxAnswerBytes = 16 << 20
 
-// readHTTPResponse reads one HTTP/1.1 response into buf and returns the status and the
-// body. net/http's server sends small answers with a Content-Length and larger ones chunked.
-func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
+// answer is one HTTP response as the load generator reads it.
+type answer struct {
+	status int
+	body   []byte
+	// retryAfter is the Retry-After header, when retryAfterSet (absent or unreadable: not).
+	retryAfter    time.Duration
+	retryAfterSet bool
+	close         bool // "Connection: close": the server closes the connection after it
+}
+
+// readHTTPResponse reads one HTTP/1.1 response, its body into buf (returned in the answer
+// even on error, for reuse). net/http's server sends small answers with a Content-Length and
+// larger ones chunked. now reads the clock for a Retry-After given as a date.
+func readHTTPResponse(r *bufio.Reader, buf []byte, now func() time.Time) (answer, error) {
+	a := answer{body: buf}
 	line, err := r.ReadSlice('\n')
 	if err != nil {
-		return 0, buf, fmt.Errorf("read status line: %w", err)
+		return a, fmt.Errorf("read status line: %w", err)
 	}
 	// "HTTP/1.1 200 OK\r\n"
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-		return 0, buf, fmt.Errorf("malformed status line %q", line)
+		return a, fmt.Errorf("malformed status line %q", line)
 	}
 	status, err := strconv.Atoi(string(line[9:12]))
 	if err != nil || status < 100 {
-		return 0, buf, fmt.Errorf("malformed status line %q", line)
+		return a, fmt.Errorf("malformed status line %q", line)
 	}
 	length, chunked := -1, false
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
-			return 0, buf, fmt.Errorf("read header: %w", err)
+			return a, fmt.Errorf("read header: %w", err)
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
@@ -257,29 +368,38 @@ func readHTTPResponse(r *bufio.Reader, buf []byte) (int, []byte, error) {
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return 0, buf, fmt.Errorf("malformed header %q", line)
+			return a, fmt.Errorf("malformed header %q", line)
 		}
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || length < 0 {
-				return 0, buf, fmt.Errorf("malformed Content-Length %q", value)
+				return a, fmt.Errorf("malformed Content-Length %q", value)
 			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			if !bytes.EqualFold(bytes.TrimSpace(value), []byte("chunked")) {
-				return 0, buf, fmt.Errorf("unsupported Transfer-Encoding %q", value)
+				return a, fmt.Errorf("unsupported Transfer-Encoding %q", value)
 			}
 			chunked = true
+		case bytes.EqualFold(name, []byte("Retry-After")):
+			a.retryAfter, a.retryAfterSet = parseRetryAfter(value, now())
+		case bytes.EqualFold(name, []byte("Connection")):
+			a.close = bytes.EqualFold(bytes.TrimSpace(value), []byte("close"))
 		}
 	}
-	buf = buf[:0]
+	a.body = a.body[:0]
 	switch {
 	case chunked:
-		buf, err = readChunked(r, buf)
-		return status, buf, err
+		a.body, err = readChunked(r, a.body)
 	case length < 0:
-		return 0, buf, errors.New("answer without Content-Length")
+		return a, errors.New("answer without Content-Length")
+	default:
+		err = readN(r, &a.body, length)
 	}
-	return status, buf, readN(r, &buf, length)
+	if err != nil {
+		return a, err
+	}
+	a.status = status
+	return a, nil
 }
 
 // readChunked appends a chunked body (RFC 9112 7.1) to buf; trailers are skipped.

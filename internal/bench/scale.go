@@ -178,7 +178,8 @@ func scaleNodes(project, prefix string, groups, servers, processes int) []tree.N
 type scaleTick struct {
 	warm     bool
 	leaves   int
-	ingest   time.Duration   // first request sent → last answer checked
+	ingest   time.Duration   // first request sent → last answer checked (resends included)
+	resends  sendStats       // requests the agents sent again, and their waits
 	settled  time.Duration   // first request sent → every root correct
 	fresh    []time.Duration // per project: its last answer checked → its root correct
 	notFresh int             // projects whose root was not correct within RootWait
@@ -702,18 +703,36 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 	defer cancelPoll()
 	pollDone := make(chan error, 1)
 	go func() { pollDone <- poller.run(pctx, start.Add(r.cfg.RootWait)) }()
+	// The agents resend what a busy serve refuses; a serve that exits ends their resends.
+	sctx, stopSend := context.WithCancelCause(ctx)
+	defer stopSend(nil)
+	for _, s := range r.serves {
+		if s.proc != nil {
+			go func() {
+				select {
+				case <-s.proc.done:
+					stopSend(s.proc.exited())
+				case <-sctx.Done():
+				}
+			}()
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.serves))
+	sent := make([]sendStats, len(r.serves))
 	for k, s := range r.serves {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = s.gen.Send(ctx, shares[k])
+			sent[k], errs[k] = s.gen.Send(sctx, shares[k])
 		}()
 	}
 	wg.Wait()
 	lastAck := time.Now()
 	t.ingest = lastAck.Sub(start)
+	for _, st := range sent {
+		t.resends.add(st)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return t, fmt.Errorf("ingest: %w", err)
 	}
@@ -829,8 +848,8 @@ func (r *scaleRun) printTickProgress(i int, t scaleTick) {
 		label = "warm-up tick"
 	}
 	p50, p99, mx := freshStats(t.fresh)
-	r.logf("%s: %d leaves ingested in %s (%.0f leaves/s); roots correct p50 %s p99 %s max %s after their last leaf (%d never); %d store commands; CPU s serve %.1f store %.1f; serve RSS %.0f MiB; after the last leaf write: %s",
-		label, t.leaves, t.ingest.Round(time.Millisecond), float64(t.leaves)/t.ingest.Seconds(), fmtMillis(p50), fmtMillis(p99), fmtMillis(mx),
+	r.logf("%s: %d leaves ingested in %s (%.0f leaves/s; %s); roots correct p50 %s p99 %s max %s after their last leaf (%d never); %d store commands; CPU s serve %.1f store %.1f; serve RSS %.0f MiB; after the last leaf write: %s",
+		label, t.leaves, t.ingest.Round(time.Millisecond), float64(t.leaves)/t.ingest.Seconds(), t.resends, fmtMillis(p50), fmtMillis(p99), fmtMillis(mx),
 		t.notFresh, commandCount(t.stats), t.serveCPU.Seconds(), t.storeCPU.Seconds(), float64(t.serveRSS)/(1<<20), t.timeline)
 }
 

@@ -73,8 +73,8 @@ func (ph scalePhase) print(pf func(string, ...any), c ScaleConfig) {
 	if ph.serveStart > 0 {
 		pf("serve RSS once ready: %.0f MiB\n", mib(ph.serveStart))
 	}
-	pf("%-5s %9s %8s %9s %7s %9s %9s %9s %7s %7s %7s %8s %8s %8s %14s %9s %9s %9s\n",
-		"tick", "leaves", "ingest", "leaves/s", "µs/leaf", "root p50", "root p99", "root max", "cmds", "update", "find", "getMore",
+	pf("%-5s %9s %8s %9s %7s %7s %6s %9s %9s %9s %7s %7s %7s %8s %8s %8s %14s %9s %9s %9s\n",
+		"tick", "leaves", "ingest", "leaves/s", "µs/leaf", "resends", "wait%", "root p50", "root p99", "root max", "cmds", "update", "find", "getMore",
 		"parentW", "events", "CPU s srv/st/me", "CPUµs/lf", "heap MiB", "RSS MiB")
 	for i, t := range ph.ticks {
 		label := fmt.Sprint(i)
@@ -82,14 +82,17 @@ func (ph scalePhase) print(pf func(string, ...any), c ScaleConfig) {
 			label = "warm"
 		}
 		p50, p99, mx := freshStats(t.fresh)
-		pf("%-5s %9d %7.2fs %9.0f %7.2f %9s %9s %9s %7d %7d %7d %8d %8.0f %8.0f %14s %9s %9.0f %9.0f\n",
+		pf("%-5s %9d %7.2fs %9.0f %7.2f %7d %6.1f %9s %9s %9s %7d %7d %7d %8d %8.0f %8.0f %14s %9s %9.0f %9.0f\n",
 			label, t.leaves, t.ingest.Seconds(), float64(t.leaves)/t.ingest.Seconds(), perLeafMicros(t.ingest, t.leaves),
-			fmtMillis(p50), fmtMillis(p99), fmtMillis(mx), commandCount(t.stats), t.stats.Commands["update"], t.stats.Commands["find"],
+			t.resends.resends, 100*t.resends.waitShare(), fmtMillis(p50), fmtMillis(p99), fmtMillis(mx), commandCount(t.stats), t.stats.Commands["update"], t.stats.Commands["find"],
 			t.stats.Commands["getMore"], t.metrics["rollup_watcher_parent_writes_total"], t.metrics["rollup_watcher_events_total"],
 			fmt.Sprintf("%.1f/%.1f/%.1f", t.serveCPU.Seconds(), t.storeCPU.Seconds(), t.selfCPU.Seconds()),
 			cpuPerLeaf(t), t.metrics["go_memstats_heap_inuse_bytes"]/(1<<20), mib(t.serveRSS))
 		if t.notFresh > 0 {
 			pf("      %d root(s) NOT correct within %s\n", t.notFresh, c.RootWait)
+		}
+		if t.resends.resends > 0 {
+			pf("      %s\n", t.resends)
 		}
 	}
 	s := ph.summary()
@@ -101,7 +104,7 @@ func (ph scalePhase) print(pf func(string, ...any), c ScaleConfig) {
 	if s.notFresh > 0 {
 		pf("; %d NEVER correct", s.notFresh)
 	}
-	pf("); %.0f store commands per tick (median)", s.cmds)
+	pf("); %.0f store commands per tick (median); agents: %s", s.cmds, s.resends)
 	if s.cpuMicros > 0 {
 		pf("; serve+store CPU %.2f µs per leaf (median)", s.cpuMicros)
 	}
@@ -137,6 +140,7 @@ type phaseSummary struct {
 	p50, p99, max                         time.Duration
 	samples, notFresh                     int
 	cmds, cpuMicros                       float64
+	resends                               sendStats // summed over the measured ticks
 }
 
 func (ph scalePhase) summary() phaseSummary {
@@ -159,6 +163,7 @@ func (ph scalePhase) summary() phaseSummary {
 		}
 		fresh = append(fresh, t.fresh...)
 		s.notFresh += t.notFresh
+		s.resends.add(t.resends)
 	}
 	s.ingestRate, s.ingestMicros, s.settledRate = median(rates), median(perLeaf), median(settled)
 	s.cmds, s.cpuMicros = median(cmds), median(cpus)
