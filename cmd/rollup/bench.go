@@ -224,12 +224,16 @@ Tree shape: --leaves N per project picks 100 processes per server and groups of 
 it): a --cpuprofile or --memprofile then covers them; CPU and RSS columns are then not
 serve's alone.
 
+--serve-log-level sets serve's --log-level (default warn); its logs go to --logs DIR
+(serve-PHASE-INSTANCE.log). debug adds, among others, the watcher's "burst written" lines.
+
 Examples:
   rollup bench scale --leaves 10000 --ticks 2                 # seconds; what CI runs
   rollup bench scale --leaves 1000000 --ticks 3
   rollup bench scale --projects 1000 --leaves 1000
   rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
   rollup bench scale --leaves 100000 --inprocess --cpuprofile cpu.out --memprofile mem.out
+  rollup bench scale --leaves 100000 --serve-log-level debug --logs /tmp/scale-logs
 
 Flags:
 `
@@ -252,6 +256,7 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.Poll, "poll", bench.DefaultScalePoll, "interval of the root reads (the freshness's resolution)")
 	fs.DurationVar(&cfg.RootWait, "root-wait", bench.DefaultScaleRootWait, "how long to wait for the roots of a tick before reporting them not correct")
 	fs.StringVar(&cfg.Dir, "logs", "", "directory for the children's logs (default: a temporary one, removed after a successful run)")
+	fs.StringVar(&cfg.ServeLogLevel, "serve-log-level", bench.DefaultServeLogLevel, "serve's --log-level: debug, info, warn, error (debug: the watcher's burst lines, in --logs)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the measured ticks (after the warm-up) to this file (with --inprocess: of serve and the store too)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation and heap profile of this process to this file after the last tick")
 	err := parseBench(e, fs, args, func() error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestBenchIngestCLI(t *testing.T) {
 		wantOut []string
 	}{
 		{"loadgen", []string{"--agents", "20", "--leaves", "5", "--ticks", "2"}, false,
-			[]string{"20 agents x 5 leaves", "   1     100", "   2     100", " all     200", "1 / 1"}},
+			[]string{"20 agents x 5 leaves", "   1     100", "   2     100", " all     200", "1 / 1", "resends (an answer 503, 429, other 5xx or a transport failure, sent again after Retry-After): none"}},
 		{"large answers (chunked)", []string{"--agents", "2", "--leaves", "200", "--ticks", "1"}, false,
 			[]string{"   1     400"}},
 		{"agentclient", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--client", "agentclient"}, false,
@@ -67,32 +68,42 @@ func childLauncher(args ...string) *exec.Cmd {
 }
 
 // TestBenchScaleCLI runs `bench scale` small with its store and serve as real child processes
-// (rollup mongod, rollup serve): the report has the warm-up and measured ticks, serve's and
-// the store's peak RSS, and every parent of the last tick checked.
+// (rollup mongod, rollup serve): the report has the warm-up and measured ticks, the agents'
+// resends, serve's and the store's peak RSS, and every parent of the last tick checked; with
+// --serve-log-level debug --logs DIR, serve's log has the watcher's burst lines.
 func TestBenchScaleCLI(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
 		usage   bool
 		wantOut []string
+		// wantLog is a string serve-1-1.log must hold (the run gets --logs DIR).
+		wantLog string
 	}{
-		{"subprocesses", []string{"--leaves", "200", "--ticks", "1"}, false,
-			[]string{"1 project(s) × (1 groups × 2 servers × 100 processes)", "rollup mongod --memory", "warm ", "serve peak RSS", "store peak RSS", "every parent correct"}},
+		{"subprocesses", []string{"--leaves", "200", "--ticks", "1", "--serve-log-level", "debug"}, false,
+			[]string{"1 project(s) × (1 groups × 2 servers × 100 processes)", "rollup mongod --memory", "warm ", "serve peak RSS", "store peak RSS", "every parent correct",
+				"resends  wait%", "agents: no resends"}, `"msg":"burst written"`},
 		{"two projects, two instances", []string{"--projects", "2", "--leaves", "10", "--ticks", "1", "--instances", "2", "--partitions", "2"}, false,
-			[]string{"2 project(s)", "serve instances per phase: 2", "every parent correct"}},
+			[]string{"2 project(s)", "serve instances per phase: 2", "every parent correct"}, ""},
 		{"phases", []string{"--leaves", "10", "--ticks", "1", "--instances", "1,2"}, false,
-			[]string{"phase 2: 2 serve instance(s)", "by serve instances"}},
-		{"instances not a list of numbers", []string{"--instances", "1;2"}, true, nil},
-		{"leaves not a multiple of 100", []string{"--leaves", "150"}, true, nil},
-		{"zero ticks", []string{"--ticks", "0"}, true, nil},
-		{"too many instances", []string{"--instances", "20"}, true, nil},
+			[]string{"phase 2: 2 serve instance(s)", "by serve instances"}, ""},
+		{"instances not a list of numbers", []string{"--instances", "1;2"}, true, nil, ""},
+		{"leaves not a multiple of 100", []string{"--leaves", "150"}, true, nil, ""},
+		{"zero ticks", []string{"--ticks", "0"}, true, nil, ""},
+		{"too many instances", []string{"--instances", "20"}, true, nil, ""},
+		{"unknown serve log level", []string{"--serve-log-level", "verbose"}, true, nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
-			err := run(ctx, &env{stdout: &stdout, stderr: &stderr, launch: childLauncher}, append([]string{"bench", "scale"}, tc.args...))
+			args := append([]string{"bench", "scale"}, tc.args...)
+			dir := t.TempDir()
+			if tc.wantLog != "" {
+				args = append(args, "--logs", dir)
+			}
+			err := run(ctx, &env{stdout: &stdout, stderr: &stderr, launch: childLauncher}, args)
 			if tc.usage {
 				if !errors.Is(err, errUsage) {
 					t.Fatalf("err %v, want a usage error", err)
@@ -105,6 +116,12 @@ func TestBenchScaleCLI(t *testing.T) {
 			for _, want := range tc.wantOut {
 				if !strings.Contains(stdout.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, stdout.String())
+				}
+			}
+			if tc.wantLog != "" {
+				b, err := os.ReadFile(filepath.Join(dir, "serve-1-1.log"))
+				if err != nil || !strings.Contains(string(b), tc.wantLog) {
+					t.Errorf("serve log (%v) lacks %q:\n%s", err, tc.wantLog, b)
 				}
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/gameops/rollup/agentsim"
 	"github.com/gameops/rollup/api"
@@ -30,6 +32,7 @@ import (
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/internal/mongoconn"
+	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/retention"
@@ -76,6 +79,9 @@ type ScaleConfig struct {
 	Launch Launcher
 	// Dir receives the children's logs (default: a temporary directory, kept on failure).
 	Dir string
+	// ServeLogLevel is serve's --log-level (default warn): debug shows the watcher's
+	// "burst written" lines in Dir's serve logs. In-process, serve logs to Dir/serve-P-I.log.
+	ServeLogLevel string
 	// Poll is the interval of the root reads (default 5ms): the resolution of the freshness.
 	Poll time.Duration
 	// RootWait bounds the wait for the roots of a tick (default 5 minutes).
@@ -93,6 +99,7 @@ type ScaleConfig struct {
 const (
 	DefaultScalePoll     = 5 * time.Millisecond
 	DefaultScaleRootWait = 5 * time.Minute
+	DefaultServeLogLevel = "warn"
 	// scaleServersPerGroup is the group size ScaleShape picks.
 	scaleServersPerGroup = 50
 	// scaleProcesses is the processes per server (leaves per agent request) ScaleShape picks.
@@ -138,6 +145,11 @@ func (c ScaleConfig) Validate() error {
 		return errors.New("--partitions must be 0 to 64")
 	case !c.InProcess && c.Launch == nil:
 		return errors.New("the scale benchmark needs a launcher for its subprocesses")
+	}
+	if c.ServeLogLevel != "" {
+		if _, err := zapcore.ParseLevel(c.ServeLogLevel); err != nil {
+			return fmt.Errorf("--serve-log-level: want debug, info, warn or error, got %q", c.ServeLogLevel)
+		}
 	}
 	return nil
 }
@@ -244,6 +256,9 @@ func Scale(ctx context.Context, cfg ScaleConfig, progress io.Writer) (ScaleResul
 	}
 	if cfg.RootWait <= 0 {
 		cfg.RootWait = DefaultScaleRootWait
+	}
+	if cfg.ServeLogLevel == "" {
+		cfg.ServeLogLevel = DefaultServeLogLevel
 	}
 	res := ScaleResult{cfg: cfg}
 	dir := cfg.Dir
@@ -378,7 +393,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 	k := 0 // ticks run so far, over every phase
 	for pi, n := range r.cfg.Instances {
 		ph := scalePhase{instances: n}
-		stopServes, err := r.startServes(ctx, p, n, pi, &ph, log, &cleanups)
+		stopServes, err := r.startServes(ctx, p, n, pi, &ph, &cleanups)
 		if err != nil {
 			return err
 		}
@@ -477,7 +492,7 @@ func (r *scaleRun) importTrees(ctx context.Context, effective time.Time) error {
 // startServes starts phase's n serve instances and waits until each is ready (/readyz 200:
 // its watcher partitions are led); stop stops them (a graceful shutdown, which releases their
 // leases for the next phase's instances).
-func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phase int, ph *scalePhase, log *zap.Logger, cleanups *[]func()) (stop func(), err error) {
+func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phase int, ph *scalePhase, cleanups *[]func()) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -504,7 +519,7 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 		var s serveInstance
 		if r.cfg.InProcess {
 			cfg := app.Config{
-				MongoURI: proxyURI, Database: r.dbName, Listen: "127.0.0.1:0", LogLevel: "warn",
+				MongoURI: proxyURI, Database: r.dbName, Listen: "127.0.0.1:0", LogLevel: r.cfg.ServeLogLevel,
 				Partitions: parts, MaxPartitions: perInstance, InstanceID: id, LeaseTTL: 10 * time.Second,
 				DemoAgents: 1, Totals: app.Totals{Grace: totals.DefaultGrace, Refresh: totals.DefaultInterval,
 					MaxProjects: totals.DefaultMaxProjects, MaxGroups: totals.DefaultMaxGroups},
@@ -523,13 +538,23 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 					}
 				}
 			}}
+			// Its log, as a serve subprocess's: JSON lines in the log directory.
+			logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("serve-%d-%d.log", phase+1, i+1)))
+			if err != nil {
+				return stop, fmt.Errorf("serve log: %w", err)
+			}
+			slog, err := metrics.NewLogger(r.cfg.ServeLogLevel, true, logf)
+			if err != nil {
+				_ = logf.Close()
+				return stop, fmt.Errorf("serve log: %w", err)
+			}
 			sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			done := make(chan struct{})
 			p.Go(func(context.Context) error {
 				defer close(done)
-				return app.Serve(sctx, cfg, log, out)
+				return app.Serve(sctx, cfg, slog, out)
 			})
-			stops = append(stops, func() { cancel(); <-done })
+			stops = append(stops, func() { cancel(); <-done; _ = slog.Sync(); _ = logf.Close() })
 			select {
 			case s.api = <-urls:
 			case <-done:
@@ -539,7 +564,7 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 			}
 		} else {
 			args := []string{"serve", "--mongodb-uri", proxyURI, "--database", r.dbName, "--listen", "127.0.0.1:0",
-				"--log-level", "warn", "--instance-id", id}
+				"--log-level", r.cfg.ServeLogLevel, "--instance-id", id}
 			if parts != "" {
 				args = append(args, "--watcher-partitions", parts, "--max-partitions", strconv.Itoa(perInstance))
 			}

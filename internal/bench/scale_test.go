@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -116,8 +117,9 @@ func TestProcReaders(t *testing.T) {
 func TestScaleInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	cfg := ScaleConfig{Projects: 2, Groups: 1, Servers: 2, Processes: 5, Ticks: 2, Instances: []int{2, 1}, Partitions: 2,
-		InProcess: true, Shuffle: true, RootWait: time.Minute}
+		InProcess: true, Shuffle: true, RootWait: time.Minute, Dir: dir, ServeLogLevel: "debug"}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +161,26 @@ func TestScaleInProcess(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res.Print(&out)
-	for _, want := range []string{"2 project(s) × (1 groups × 2 servers × 5 processes)", "warm ", "every parent correct", "phase 2: 1 serve instance(s)", "by serve instances", "hash:2"} {
+	for _, want := range []string{"2 project(s) × (1 groups × 2 servers × 5 processes)", "warm ", "every parent correct", "phase 2: 1 serve instance(s)", "by serve instances", "hash:2",
+		"resends  wait%", "agents: no resends"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	if !strings.Contains(progress.String(), "leaves/s; no resends)") {
+		t.Errorf("progress lacks the resends:\n%s", progress.String())
+	}
+	// --serve-log-level debug: the watcher's burst lines are in the serve logs.
+	bursts := 0
+	for _, name := range []string{"serve-1-1.log", "serve-1-2.log", "serve-2-1.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bursts += strings.Count(string(b), `"msg":"burst written"`)
+	}
+	if bursts == 0 {
+		t.Error("no burst written line in the serve logs at --serve-log-level debug")
 	}
 }
 
@@ -179,6 +197,7 @@ func TestScaleConfigValidate(t *testing.T) {
 		"65 partitions":    func(c *ScaleConfig) { c.Partitions = 65 },
 		"no launcher":      func(c *ScaleConfig) { c.InProcess = false },
 		"negative servers": func(c *ScaleConfig) { c.Servers = -1 },
+		"bad log level":    func(c *ScaleConfig) { c.ServeLogLevel = "loud" },
 	} {
 		c := ok
 		mutate(&c)
