@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +18,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sourcegraph/conc/pool"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/gameops/rollup/agentsim"
+	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/app"
+	"github.com/gameops/rollup/internal/mongoconn"
+	"github.com/gameops/rollup/migrations"
+	"github.com/gameops/rollup/store"
 )
 
 // step is one scripted answer of the fake ingest server.
@@ -402,6 +415,118 @@ func TestResendDelay(t *testing.T) {
 			if d < lo || d > hi {
 				t.Fatalf("resend %d, Retry-After %v (set %v): wait %s outside [%s, %s]", n, ra.d, ra.set, d, lo, hi)
 			}
+		}
+	}
+}
+
+// flakySink writes each submission through the bulk writer, then, for the first fail
+// submissions, answers as a writer whose outcome is unknown: the items are stored but the
+// agent hears 503 — the case that made the 1M-leaf scale run fail.
+type flakySink struct {
+	w    *bulk.Writer
+	fail atomic.Int64
+}
+
+func (s *flakySink) Submit(ctx context.Context, items []bulk.Item) ([]bulk.Result, error) {
+	res, err := s.w.Submit(ctx, items)
+	if err == nil && s.fail.Add(-1) >= 0 {
+		return nil, fmt.Errorf("%w: scripted unknown outcome", bulk.ErrUnavailable)
+	}
+	return res, err
+}
+
+// TestSendAgainstAPI plays the load generator against rollup's own ingest server, whose
+// writes reach the store but are answered 503 (with the server's Retry-After) three times:
+// the agents resend after the Retry-After, every request is acknowledged (the resends come
+// back applied or stale), and the store holds every leaf once with the agents' values.
+func TestSendAgainstAPI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	uri, stopStore, err := benchStore(ctx, os.Getenv("MONGODB_URI"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopStore()
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	db := mongoconn.Database(client, fmt.Sprintf("rollup_resend_%d", time.Now().UnixNano()))
+	defer func() { _ = db.Drop(context.Background()) }()
+	log := zaptest.NewLogger(t)
+	if _, err := migrations.New(db, log).Up(ctx, migrations.UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := api.CreateToken(ctx, db, "p", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{}, log)
+	sink := &flakySink{w: writer}
+	sink.fail.Store(3)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: api.NewServer(api.Config{DB: db, Sink: sink, Logger: log, RetryAfter: time.Second}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	rctx, stop := context.WithCancel(ctx)
+	p := pool.New().WithContext(rctx)
+	p.Go(writer.Run)
+	p.Go(func(ctx context.Context) error { return app.RunHTTP(ctx, srv, ln) })
+	defer func() { stop(); _ = p.Wait() }()
+
+	const agents, perAgent = 5, 4
+	var leaves []agentsim.Leaf
+	for i := range agents * perAgent {
+		leaves = append(leaves, agentsim.Leaf{ID: fmt.Sprintf("p%02d", i), Type: "process"})
+	}
+	g := newLoadGen(ln.Addr().String(), token, "p", leaves, agents, 2, 7)
+	defer g.Close()
+	var mu sync.Mutex
+	var waits []time.Duration
+	g.resend.wait = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	tick := time.Now().UTC().Truncate(5 * time.Minute)
+	observed := tick.Add(time.Minute)
+	reqs, err := g.Prepare(tick, observed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acks atomic.Int64
+	g.onAck = func(int) { acks.Add(1) }
+	st, err := g.Send(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.resends != 3 || st.byStatus[503] != 3 || acks.Load() != agents {
+		t.Fatalf("%d resends (%v), %d acknowledgements", st.resends, st.byStatus, acks.Load())
+	}
+	for _, d := range waits { // the server's Retry-After (1 to 2 s: its RetryAfter 1 s), plus at most a quarter
+		if d < time.Second || d > 2500*time.Millisecond {
+			t.Fatalf("waits %v, want the server's Retry-After", waits)
+		}
+	}
+	stored, invalid, err := store.NewCounts(db).TickLeaves(ctx, "p", tick)
+	if err != nil || len(invalid) > 0 {
+		t.Fatalf("read leaves: %v (%d invalid)", err, len(invalid))
+	}
+	want := map[string]int64{}
+	for a := range agents {
+		for _, c := range agentsim.AgentCounts(leaves, agents, a, 7, observed) {
+			want[c.ID] = c.Online
+		}
+	}
+	if len(stored) != len(leaves) {
+		t.Fatalf("%d leaves stored, want %d", len(stored), len(leaves))
+	}
+	for _, l := range stored {
+		if v, ok := want[l.ID]; !ok || l.Online != v || l.Version != observed.UnixNano() {
+			t.Fatalf("stored %+v, want online %d version %d", l, v, observed.UnixNano())
 		}
 	}
 }
