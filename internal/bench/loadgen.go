@@ -225,7 +225,12 @@ func (g *loadGen) attempt(ctx context.Context, lc **loadConn, r *agentRequest) e
 			return &resendError{err: fmt.Errorf("deadline: %w", err)}
 		}
 	}
+	// The run's end interrupts an answer being waited for (a hung server) as well as a wait.
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Unix(1, 0)) })
 	err := c.send(r)
+	if !stop() {
+		c.deadline = time.Time{} // set in the past: the next attempt sets it again
+	}
 	var re *resendError
 	switch {
 	case errors.As(err, &re) && re.status != 0 && !c.closing:

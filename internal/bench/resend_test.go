@@ -38,6 +38,7 @@ type step struct {
 	retryAfter string // "": no Retry-After header
 	close      bool   // "Connection: close"
 	cut        bool   // close the connection without an answer (a transport failure)
+	hang       bool   // never answer (until the client goes away)
 }
 
 // fakeIngest is an ingest API that answers the scripted steps in order, whatever the request,
@@ -80,6 +81,8 @@ func (f *fakeIngest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s == nil:
 		_, _ = w.Write(f.want[sub.ID])
+	case s.hang:
+		<-r.Context().Done()
 	case s.cut:
 		c, _, err := w.(http.Hijacker).Hijack()
 		if err != nil {
@@ -333,6 +336,26 @@ func TestSendStopsWithContext(t *testing.T) {
 			t.Fatalf("%d resends", st.resends)
 		}
 	})
+}
+
+// TestSendStopsWaitingForAnAnswer: the run's context ends while a server that will never
+// answer holds the request: Send returns at once, not after the connection's deadline.
+func TestSendStopsWaitingForAnAnswer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan struct{})
+	f := &fakeIngest{steps: []step{{hang: true}}, onRequest: func(int) { close(got) }}
+	var waits []time.Duration
+	g, reqs := startFakeIngest(t, f, 1, 1, &waits)
+	go func() { <-got; cancel() }()
+	start := time.Now()
+	_, err := g.Send(ctx, reqs)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Minute {
+		t.Fatalf("Send took %s after its context ended", elapsed)
+	}
 }
 
 // TestSendGivesUp: a request refused for longer than the policy's giveUp ends the run (a
