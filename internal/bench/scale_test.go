@@ -206,3 +206,32 @@ func TestScaleConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestScalePrintResends: a tick whose agents resent shows them in its row (count and the
+// share of time waiting), on a line under it (by cause), in the progress line and in the
+// phase's summary; a tick without shows zeros.
+func TestScalePrintResends(t *testing.T) {
+	busy := scaleTick{leaves: 1000, ingest: 4 * time.Second, resends: sendStats{resends: 12, byStatus: map[int]int{503: 10, 0: 2},
+		mostResends: 3, waited: 6 * time.Second, busy: 24 * time.Second}}
+	quiet := scaleTick{leaves: 1000, ingest: time.Second}
+	res := ScaleResult{cfg: ScaleConfig{Projects: 1, Groups: 1, Servers: 10, Processes: 100, Ticks: 2, Instances: []int{1}},
+		phases: []scalePhase{{instances: 1, ticks: []scaleTick{{warm: true, leaves: 1000, ingest: time.Second}, busy, quiet}}}}
+	var out bytes.Buffer
+	res.Print(&out)
+	for _, want := range []string{
+		"resends  wait%",
+		"   4.00s       250 4000.00      12   25.0 ",
+		"   1.00s      1000 1000.00       0    0.0 ",
+		"      12 resends (transport ×2, 503 ×10; at most 3 of one request), 6.0 s of waiting before them summed over the connections (25% of their time)",
+		"agents: 12 resends (transport ×2, 503 ×10;",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	var progress bytes.Buffer
+	(&scaleRun{progress: &progress}).printTickProgress(1, busy)
+	if !strings.Contains(progress.String(), "(250 leaves/s; 12 resends (transport ×2, 503 ×10;") {
+		t.Errorf("progress line %q", progress.String())
+	}
+}
