@@ -1,10 +1,10 @@
 // Package bench holds the harnesses of `rollup bench`: the embedded server's bulk upserts
 // through the driver (Mongod), change-stream throughput and latency (ChangeStream), ingest end
 // to end against raw driver upserts of the same documents (Ingest, with a load generator
-// playing the agents), rollup against the designs people would otherwise build
-// (Baselines), and rollup as deployed at scale (Scale: `rollup mongod` and `rollup serve`
-// processes, trees imported, agents of one or many projects through the HTTP API; CPU and RSS
-// of each process from /proc). Each one starts its own store (a fresh embedded server, or a
+// playing the agents, which resend what a busy server refuses as real agents do), rollup
+// against the designs people would otherwise build (Baselines), and rollup as deployed at
+// scale (Scale: `rollup mongod` and `rollup serve` processes, trees imported, agents of one
+// or many projects through the HTTP API; CPU and RSS of each process from /proc). Each one starts its own store (a fresh embedded server, or a
 // given MongoDB), measures, and returns a result that prints itself.
 //
 // The one idea: a benchmark compares like with like in the same run (same documents, same

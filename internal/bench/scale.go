@@ -244,6 +244,10 @@ type serveInstance struct {
 	api  string // base URL
 	proc *child // nil in-process
 	gen  *loadGen
+	// done is closed when the instance has ended (a subprocess exited, app.Serve returned);
+	// exited then says how.
+	done   <-chan struct{}
+	exited func() error
 }
 
 // Scale runs the scale benchmark, printing progress lines on progress (nil: none).
@@ -550,10 +554,19 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 			}
 			sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			done := make(chan struct{})
+			var serveErr error
 			p.Go(func(context.Context) error {
 				defer close(done)
-				return app.Serve(sctx, cfg, slog, out)
+				serveErr = app.Serve(sctx, cfg, slog, out)
+				return serveErr
 			})
+			s.done = done
+			s.exited = func() error {
+				if serveErr == nil {
+					return fmt.Errorf("serve %d ended during the benchmark", i+1)
+				}
+				return fmt.Errorf("serve %d ended during the benchmark: %w", i+1, serveErr)
+			}
 			stops = append(stops, func() { cancel(); <-done; _ = slog.Sync(); _ = logf.Close() })
 			select {
 			case s.api = <-urls:
@@ -574,6 +587,7 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 			}
 			stops = append(stops, c.stop)
 			s.proc, s.api = c, strings.TrimSpace(line)
+			s.done, s.exited = c.done, c.exited
 		}
 		if err := waitReady(ctx, r.http, s.api+"/readyz", 2*time.Minute); err != nil {
 			return stop, fmt.Errorf("serve %d: %w", i+1, err)
@@ -728,19 +742,17 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 	defer cancelPoll()
 	pollDone := make(chan error, 1)
 	go func() { pollDone <- poller.run(pctx, start.Add(r.cfg.RootWait)) }()
-	// The agents resend what a busy serve refuses; a serve that exits ends their resends.
+	// The agents resend what a busy serve refuses; a serve that ends ends their resends.
 	sctx, stopSend := context.WithCancelCause(ctx)
 	defer stopSend(nil)
 	for _, s := range r.serves {
-		if s.proc != nil {
-			go func() {
-				select {
-				case <-s.proc.done:
-					stopSend(s.proc.exited())
-				case <-sctx.Done():
-				}
-			}()
-		}
+		go func() {
+			select {
+			case <-s.done:
+				stopSend(s.exited())
+			case <-sctx.Done():
+			}
+		}()
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.serves))
