@@ -46,6 +46,9 @@ func Steps() []Step {
 		{Version: 7, Name: "instances: TTL index " + InstancesBeatTTLIndex + " (instance ids expire a day after their last heartbeat)", Up: instancesTTL},
 		summaryStep(8, store.HourlyCollection, "hourly"),
 		summaryStep(9, store.DailyCollection, "daily"),
+		{Version: 10, Name: "tree_nodes: index " + treedb.NodesIDIndex + " (a tree import's ids against other projects' trees)",
+			Up:      indexStep(treedb.NodesCollection, treedb.NodesIDIndex),
+			Indexes: []string{treedb.NodesCollection + "." + treedb.NodesIDIndex}},
 	}
 }
 
@@ -252,12 +255,24 @@ func projectsCollection(ctx context.Context, db *mongo.Database, r *Report) erro
 	return nil
 }
 
-// treeIndexNames are the indexes of tree/treedb, as "collection.name".
+// treeIndexNames are the indexes step 4 builds, as "collection.name": tree/treedb's, but for
+// treedb.NodesIDIndex, which step 10 builds.
 func treeIndexNames() []string {
 	var out []string
+	for _, ix := range treeStepIndexes() {
+		out = append(out, ix.Collection+"."+ix.Name)
+	}
+	return out
+}
+
+// treeStepIndexes are the indexes of step 4 (see treeIndexNames).
+func treeStepIndexes() []store.Index {
+	var out []store.Index
 	for _, ix := range store.Indexes() {
-		if ix.Collection == treedb.TreesCollection || ix.Collection == treedb.NodesCollection {
-			out = append(out, ix.Collection+"."+ix.Name)
+		switch {
+		case ix.Collection == treedb.NodesCollection && ix.Name == treedb.NodesIDIndex:
+		case ix.Collection == treedb.TreesCollection || ix.Collection == treedb.NodesCollection:
+			out = append(out, ix)
 		}
 	}
 	return out
@@ -265,10 +280,7 @@ func treeIndexNames() []string {
 
 // treeIndexes is step 4: the indexes the versioned tree store queries by.
 func treeIndexes(ctx context.Context, db *mongo.Database, r *Report) error {
-	for _, ix := range store.Indexes() {
-		if ix.Collection != treedb.TreesCollection && ix.Collection != treedb.NodesCollection {
-			continue
-		}
+	for _, ix := range treeStepIndexes() {
 		if err := indexStep(ix.Collection, ix.Name)(ctx, db, r); err != nil {
 			return err
 		}

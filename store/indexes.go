@@ -92,7 +92,7 @@ func Indexes() []Index {
 				name = *o.Name
 			}
 		}
-		out = append(out, Index{Collection: ix.Collection, Name: name, Keys: keys, Purpose: "tree versions are read by project"})
+		out = append(out, Index{Collection: ix.Collection, Name: name, Keys: keys, Purpose: ix.Purpose})
 	}
 	return out
 }

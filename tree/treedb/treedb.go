@@ -49,11 +49,8 @@ const (
 var ErrNotFound = errors.New("tree version not found")
 
 // cacheNodes bounds the nodes of the loaded trees a Store keeps (versions are immutable): a
-// compact tree.Tree costs about 70 bytes per node, so about 280 MiB. An import checks its ids
-// against the latest tree of every other project, so a deployment of 1,000 projects of 1,000
-// nodes keeps them all and a process that imports many trees (bench scale, an import script
-// driving one Store) reads each from the store once, not once per import; the oldest trees
-// are dropped first past the budget (one tree larger than the budget stays alone).
+// compact tree.Tree costs about 70 bytes per node, so about 280 MiB. The oldest trees are
+// dropped first past the budget (one tree larger than the budget stays alone).
 const cacheNodes = 4_000_000
 
 // maxClaims bounds the version numbers Import tries (each taken number belongs to a concurrent
@@ -74,21 +71,35 @@ type Version struct {
 	CreatedAt time.Time
 }
 
+// NodesIDIndex is the index on tree_nodes {id: 1, project: 1, version: 1}: an import asks
+// which other projects' trees use any of its ids (checkForeignIDs), one indexed query per
+// 1,000 ids, whatever the number of projects.
+const NodesIDIndex = "id_1_project_1_version_1"
+
 // Index is an index the integrator's migration step should create for the Store's queries.
 type Index struct {
 	// Collection is TreesCollection or NodesCollection.
 	Collection string
 	// Model is the index.
 	Model mongo.IndexModel
+	// Purpose says which queries need it, for messages.
+	Purpose string
 }
 
 // Indexes returns the indexes the Store's queries use: trees by (project, effective_from,
-// version) for VersionAt and Versions, tree_nodes by (project, version) for Load. Without
-// them the queries scan the collections, which is fine for tests and small deployments.
+// version) for VersionAt and Versions, tree_nodes by (project, version) for Load and by
+// (id, project, version) for the check of an import's ids against other projects (named
+// NodesIDIndex). Without them the queries scan the collections, which is fine for tests and
+// small deployments.
 func Indexes() []Index {
 	return []Index{
-		{TreesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldEffectiveFrom, Value: -1}, {Key: FieldVersion, Value: -1}}}},
-		{NodesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}}},
+		{TreesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldEffectiveFrom, Value: -1}, {Key: FieldVersion, Value: -1}}},
+			"tree versions are read by project"},
+		{NodesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}},
+			"tree versions are read by project"},
+		{NodesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldID, Value: 1}, {Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}},
+			Options: options.Index().SetName(NodesIDIndex)},
+			"a tree import checks its node ids against other projects' trees"},
 	}
 }
 
@@ -103,6 +114,7 @@ type Store struct {
 	order  []cacheKey // insertion order, oldest first
 	cached int        // nodes of the cached trees
 	budget int        // cacheNodes (tests lower it)
+	inIDs  int        // maxInIDs (tests lower it)
 }
 
 type cacheKey struct {
@@ -113,7 +125,7 @@ type cacheKey struct {
 // New returns a Store over db. Writes use db's write concern: give it majority so an
 // imported version survives a failover.
 func New(db *mongo.Database) *Store {
-	return &Store{db: db, now: time.Now, cache: map[cacheKey]*tree.Tree{}, budget: cacheNodes}
+	return &Store{db: db, now: time.Now, cache: map[cacheKey]*tree.Tree{}, budget: cacheNodes, inIDs: maxInIDs}
 }
 
 type treeDoc struct {
@@ -243,54 +255,111 @@ func (s *Store) abandon(ctx context.Context, project string, version int) {
 	_, _ = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: treeKey(project, version) + "/"}})
 }
 
-// checkForeignIDs rejects a tree sharing node ids with the latest version of another project.
-// The latest versions of all projects come from one query (not one per project), and the
-// trees from the Store's cache once loaded.
+// maxInIDs bounds the node ids of one query of checkForeignIDs.
+const maxInIDs = 1000
+
+// checkForeignIDs rejects a tree sharing node ids with the latest version of another project
+// (its highest committed version). It reads, through the NodesIDIndex index, the nodes of
+// other projects that carry one of the tree's ids (one query per 1,000 ids), then the latest
+// version of just the projects found; no other tree is loaded, so its cost follows the ids
+// other projects share with this tree, not the number of projects. Nodes of a project's older
+// versions and of uncommitted versions (a crashed import's) match the query and are dropped.
+// When several projects collide, the first by name is reported, its ids in the tree's order.
+//
+// Like any check before a write, it does not serialize concurrent imports into two projects:
+// each may pass before the other commits.
 func (s *Store) checkForeignIDs(ctx context.Context, t *tree.Tree) error {
-	latest, err := s.latestVersions(ctx)
+	nodes := t.Nodes()
+	hits := map[string]map[int][]string{} // project -> version -> ids found
+	ids := make([]string, 0, min(len(nodes), s.inIDs))
+	for start := 0; start < len(nodes); start += s.inIDs {
+		ids = ids[:0]
+		for _, n := range nodes[start:min(start+s.inIDs, len(nodes))] {
+			ids = append(ids, n.ID)
+		}
+		if err := s.foreignNodes(ctx, t.Project(), ids, hits); err != nil {
+			return err
+		}
+	}
+	if len(hits) == 0 {
+		return nil
+	}
+	latest, err := s.latestVersions(ctx, slices.Sorted(maps.Keys(hits)))
 	if err != nil {
 		return err
 	}
-	projects := slices.Sorted(maps.Keys(latest))
-	for _, p := range projects {
-		if p == t.Project() {
+	for _, p := range slices.Sorted(maps.Keys(hits)) {
+		v, ok := latest[p]
+		if !ok || len(hits[p][v]) == 0 {
 			continue
 		}
-		other, err := s.Load(ctx, p, latest[p])
-		if err != nil {
-			return err
+		used := make(map[string]bool, len(hits[p][v]))
+		for _, id := range hits[p][v] {
+			used[id] = true
 		}
 		var shared []string
-		for _, n := range t.Nodes() {
-			if other.Has(n.ID) {
+		for _, n := range nodes {
+			if used[n.ID] {
 				shared = append(shared, n.ID)
 			}
 		}
-		if len(shared) > 0 {
-			return fmt.Errorf("%w: %d node ids of project %q are used by project %q (version %d), and node ids are unique per deployment: %q",
-				tree.ErrInvalid, len(shared), t.Project(), p, latest[p], shared[:min(len(shared), 10)])
-		}
+		return fmt.Errorf("%w: %d node ids of project %q are used by project %q (version %d), and node ids are unique per deployment: %q",
+			tree.ErrInvalid, len(shared), t.Project(), p, v, shared[:min(len(shared), 10)])
 	}
 	return nil
 }
 
-// latestVersions returns the highest committed version of every project, from one query.
-func (s *Store) latestVersions(ctx context.Context) (map[string]int, error) {
-	cur, err := s.db.Collection(TreesCollection).Find(ctx, bson.D{},
-		options.Find().SetProjection(bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}))
+// foreignNodes adds to hits the (project, version, id) of every tree_nodes document of
+// another project than project whose id is one of ids (one query).
+func (s *Store) foreignNodes(ctx context.Context, project string, ids []string, hits map[string]map[int][]string) error {
+	filter := bson.D{
+		{Key: FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: FieldProject, Value: bson.D{{Key: "$ne", Value: project}}},
+	}
+	// The projection is NodesIDIndex's key without _id, so MongoDB can answer from the index alone.
+	proj := bson.D{{Key: "_id", Value: 0}, {Key: FieldID, Value: 1}, {Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}
+	cur, err := s.db.Collection(NodesCollection).Find(ctx, filter, options.Find().SetProjection(proj))
 	if err != nil {
-		return nil, fmt.Errorf("list the latest tree versions: %w", err)
+		return fmt.Errorf("find node ids of other projects: %w", err)
 	}
 	var docs []struct {
+		ID      string `bson:"id"`
 		Project string `bson:"project"`
 		Version int    `bson:"version"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("list the latest tree versions: %w", err)
+		return fmt.Errorf("find node ids of other projects: %w", err)
 	}
-	out := make(map[string]int, len(docs))
 	for _, d := range docs {
-		out[d.Project] = max(out[d.Project], d.Version)
+		if hits[d.Project] == nil {
+			hits[d.Project] = map[int][]string{}
+		}
+		hits[d.Project][d.Version] = append(hits[d.Project][d.Version], d.ID)
+	}
+	return nil
+}
+
+// latestVersions returns the highest committed version of each of projects that has one, one
+// query per 1,000 projects (through the trees index on project).
+func (s *Store) latestVersions(ctx context.Context, projects []string) (map[string]int, error) {
+	out := make(map[string]int, len(projects))
+	for start := 0; start < len(projects); start += maxInProjects {
+		chunk := projects[start:min(start+maxInProjects, len(projects))]
+		cur, err := s.db.Collection(TreesCollection).Find(ctx, bson.D{{Key: FieldProject, Value: bson.D{{Key: "$in", Value: chunk}}}},
+			options.Find().SetProjection(bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}))
+		if err != nil {
+			return nil, fmt.Errorf("find the latest tree versions of %d projects: %w", len(chunk), err)
+		}
+		var docs []struct {
+			Project string `bson:"project"`
+			Version int    `bson:"version"`
+		}
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, fmt.Errorf("find the latest tree versions of %d projects: %w", len(chunk), err)
+		}
+		for _, d := range docs {
+			out[d.Project] = max(out[d.Project], d.Version)
+		}
 	}
 	return out, nil
 }
