@@ -19,9 +19,12 @@ type Options struct {
 	// MaxAwait is how long a getMore waits for events (default 100ms). An empty getMore ends
 	// a burst, so this is also how long the stream must be quiet before a burst is written.
 	MaxAwait time.Duration
-	// MaxBurstDelay bounds how long leaves of a burst wait for the burst to end while events
-	// keep flowing (default 300ms).
+	// MaxBurstDelay bounds how long leaves of a burst wait for the burst to end while the
+	// stream's reader stays ahead of the writes (a backlog; default 300ms).
 	MaxBurstDelay time.Duration
+	// MinBurstDelay is how long a burst keeps taking the batches the stream delivers once
+	// every batch read so far is in it (default 10ms); see MaxBurstDelay.
+	MinBurstDelay time.Duration
 	// MaxBurst bounds the leaves of a burst (default 200,000).
 	MaxBurst int
 	// CheckpointInterval is the least time between two checkpoint saves while events flow or
@@ -99,6 +102,7 @@ const (
 	DefaultName               = "watcher"
 	DefaultMaxAwait           = 100 * time.Millisecond
 	DefaultMaxBurstDelay      = 300 * time.Millisecond
+	DefaultMinBurstDelay      = 10 * time.Millisecond
 	DefaultMaxBurst           = 200_000
 	DefaultCheckpointInterval = time.Second
 	DefaultReplayMargin       = 5 * time.Minute
@@ -118,6 +122,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBurstDelay <= 0 {
 		o.MaxBurstDelay = DefaultMaxBurstDelay
+	}
+	if o.MinBurstDelay <= 0 {
+		o.MinBurstDelay = DefaultMinBurstDelay
 	}
 	if o.MaxBurst <= 0 {
 		o.MaxBurst = DefaultMaxBurst
@@ -159,7 +166,8 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	// Events is the number of leaf events processed (replayed leaves included).
 	Events int64
-	// Batches is the number of non-empty server batches received.
+	// Batches is the number of non-empty server batches read (the stream is read ahead of the
+	// burst being written).
 	Batches int64
 	// ParentWrites is the number of parent and root document writes sent (conflicting and
 	// resent ones included).

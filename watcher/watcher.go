@@ -324,10 +324,11 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		w.progressed(s)
 	}
 	// A burst is the leaves of consecutive server batches, recomputed together: each dirty
-	// (parent, tick) is written once per burst. A burst ends when a getMore comes back empty
-	// (the stream is quiet), when a batch completes a (project, tick) — its tree's every leaf
-	// delivered (see completion) —, after MaxBurstDelay or MaxBurst leaves, at an invalidate,
-	// or at shutdown; server batches are never split. pending is the token after the burst.
+	// (parent, tick) is written once per burst. The batches are read ahead by a reader
+	// goroutine (see reader) while the burst before is written. A burst ends as burstEnds
+	// says — the stream quiet, a (project, tick) complete (see completion), every batch read
+	// so far in it, MaxBurstDelay, MaxBurst, an invalidate or shutdown —; server batches are
+	// never split. pending is the token after the burst.
 	//
 	// The summaries of the parents a burst wrote (or found current) wait in dirty until the
 	// stream is quiet, MaxTierDelay passes or MaxTierBuckets are waiting (and at an invalidate
@@ -380,9 +381,12 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		}
 		return quiet || n >= w.opts.MaxTierBuckets || time.Since(dirty.Since()) >= w.opts.MaxTierDelay
 	}
+	rd := w.read(ctx, cs)
+	defer rd.stop() // before cs.Close (deferred earlier, so run later)
 	for {
 		calls++
-		batch, invalidate, n, resumed, complete, err := w.nextBatch(ctx, cs)
+		b := rd.next()
+		batch, invalidate, n, resumed, complete, err := b.leaves, b.invalidate, b.n, b.resumed, b.complete, b.err
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
@@ -400,12 +404,11 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 				burstStart = time.Now()
 			}
 			burst = append(burst, batch...)
-			w.stats.batches.Add(1)
 		}
-		if tok := cs.ResumeToken(); tok != nil && invalidate == nil {
-			pending = tok
+		if b.token != nil {
+			pending = b.token
 		}
-		if n == 0 || complete || invalidate != nil || ctx.Err() != nil || len(burst) >= w.opts.MaxBurst || time.Since(burstStart) >= w.opts.MaxBurstDelay {
+		if w.burstEnds(n, complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), rd.ready()) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -447,6 +450,25 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	}
 }
 
+// burstEnds reports whether the burst ends after a batch of n events (0: an empty getMore, the
+// stream is quiet) that completed a tick or not, ends the stream (an invalidate, a shutdown),
+// leaving the burst with leaves leaves begun age ago, while the reader has (ahead) or has not
+// read the next batch yet.
+//
+// A burst ends when the stream is quiet or a tick complete, and otherwise once every batch
+// read so far is in it and it is MinBurstDelay old: the next batch then waits at most for one
+// burst's writes, not for MaxBurstDelay, and bursts grow on their own with the writes' time.
+// MaxBurstDelay and MaxBurst bound a burst whose reader stays ahead (a backlog).
+func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age time.Duration, ahead bool) bool {
+	switch {
+	case n == 0, complete, end:
+		return true
+	case leaves >= w.opts.MaxBurst, age >= w.opts.MaxBurstDelay:
+		return true
+	}
+	return !ahead && age >= w.opts.MinBurstDelay
+}
+
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
 // nextBatch returns the leaf events of the next server batch, the token of an invalidate
@@ -464,6 +486,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []st
 		}
 		return nil, nil, 0, cs.ID() != cursor, false, nil
 	}
+	w.stats.batches.Add(1)
 	var out []store.Leaf
 	n := 0
 	for {

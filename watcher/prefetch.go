@@ -1,0 +1,81 @@
+package watcher
+
+import (
+	"context"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/gameops/rollup/store"
+)
+
+// prefetchDepth is how many server batches the reader may hold ahead of the burst being
+// processed (each at most one getMore reply, at most 16 MiB of events).
+const prefetchDepth = 8
+
+// streamBatch is one server batch as the reader read it (see nextBatch), with the stream's
+// resume token after it (nil after an invalidate or an error).
+type streamBatch struct {
+	leaves     []store.Leaf
+	invalidate bson.Raw
+	n          int
+	resumed    bool
+	complete   bool
+	token      bson.Raw
+	err        error
+}
+
+// reader reads a change stream's batches in its own goroutine, in order, while the watcher
+// recomputes the burst before them: reading the next events (a getMore, their decoding, the
+// completion bookkeeping) then overlaps the parent writes instead of following them, so a
+// burst's leaves wait for one recompute, not for a recompute and a read. It stops after a
+// batch that ends the stream (an error or an invalidate) and at stop.
+type reader struct {
+	ch     chan streamBatch
+	quit   chan struct{}
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// read starts reading cs with w.nextBatch under ctx. The caller must call stop before it
+// closes cs: the change stream is not safe for concurrent use. Once ctx is done the reader
+// still delivers the batch whose read failed because of it, so the caller sees the stream end
+// as it did when it read the stream itself.
+func (w *Watcher) read(ctx context.Context, cs *mongo.ChangeStream) *reader {
+	rctx, cancel := context.WithCancel(ctx)
+	r := &reader{ch: make(chan streamBatch, prefetchDepth), quit: make(chan struct{}), cancel: cancel}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			var b streamBatch
+			b.leaves, b.invalidate, b.n, b.resumed, b.complete, b.err = w.nextBatch(rctx, cs)
+			if b.err == nil && b.invalidate == nil {
+				b.token = cs.ResumeToken()
+			}
+			select {
+			case r.ch <- b:
+			case <-r.quit:
+				return
+			}
+			if b.err != nil || b.invalidate != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// next returns the next batch, in stream order.
+func (r *reader) next() streamBatch { return <-r.ch }
+
+// ready reports whether a batch is already waiting (the reader is ahead of the burst).
+func (r *reader) ready() bool { return len(r.ch) > 0 }
+
+// stop ends the reader (aborting a getMore in flight) and waits for it.
+func (r *reader) stop() {
+	close(r.quit)
+	r.cancel()
+	r.wg.Wait()
+}

@@ -1,0 +1,80 @@
+package watcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/recompute"
+	"github.com/gameops/rollup/tree"
+)
+
+// TestBurstEnds: when a burst is written, by the batch, the stream's state and the reader's.
+func TestBurstEnds(t *testing.T) {
+	w := &Watcher{opts: Options{MinBurstDelay: 50 * time.Millisecond, MaxBurstDelay: 300 * time.Millisecond, MaxBurst: 1000}}
+	tests := []struct {
+		name     string
+		n        int
+		complete bool
+		end      bool
+		leaves   int
+		age      time.Duration
+		ahead    bool
+		want     bool
+	}{
+		{"quiet stream", 0, false, false, 10, time.Millisecond, true, true},
+		{"tick complete", 5, true, false, 10, time.Millisecond, true, true},
+		{"invalidate or shutdown", 5, false, true, 10, time.Millisecond, true, true},
+		{"too many leaves", 5, false, false, 1000, time.Millisecond, true, true},
+		{"too old while the reader stays ahead", 5, false, false, 10, 300 * time.Millisecond, true, true},
+		{"young, reader ahead", 5, false, false, 10, 60 * time.Millisecond, true, false},
+		{"young, caught up", 5, false, false, 10, 10 * time.Millisecond, false, false},
+		{"min age, caught up", 5, false, false, 10, 50 * time.Millisecond, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.ahead); got != tc.want {
+				t.Fatalf("burstEnds = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadsAheadOfWrites: while a burst's parent writes are held, the stream's next batches
+// are still read (the reader runs ahead of the writes), and once the writes go on every total
+// is right.
+func TestReadsAheadOfWrites(t *testing.T) {
+	e := newEnv(t)
+	t0 := baseTick()
+	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
+	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
+	held, release := make(chan struct{}), make(chan struct{})
+	first := true
+	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeLevel: func() bool {
+		if first { // only the main loop calls it: no race
+			first = false
+			close(held)
+			<-release
+		}
+		return false
+	}}}})
+	r := e.start(w)
+	l := tr.Leaves()
+	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
+	<-held // the first burst's writes wait
+	before := w.Stats().Batches
+	for i, n := range l[1:] {
+		e.submit(item("p", n.ID, n.Type, t0, int64(i+2), 1))
+	}
+	testctx.WaitFor(t, "the stream read while a burst's writes are held", func() bool {
+		return w.Stats().Batches > before
+	})
+	close(release)
+	e.waitCorrect("p")
+	if root, _ := e.parentDoc("p", tree.TypeProject, t0); root.Reported != int64(len(l)) {
+		t.Fatalf("root = %+v, want every leaf reported", root)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
