@@ -29,13 +29,20 @@ type streamBatch struct {
 // reader reads a change stream's batches in its own goroutine, in order, while the watcher
 // recomputes the burst before them: reading the next events (a getMore, their decoding, the
 // completion bookkeeping) then overlaps the parent writes instead of following them, so a
-// burst's leaves wait for one recompute, not for a recompute and a read. It stops after a
-// batch that ends the stream (an error or an invalidate) and at stop.
+// burst's leaves wait for one recompute, not for a recompute and a read. After an empty batch
+// the driver resumed the stream for (a getMore failed) it waits until the watcher asks for
+// the next one, so that a stream whose getMores keep failing costs the store no more commands
+// than when the watcher read it itself (see maxEmptyResumes). It stops after a batch that
+// ends the stream (an error or an invalidate) and at stop.
 type reader struct {
 	ch     chan streamBatch
 	quit   chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// asked counts the calls of next; wake tells a reader waiting for one that asked moved.
+	mu    sync.Mutex
+	asked int
+	wake  chan struct{}
 }
 
 // read starts reading cs with w.nextBatch under ctx. The caller must call stop before it
@@ -44,11 +51,14 @@ type reader struct {
 // as it did when it read the stream itself.
 func (w *Watcher) read(ctx context.Context, cs *mongo.ChangeStream) *reader {
 	rctx, cancel := context.WithCancel(ctx)
-	r := &reader{ch: make(chan streamBatch, prefetchDepth), quit: make(chan struct{}), cancel: cancel}
+	r := &reader{
+		ch: make(chan streamBatch, prefetchDepth), quit: make(chan struct{}), cancel: cancel,
+		wake: make(chan struct{}, 1),
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		for {
+		for sent := 1; ; sent++ {
 			var b streamBatch
 			b.leaves, b.invalidate, b.n, b.resumed, b.complete, b.err = w.nextBatch(rctx, cs)
 			if b.err == nil && b.invalidate == nil {
@@ -62,13 +72,42 @@ func (w *Watcher) read(ctx context.Context, cs *mongo.ChangeStream) *reader {
 			if b.err != nil || b.invalidate != nil {
 				return
 			}
+			if b.resumed && !r.waitAsked(sent) {
+				return
+			}
 		}
 	}()
 	return r
 }
 
+// waitAsked waits until next was called more than sent times; false: stopped meanwhile.
+func (r *reader) waitAsked(sent int) bool {
+	for {
+		r.mu.Lock()
+		asked := r.asked
+		r.mu.Unlock()
+		if asked > sent {
+			return true
+		}
+		select {
+		case <-r.wake:
+		case <-r.quit:
+			return false
+		}
+	}
+}
+
 // next returns the next batch, in stream order.
-func (r *reader) next() streamBatch { return <-r.ch }
+func (r *reader) next() streamBatch {
+	r.mu.Lock()
+	r.asked++
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return <-r.ch
+}
 
 // ready reports whether a batch is already waiting (the reader is ahead of the burst).
 func (r *reader) ready() bool { return len(r.ch) > 0 }
