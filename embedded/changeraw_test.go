@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/gameops/rollup/embedded/storage"
 )
@@ -342,4 +343,46 @@ func TestAppendTokenElement(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzParseRawEntry feeds arbitrary bytes to the raw path's readers: they must not panic, and
+// what they append must be valid BSON.
+func FuzzParseRawEntry(f *testing.F) {
+	s := newInternalServer(f)
+	if _, err := s.engine.Write(context.Background(), func(w *storage.Writer) error {
+		d, err := w.Insert("db", "c", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.A{1, 2}}})
+		if err != nil {
+			return err
+		}
+		_, err = w.Replace("db", "c", d, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.A{1}}}, &storage.UpdateDesc{
+			UpdatedFields: bson.D{{Key: "b", Value: "x"}}, RemovedFields: []string{"c"},
+			TruncatedArrays: []storage.TruncatedArray{{Field: "a", NewSize: 1}},
+		})
+		if err != nil {
+			return err
+		}
+		return w.Delete("db", "c", d)
+	}); err != nil {
+		f.Fatal(err)
+	}
+	for _, re := range s.engine.OplogAfterRaw(storage.OpTime{}, 0) {
+		f.Add(append([]byte(nil), re.Bytes()...))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		e, ok := parseRawEntry(raw)
+		if !ok {
+			return
+		}
+		if e.op == "" || len(e.db) == 0 || !e.hasWall {
+			t.Fatalf("accepted an entry without op, db or wall clock: %+v", e)
+		}
+		if e.op == storage.OpUpdate {
+			out, ok := appendRawUpdateDescription([]byte{0, 0, 0, 0}, e.u)
+			if ok {
+				if err := bsoncore.Document(endDocument(out, 0)).Validate(); err != nil {
+					t.Fatalf("invalid updateDescription: %v", err)
+				}
+			}
+		}
+	})
 }
