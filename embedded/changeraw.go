@@ -154,21 +154,21 @@ const (
 // rawDocEvent appends the event of a document operation's entry to dst, for a stream whose
 // document events are built raw (cs.raw), and reports what it did; on rawShown the event is
 // dst[len(dst):] of the returned slice.
-func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) ([]byte, rawOutcome, error) {
+func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) ([]byte, rawOutcome) {
 	e, ok := parseRawEntry(re.Bytes())
 	if !ok {
-		return dst, rawFallback, nil
+		return dst, rawFallback
 	}
 	var db, coll string
 	if cs.scope == scopeCollection {
 		if string(e.db) != cs.db || string(e.coll) != cs.coll || !cs.nsInScope(cs.db, cs.coll) {
-			return dst, rawSkipped, nil
+			return dst, rawSkipped
 		}
 		db, coll = cs.db, cs.coll
 	} else {
 		db, coll = string(e.db), string(e.coll)
 		if !cs.nsInScope(db, coll) {
-			return dst, rawSkipped, nil
+			return dst, rawSkipped
 		}
 	}
 	// The document key: the entry's, else the post-image's first field (_id), as decoding
@@ -178,14 +178,14 @@ func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) 
 	switch {
 	case e.k != nil:
 		if _, id, ok = firstElement(e.k); !ok {
-			return dst, rawFallback, nil
+			return dst, rawFallback
 		}
 	case e.d != nil:
 		if keyElem, id, ok = firstElement(e.d); !ok {
-			return dst, rawFallback, nil
+			return dst, rawFallback
 		}
 	default:
-		return dst, rawFallback, nil
+		return dst, rawFallback
 	}
 	// fullDocument, as fullDocument renders it.
 	var full bson.Raw
@@ -193,14 +193,14 @@ func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) 
 	switch e.op {
 	case storage.OpInsert, storage.OpReplace:
 		if e.d == nil {
-			return dst, rawFallback, nil
+			return dst, rawFallback
 		}
 		full, hasFull = e.d, true
 	case storage.OpUpdate:
 		if cs.fullDocument == "updateLookup" {
 			var err error
 			if full, err = s.lookup(db, coll, id); err != nil {
-				return dst, rawFallback, nil
+				return dst, rawFallback
 			}
 			hasFull = true
 		}
@@ -209,9 +209,9 @@ func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) 
 		keep, sure := cs.probe.match(e.op, db, coll, full, hasFull)
 		switch {
 		case !sure:
-			return dst, rawFallback, nil
+			return dst, rawFallback
 		case !keep:
-			return dst, rawFiltered, nil
+			return dst, rawFiltered
 		}
 	}
 	start := len(dst)
@@ -241,10 +241,10 @@ func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) 
 	}
 	if e.op == storage.OpUpdate {
 		if dst, ok = appendRawUpdateDescription(dst, e.u); !ok {
-			return dst[:start], rawFallback, nil
+			return dst[:start], rawFallback
 		}
 	}
-	return endDocument(dst, idx), rawShown, nil
+	return endDocument(dst, idx), rawShown
 }
 
 // appendRawUpdateDescription appends an update event's updateDescription (see

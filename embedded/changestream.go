@@ -421,10 +421,7 @@ func (s *Server) streamBatch(cs *changeStream, batchSize int64) (bson.A, error) 
 			if cs.raw {
 				reserve(2*len(re.Bytes()) + 256)
 				start := len(buf)
-				out, outcome, err := s.rawDocEvent(buf, cs, re)
-				if err != nil {
-					return nil, err
-				}
+				out, outcome := s.rawDocEvent(buf, cs, re)
 				switch outcome {
 				case rawSkipped:
 					continue
