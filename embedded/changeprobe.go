@@ -18,9 +18,9 @@ import (
 // those fields, read from the entry's encoding; an event the probe drops is skipped without
 // decoding its document or its update description. An event the probe keeps is built and
 // filtered as always, so the probe never changes what a stream shows: it is a cheaper
-// evaluation of the same filter on the same values. When that $match is the stream's only
-// stage and the event is built raw (changeraw.go), the probe's verdict is the filter's and the
-// event is not filtered again.
+// evaluation of the same filter on the same values. When every stage of the stream is such a
+// $match and the event is built raw (changeraw.go), each stage's probe decides the stage and
+// the event is not filtered again.
 
 // streamProbe is a change stream's pre-filter of insert, update, replace and delete events.
 type streamProbe struct {

@@ -13,25 +13,37 @@ import (
 // entry, builds the event as a bson.D and encodes it again: most of a batch's cost on rollup's
 // traffic, where every event is a leaf's insert or update. For the streams most clients open
 // (no showExpandedEvents, no fullDocumentBeforeChange, fullDocument default or updateLookup,
-// and no stage after $changeStream but at most one $match the stream's probe evaluates
-// exactly), the event of an insert, update, replace or delete is appended as BSON straight
-// from the entry's encoding: the documents (post-image, current document, document key,
-// updated fields) are copied as they are stored. Anything else, or an entry it cannot read,
-// takes the decoded path, so both paths give the same bytes (TestRawChangeEventsMatchDecoded).
+// and no stages after $changeStream but $match stages a probe evaluates exactly, see
+// changeprobe.go: rollup's watcher, with or without its projects: partition), the event of an
+// insert, update, replace or delete is appended as BSON straight from the entry's encoding:
+// the documents (post-image, current document, document key, updated fields) are copied as
+// they are stored. Anything else, or an entry it cannot read, takes the decoded path, so both
+// paths give the same bytes (TestRawChangeEventsMatchDecoded).
 
-// rawEventsFor reports whether cs's document events can be built raw; postStages is the
-// number of stages after $changeStream.
-func rawEventsFor(cs *changeStream, postStages int) bool {
+// rawEventsFor reports whether cs's document events can be built raw, and returns the probes
+// that then decide its stages post (those after $changeStream): every stage must be a $match
+// with a probe, whose verdict is the stage's (it reads the same values).
+func rawEventsFor(cs *changeStream, post []bson.D) ([]*streamProbe, bool) {
 	if cs.expanded || cs.beforeChange != "" {
-		return false
+		return nil, false
 	}
 	switch cs.fullDocument {
 	case "default", "updateLookup":
 	default:
-		return false
+		return nil, false
 	}
-	// One $match with a probe: the probe's verdict is the stage's (it reads the same values).
-	return postStages == 0 || (postStages == 1 && cs.probe != nil)
+	probes := make([]*streamProbe, 0, len(post))
+	for i, st := range post {
+		p := newStreamProbe(st, cs.fullDocument)
+		if i == 0 && cs.probe != nil {
+			p = cs.probe
+		}
+		if p == nil {
+			return nil, false
+		}
+		probes = append(probes, p)
+	}
+	return probes, true
 }
 
 // rawEntry is what a document event is built from, read from the entry's encoding in one
@@ -153,7 +165,7 @@ const (
 
 // rawDocEvent appends the event of a document operation's entry to dst, for a stream whose
 // document events are built raw (cs.raw), and reports what it did; on rawShown the event is
-// dst[len(dst):] of the returned slice.
+// dst[len(dst):] of the returned slice. The stages are decided by the stream's probes.
 func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) ([]byte, rawOutcome) {
 	e, ok := parseRawEntry(re.Bytes())
 	if !ok {
@@ -205,8 +217,8 @@ func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) 
 			hasFull = true
 		}
 	}
-	if cs.probe != nil {
-		keep, sure := cs.probe.match(e.op, db, coll, full, hasFull)
+	for _, p := range cs.rawProbes {
+		keep, sure := p.match(e.op, db, coll, full, hasFull)
 		switch {
 		case !sure:
 			return dst, rawFallback

@@ -64,7 +64,8 @@ func TestRawChangeEventsMatchDecoded(t *testing.T) {
 	}{
 		{"none", nil, true},
 		{"rollup's leaf filter", []bson.D{leafFilter}, true},
-		{"watcher's project partition", []bson.D{leafFilter, projects}, false},
+		{"watcher's project partition", []bson.D{leafFilter, projects}, true},
+		{"leaf filter then on _id", []bson.D{leafFilter, match(bson.D{{Key: "_id", Value: bson.D{{Key: "$exists", Value: true}}}})}, false},
 		{"project partition alone", []bson.D{projects}, true},
 		{"deletes", []bson.D{match(bson.D{{Key: "operationType", Value: "delete"}})}, true},
 		{"n over 50", []bson.D{match(bson.D{{Key: "fullDocument.n", Value: bson.D{{Key: "$gt", Value: 50}}}})}, true},

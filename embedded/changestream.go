@@ -57,8 +57,10 @@ type changeStream struct {
 	// invalidates it: the invalidate event comes next.
 	pendingInvalidate *storage.Entry
 	invalidated       bool
-	// raw: its document events are built from the entries' encoding (see changeraw.go).
-	raw bool
+	// raw: its document events are built from the entries' encoding (see changeraw.go),
+	// and rawProbes decide its stages, one per stage.
+	raw       bool
+	rawProbes []*streamProbe
 	// The postBatchResumeToken is encodeToken(pbrtTS, pbrtKind): the last event's token when
 	// the batch ended on an event, a high-water-mark token at the position when it scanned
 	// past events. Kept as its parts, so that scanning an entry formats no token.
@@ -254,7 +256,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 		cs.post = p
 		cs.probe = newStreamProbe(stages[1], cs.fullDocument)
 	}
-	cs.raw = rawEventsFor(cs, len(stages)-1)
+	cs.rawProbes, cs.raw = rawEventsFor(cs, stages[1:])
 	ns := r.db + ".$cmd.aggregate"
 	if cs.scope == scopeCollection {
 		ns = r.db + "." + cs.coll
