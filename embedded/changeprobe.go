@@ -18,13 +18,21 @@ import (
 // those fields, read from the entry's encoding; an event the probe drops is skipped without
 // decoding its document or its update description. An event the probe keeps is built and
 // filtered as always, so the probe never changes what a stream shows: it is a cheaper
-// evaluation of the same filter on the same values.
+// evaluation of the same filter on the same values. When every stage of the stream is such a
+// $match and the event is built raw (changeraw.go), each stage's probe decides the stage and
+// the event is not filtered again.
 
 // streamProbe is a change stream's pre-filter of insert, update, replace and delete events.
 type streamProbe struct {
 	filter *query.Filter
 	fields []string // top-level fields of fullDocument the filter reads
 	lookup bool     // updates carry the current document (fullDocument: updateLookup)
+
+	// Scratch of match (a stream's batches run one at a time): the event and its ns value,
+	// kept while the namespace stays the same.
+	ev           bson.D
+	ns           any
+	nsDB, nsColl string
 }
 
 // newStreamProbe returns the probe of a stream whose first stage after $changeStream is
@@ -106,21 +114,16 @@ func filterPaths(f bson.D, paths []string) ([]string, bool) {
 
 // probeEvent reports whether the stream may show the entry: false only for a document event
 // of the stream's namespaces that its first $match drops.
-func (s *Server) probeEvent(cs *changeStream, re storage.RawEntry) (bool, error) {
+func (s *Server) probeEvent(cs *changeStream, re storage.RawEntry) bool {
 	op := re.Op()
 	switch op {
 	case storage.OpInsert, storage.OpUpdate, storage.OpReplace, storage.OpDelete:
 	default:
-		return true, nil
+		return true
 	}
 	db, coll := re.DB(), re.Coll()
 	if !cs.nsInScope(db, coll) {
-		return true, nil // out of scope: the stream skips it anyway
-	}
-	p := cs.probe
-	ev := bson.D{
-		{Key: "operationType", Value: operationType(op)},
-		{Key: "ns", Value: bson.D{{Key: "db", Value: db}, {Key: "coll", Value: coll}}},
+		return true // out of scope: the stream skips it anyway
 	}
 	// The fullDocument the event would carry (see fullDocument): the post-image of an insert
 	// or a replace, the current document of an update with updateLookup (null when it is
@@ -131,31 +134,57 @@ func (s *Server) probeEvent(cs *changeStream, re storage.RawEntry) (bool, error)
 	case storage.OpInsert, storage.OpReplace:
 		src, has = re.Doc(), true
 	case storage.OpUpdate:
-		if p.lookup {
+		if cs.probe.lookup {
 			has = true
 			post := re.Doc()
 			if len(post) == 0 {
-				return true, nil
+				return true
 			}
 			idv, err := bsoncore.Document(post).IndexErr(0)
 			if err != nil {
-				return true, nil
+				return true
 			}
-			id, err := bsonval.DecodeValue(idv.Value())
-			if err != nil {
-				return true, nil
+			if src, err = s.lookup(db, coll, idv.Value()); err != nil {
+				return true
 			}
-			s.engine.Read(func(rd *storage.Reader) {
-				if d, ok := rd.Get(db, coll, id); ok {
-					src = d.Raw
-				}
-			})
 		}
 	}
+	keep, sure := cs.probe.match(op, db, coll, src, has)
+	return keep || !sure
+}
+
+// lookup returns the encoding of the stored document of db.coll with the _id id (nil when
+// there is none). Stored encodings are never modified, so it stays valid after the read.
+func (s *Server) lookup(db, coll string, id bsoncore.Value) (bson.Raw, error) {
+	x, err := bsonval.DecodeValue(id)
+	if err != nil {
+		return nil, err
+	}
+	var src bson.Raw
+	s.engine.Read(func(rd *storage.Reader) {
+		if d, ok := rd.Get(db, coll, x); ok {
+			src = d.Raw
+		}
+	})
+	return src, nil
+}
+
+// match runs the probe's filter on the event of operation op on db.coll of those fields: its
+// fullDocument is src's (has: the event has one; a nil src is null, the document is gone).
+// sure is false when the evaluation failed: the full event's evaluation reports it.
+func (p *streamProbe) match(op, db, coll string, src bson.Raw, has bool) (keep, sure bool) {
+	if p.nsDB != db || p.nsColl != coll || p.ns == nil {
+		p.nsDB, p.nsColl = db, coll
+		p.ns = bson.D{{Key: "db", Value: db}, {Key: "coll", Value: coll}}
+	}
+	ev := append(p.ev[:0],
+		bson.E{Key: "operationType", Value: operationTypeValue(op)},
+		bson.E{Key: "ns", Value: p.ns},
+	)
 	if has {
 		var doc any // null: the document is gone
 		if src != nil {
-			fields := bson.D{}
+			fields := make(bson.D, 0, len(p.fields))
 			for _, f := range p.fields {
 				v, err := bsoncore.Document(src).LookupErr(f)
 				if err != nil {
@@ -163,7 +192,7 @@ func (s *Server) probeEvent(cs *changeStream, re storage.RawEntry) (bool, error)
 				}
 				x, err := bsonval.DecodeValue(v)
 				if err != nil {
-					return true, nil
+					return false, false
 				}
 				fields = append(fields, bson.E{Key: f, Value: x})
 			}
@@ -171,9 +200,26 @@ func (s *Server) probeEvent(cs *changeStream, re storage.RawEntry) (bool, error)
 		}
 		ev = append(ev, bson.E{Key: "fullDocument", Value: doc})
 	}
+	p.ev = ev
 	ok, err := p.filter.Match(ev)
 	if err != nil {
-		return true, nil // the full event's evaluation reports it
+		return false, false
 	}
-	return ok, nil
+	return ok, true
+}
+
+// operationTypeValue is operationType(op) as a value of a decoded event, without an
+// allocation for the document operations.
+func operationTypeValue(op string) any {
+	switch op {
+	case storage.OpInsert:
+		return storage.OpInsert
+	case storage.OpUpdate:
+		return storage.OpUpdate
+	case storage.OpReplace:
+		return storage.OpReplace
+	case storage.OpDelete:
+		return storage.OpDelete
+	}
+	return operationType(op)
 }

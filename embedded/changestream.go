@@ -57,10 +57,22 @@ type changeStream struct {
 	// invalidates it: the invalidate event comes next.
 	pendingInvalidate *storage.Entry
 	invalidated       bool
-	// pbrt is the postBatchResumeToken: the last event's token when the batch ended on an
-	// event, a high-water-mark token at the position when it scanned past events.
-	pbrt bson.D
+	// raw: its document events are built from the entries' encoding (see changeraw.go),
+	// and rawProbes decide its stages, one per stage.
+	raw       bool
+	rawProbes []*streamProbe
+	// The postBatchResumeToken is encodeToken(pbrtTS, pbrtKind): the last event's token when
+	// the batch ended on an event, a high-water-mark token at the position when it scanned
+	// past events. Kept as its parts, so that scanning an entry formats no token.
+	pbrtTS   storage.OpTime
+	pbrtKind byte
 }
+
+// setPBRT moves the postBatchResumeToken.
+func (cs *changeStream) setPBRT(ts storage.OpTime, kind byte) { cs.pbrtTS, cs.pbrtKind = ts, kind }
+
+// pbrt returns the postBatchResumeToken.
+func (cs *changeStream) pbrt() bson.D { return encodeToken(cs.pbrtTS, cs.pbrtKind) }
 
 // encodeToken returns a resume token {_data: hex} ordered by cluster time.
 func encodeToken(ts storage.OpTime, kind byte) bson.D {
@@ -230,7 +242,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 	if err := s.checkHistory(cs.after); err != nil {
 		return result{}, err
 	}
-	cs.pbrt = encodeToken(cs.after, tokenHighWater)
+	cs.setPBRT(cs.after, tokenHighWater)
 	if len(stages) > 1 {
 		for _, st := range stages[1:] {
 			if err := checkStreamStage(st); err != nil {
@@ -244,6 +256,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 		cs.post = p
 		cs.probe = newStreamProbe(stages[1], cs.fullDocument)
 	}
+	cs.rawProbes, cs.raw = rawEventsFor(cs, stages[1:])
 	ns := r.db + ".$cmd.aggregate"
 	if cs.scope == scopeCollection {
 		ns = r.db + "." + cs.coll
@@ -259,7 +272,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 		id = s.cursors.add(c)
 	}
 	return result{fields: cursorReply(id, ns, "firstBatch", batch,
-		bson.E{Key: "postBatchResumeToken", Value: cs.pbrt})}, nil
+		bson.E{Key: "postBatchResumeToken", Value: cs.pbrt()})}, nil
 }
 
 // invalidatingEntryAt returns the oplog entry at ts when it is a drop that invalidates cs.
@@ -347,7 +360,7 @@ func (s *Server) streamReply(c *cursor, batch bson.A) result {
 		s.cursors.put(c)
 	}
 	return result{fields: cursorReply(id, c.ns, "nextBatch", batch,
-		bson.E{Key: "postBatchResumeToken", Value: c.stream.pbrt})}
+		bson.E{Key: "postBatchResumeToken", Value: c.stream.pbrt()})}
 }
 
 // streamBatch reads the oplog after the stream's position and returns up to batchSize
@@ -362,25 +375,39 @@ func (s *Server) streamBatch(cs *changeStream, batchSize int64) (bson.A, error) 
 	full := func() bool {
 		return (batchSize > 0 && int64(len(batch)) >= batchSize) || size >= maxBatchBytes
 	}
-	emit := func(ev bson.D) error {
-		cs.pbrt = ev[0].Value.(bson.D)
+	// The batch's events are encoded into chunks of buf: one allocation for many events. A
+	// chunk is never written again once an event is in it (the reply holds the events).
+	var buf []byte
+	reserve := func(n int) {
+		if cap(buf)-len(buf) < n {
+			buf = make([]byte, 0, max(eventChunk, 2*n))
+		}
+	}
+	add := func(raw []byte) {
+		batch = append(batch, bson.Raw(raw[:len(raw):len(raw)]))
+		size += len(raw)
+	}
+	emit := func(ev bson.D, ts storage.OpTime, kind byte) error {
+		cs.setPBRT(ts, kind)
 		out, err := cs.apply(ev)
 		if err != nil || out == nil {
 			return err
 		}
-		raw, err := bsonval.Encode(out)
+		reserve(bsonval.DocSize(out))
+		start := len(buf)
+		enc, err := bsonval.AppendDocument(buf, out)
 		if err != nil {
 			return mongoerr.New(mongoerr.InternalError, "encode change event: %v", err)
 		}
-		batch = append(batch, bson.Raw(raw))
-		size += len(raw)
+		buf = enc
+		add(buf[start:])
 		return nil
 	}
 	if cs.pendingInvalidate != nil {
 		e := cs.pendingInvalidate
 		cs.pendingInvalidate = nil
 		cs.invalidated = true
-		return batch, emit(invalidateEvent(e))
+		return batch, emit(invalidateEvent(e), e.TS, tokenInvalidate)
 	}
 	for !full() {
 		raws := s.engine.OplogAfterRaw(cs.after, 256)
@@ -392,15 +419,29 @@ func (s *Server) streamBatch(cs *changeStream, batchSize int64) (bson.A, error) 
 				break
 			}
 			cs.after = re.TS
-			cs.pbrt = encodeToken(re.TS, tokenHighWater)
-			if cs.probe != nil {
-				if shown, err := s.probeEvent(cs, re); err != nil {
-					return nil, err
-				} else if !shown {
-					// As an event the stages filtered out (see emit).
-					cs.pbrt = encodeToken(re.TS, tokenEvent)
+			cs.setPBRT(re.TS, tokenHighWater)
+			if cs.raw {
+				reserve(2*len(re.Bytes()) + 256)
+				start := len(buf)
+				out, outcome := s.rawDocEvent(buf, cs, re)
+				switch outcome {
+				case rawSkipped:
+					continue
+				case rawFiltered:
+					cs.setPBRT(re.TS, tokenEvent)
+					continue
+				case rawShown:
+					cs.setPBRT(re.TS, tokenEvent)
+					buf = out
+					add(buf[start:])
 					continue
 				}
+				// rawFallback: the decoded path below.
+			}
+			if cs.probe != nil && !s.probeEvent(cs, re) {
+				// As an event the stages filtered out (see emit).
+				cs.setPBRT(re.TS, tokenEvent)
+				continue
 			}
 			ent, err := re.Decode()
 			if err != nil {
@@ -417,17 +458,20 @@ func (s *Server) streamBatch(cs *changeStream, batchSize int64) (bson.A, error) 
 			if !ok {
 				continue
 			}
-			if err := emit(ev); err != nil {
+			if err := emit(ev, e.TS, tokenEvent); err != nil {
 				return nil, err
 			}
 			if cs.invalidatedBy(e) {
 				cs.invalidated = true
-				return batch, emit(invalidateEvent(e))
+				return batch, emit(invalidateEvent(e), e.TS, tokenInvalidate)
 			}
 		}
 	}
 	return batch, nil
 }
+
+// eventChunk is the size of the chunks a batch's events are encoded into.
+const eventChunk = 64 << 10
 
 // apply runs the stages after $changeStream on one event; nil means filtered out.
 func (cs *changeStream) apply(ev bson.D) (bson.D, error) {

@@ -214,6 +214,9 @@ func (r RawEntry) Doc() bson.Raw {
 	return bson.Raw(d)
 }
 
+// Bytes returns the entry's encoding (the log form), shared with the oplog: do not modify it.
+func (r RawEntry) Bytes() []byte { return r.raw }
+
 // Decode decodes the entry, as OplogAfter returns it.
 func (r RawEntry) Decode() (Entry, error) { return decodeOplogEntry(r.raw) }
 
