@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/embedded/storage"
 	"github.com/gameops/rollup/internal/settings"
 	"github.com/gameops/rollup/metrics"
 )
@@ -30,8 +31,12 @@ func runMongod(ctx context.Context, e *env, args []string) error {
 	replSet := fs.String("replset", "rs0", "replica-set name advertised to clients")
 	testCmds := fs.Bool("enable-test-commands", false, "enable configureFailPoint (tests only, like mongod's enableTestCommands)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	oplogMB := fs.Int("oplog-size-mb", embedded.DefaultOplogSizeMB, "retained oplog in MiB (like mongod's --oplogSize): a change stream that falls further behind loses its history and its watcher replays the window from the leaves; size it for the watcher's longest lag (docs/capacity.md)")
 	if err := e.parse(fs, args); err != nil {
 		return usageError(err)
+	}
+	if err := embedded.CheckOplogSizeMB(*oplogMB); err != nil {
+		return fmt.Errorf("%w: --oplog-size-mb: %w", errUsage, err)
 	}
 	if *memory && *dataDir != "" && fs.Source("memory") == settings.SourceFlag && fs.Source("data") != settings.SourceFlag {
 		*dataDir = "" // the command line's --memory beats a --data of the environment or file
@@ -51,6 +56,7 @@ func runMongod(ctx context.Context, e *env, args []string) error {
 		ReplSetName:        *replSet,
 		EnableTestCommands: *testCmds,
 		Logger:             log.Named("mongod"),
+		Storage:            storage.Options{OplogMaxBytes: int64(*oplogMB) << 20},
 	})
 	if err != nil {
 		return fmt.Errorf("start embedded server: %w", err)

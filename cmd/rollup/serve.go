@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
@@ -47,6 +48,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.BoolVar(&c.Demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
 	fs.IntVar(&c.DemoAgents, "demo-agents", 20, "simulated agents in --demo")
 	fs.StringVar(&c.EmbeddedListen, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
+	fs.IntVar(&c.EmbeddedOplogMB, "embedded-oplog-size-mb", embedded.DefaultOplogSizeMB, "the embedded server's retained oplog in MiB (see rollup mongod --oplog-size-mb)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.Partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/internal/settings"
 	"github.com/gameops/rollup/metrics/status"
@@ -27,8 +28,10 @@ type Config struct {
 	Demo           bool   // embedded server in memory, a demo project, its token and simulated agents
 	DemoAgents     int
 	EmbeddedListen string // the embedded server's address
-	Listen         string // the HTTP address of the API, the dashboard and the metrics
-	LogLevel       string
+	// EmbeddedOplogMB is the embedded server's retained oplog in MiB (embedded.CheckOplogSizeMB).
+	EmbeddedOplogMB int
+	Listen          string // the HTTP address of the API, the dashboard and the metrics
+	LogLevel        string
 	// Partitions splits the watcher's work ("" = one partition; "hash:N"; "projects:a,b;c").
 	Partitions    string
 	LeaseTTL      time.Duration
@@ -66,6 +69,9 @@ func (c Config) Validate() error {
 	if c.MongoURI == "" {
 		if err := settings.CheckListenAddr(c.EmbeddedListen); err != nil {
 			return settings.Invalid("embedded-listen", "%w", err)
+		}
+		if err := embedded.CheckOplogSizeMB(c.EmbeddedOplogMB); err != nil {
+			return settings.Invalid("embedded-oplog-size-mb", "%w", err)
 		}
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/embedded/storage"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
@@ -45,7 +46,10 @@ func Serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		if !cfg.Demo {
 			embeddedDir = cfg.DataDir
 		}
-		srv, err := embedded.New(embedded.Config{Listen: cfg.EmbeddedListen, DataDir: embeddedDir, Logger: log.Named("mongod")})
+		srv, err := embedded.New(embedded.Config{
+			Listen: cfg.EmbeddedListen, DataDir: embeddedDir, Logger: log.Named("mongod"),
+			Storage: storage.Options{OplogMaxBytes: int64(cfg.EmbeddedOplogMB) << 20},
+		})
 		if err != nil {
 			return fmt.Errorf("start embedded server: %w", err)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/blackpipe"
+	"github.com/gameops/rollup/embedded/storage"
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics"
@@ -156,6 +157,15 @@ func (c ScaleConfig) Validate() error {
 
 // Leaves returns the leaves of one project.
 func (c ScaleConfig) Leaves() int { return c.Groups * c.Servers * c.Processes }
+
+// oplogMB is the embedded store's retained oplog for the run, in MiB: about 1 KiB per leaf
+// of a tick (a leaf's entry and its share of the parents' take about half of that), so the
+// oplog holds two ticks and a watcher that falls a tick behind (a lease lost under load)
+// resumes its stream instead of replaying the window from the leaves, as an operator sizes
+// a MongoDB oplog for the longest lag (docs/capacity.md); never below the default.
+func (c ScaleConfig) oplogMB() int {
+	return max(embedded.DefaultOplogSizeMB, c.Leaves()*max(c.Projects, 1)>>10)
+}
 
 // scaleProject is one project of the benchmark: its tree, token, leaves and agents.
 type scaleProject struct {
@@ -334,7 +344,8 @@ func (r *scaleRun) run(ctx context.Context) error {
 	case uri != "":
 		r.res.storeDesc = "external MongoDB"
 	case r.cfg.InProcess:
-		srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", Logger: log})
+		srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", Logger: log,
+			Storage: storage.Options{OplogMaxBytes: int64(r.cfg.oplogMB()) << 20}})
 		if err != nil {
 			return fmt.Errorf("start embedded server: %w", err)
 		}
@@ -345,14 +356,15 @@ func (r *scaleRun) run(ctx context.Context) error {
 		uri = srv.URI()
 		r.res.storeDesc = "embedded server in this process (memory)"
 	default:
-		c, line, err := startChild(ctx, r.cfg.Launch, r.dir, "mongod", "mongodb://", "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn")
+		c, line, err := startChild(ctx, r.cfg.Launch, r.dir, "mongod", "mongodb://", "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn",
+			"--oplog-size-mb", strconv.Itoa(r.cfg.oplogMB()))
 		if err != nil {
 			return err
 		}
 		r.store = c
 		cleanups = append(cleanups, c.stop)
 		uri = "mongodb://" + line
-		r.res.storeDesc = fmt.Sprintf("rollup mongod --memory (pid %d)", c.pid())
+		r.res.storeDesc = fmt.Sprintf("rollup mongod --memory --oplog-size-mb %d (pid %d)", r.cfg.oplogMB(), c.pid())
 	}
 	target, err := hostOf(uri)
 	if err != nil {
