@@ -192,7 +192,7 @@ func (c *Client) attempt(ctx context.Context, url string, body []byte, auth stri
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	if res.StatusCode != http.StatusOK {
-		e := &APIError{StatusCode: res.StatusCode, RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), time.Now())}
+		e := &APIError{StatusCode: res.StatusCode, RetryAfter: retryAfter(res.Header.Get("Retry-After"))}
 		_ = json.Unmarshal(data, &e.Body) // best effort: a proxy's HTML error page has no body to decode
 		return nil, e
 	}
@@ -285,22 +285,24 @@ func (c *Client) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date; 0 when absent
-// or unreadable.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
+// ParseRetryAfter reads a Retry-After header's value: delay-seconds or an HTTP date (RFC 9110
+// 10.2.3), capped at a day; ok is false when it is neither (absent included). A date in the
+// past, or a negative number, is 0.
+func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	s := strings.TrimSpace(v)
+	if secs, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Duration(min(max(secs, 0), int64(24*time.Hour/time.Second))) * time.Second, true
 	}
-	if secs, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+	if t, err := http.ParseTime(s); err == nil {
+		return min(max(t.Sub(now), 0), 24*time.Hour), true
 	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
+	return 0, false
+}
+
+// retryAfter is ParseRetryAfter now, 0 when absent or unreadable.
+func retryAfter(v string) time.Duration {
+	d, _ := ParseRetryAfter(v, time.Now())
+	return d
 }
 
 // NewSubmissionID returns a random submission id: 32 hex digits (128 bits).

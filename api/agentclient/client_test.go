@@ -352,8 +352,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Wed, 01 May 2024 09:59:00 GMT", 0},
 	}
 	for _, tc := range tests {
-		if got := parseRetryAfter(tc.in, now); got != tc.want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", tc.in, got, tc.want)
+		if got, _ := ParseRetryAfter(tc.in, now); got != tc.want {
+			t.Errorf("ParseRetryAfter(%q) = %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }

@@ -386,7 +386,7 @@ func readHTTPResponse(r *bufio.Reader, buf []byte, now func() time.Time) (answer
 			}
 			chunked = true
 		case bytes.EqualFold(name, []byte("Retry-After")):
-			a.retryAfter, a.retryAfterSet = parseRetryAfter(value, now())
+			a.retryAfter, a.retryAfterSet = agentclient.ParseRetryAfter(string(value), now())
 		case bytes.EqualFold(name, []byte("Connection")):
 			a.close = bytes.EqualFold(bytes.TrimSpace(value), []byte("close"))
 		}

@@ -110,19 +110,6 @@ func (p resendPolicy) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date (RFC 9110 10.2.3);
-// ok is false when it is neither. A date in the past, or a negative number, is 0.
-func parseRetryAfter(v []byte, now time.Time) (d time.Duration, ok bool) {
-	s := strings.TrimSpace(string(v))
-	if secs, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.Duration(min(max(secs, 0), int64(24*time.Hour/time.Second))) * time.Second, true
-	}
-	if t, err := http.ParseTime(s); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
 // sendStats counts what the back-pressure of the server cost a Send: the resends, by cause,
 // and the time the connections spent waiting before them.
 type sendStats struct {
