@@ -136,7 +136,9 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 		Progress: w.Progress, Leadership: w.Leadership, Components: st.states}
 	var projectTotals *totals.Reader // business metrics, unless --totals-max-projects 0
 	if cfg.Totals.Enabled() {
-		projectTotals = totals.New(db, cfg.Totals.Options(), log.Named("totals"))
+		to := cfg.Totals.Options()
+		to.Trees = trees // the directory loads every project's tree from it anyway
+		projectTotals = totals.New(db, to, log.Named("totals"))
 		sources.Totals = projectTotals.Snapshot
 	}
 	var enforcer *retention.Enforcer // deletes what the retention policy no longer keeps, unless --retention=false

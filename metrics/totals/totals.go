@@ -68,6 +68,12 @@ type Options struct {
 	MinBackoff time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Trees is where the trees come from (default: a treedb.Store of the Reader's own).
+	// serve passes the Store its API and watcher load every project's tree from, so a tree is
+	// read from the store once per process, not once more for the business metrics (at 1M
+	// nodes that second read took longer than Timeout on a busy store, and was retried every
+	// Interval).
+	Trees *treedb.Store
 }
 
 func (o Options) withDefaults() Options {
@@ -208,9 +214,13 @@ func New(db *mongo.Database, opts Options, log *zap.Logger) *Reader {
 	for _, p := range opts.GroupProjects {
 		groups[p] = true
 	}
+	trees := opts.Trees
+	if trees == nil {
+		trees = treedb.New(db)
+	}
 	return &Reader{
 		counts:  store.NewCounts(db),
-		trees:   treedb.New(db), // its own cache: loading every project's tree must not evict the API's
+		trees:   trees,
 		opts:    opts,
 		groups:  groups,
 		log:     log,

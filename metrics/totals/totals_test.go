@@ -16,6 +16,7 @@ import (
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // naive is a node's numbers computed from the leaves reported under it.
@@ -264,5 +265,28 @@ func TestSnapshotInvalidRoot(t *testing.T) {
 	}
 	if n := logs.FilterMessage("root document not exported").Len(); n != 1 {
 		t.Errorf("logged the invalid root %d times in two refreshes, want once", n)
+	}
+}
+
+// TestSharedTrees: a Reader given Options.Trees loads its trees through that Store (serve's,
+// which the API and the watcher already loaded every tree into), not from the store again:
+// with tree_nodes emptied after the import, it still exports the project, and a Reader with a
+// Store of its own cannot.
+func TestSharedTrees(t *testing.T) {
+	p := newPipeline(t)
+	tr := p.importTree(t, "shared", prefixed("shared", 2, 2, 2), t0.Add(-time.Hour))
+	reported := leafCounts(tr, func(i int) (int64, bool) { return int64(i + 1), true })
+	p.report(t, "shared", t0, reported, tr, 1)
+	if _, err := p.db.Collection(treedb.NodesCollection).DeleteMany(p.ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return nowAt(t0) }
+	s := refresh(t, p, totals.Options{Now: now, Trees: p.trees})
+	if want := naiveProject(tr, reported, false); len(s.Projects) != 1 || !reflect.DeepEqual(s.Projects[0], want) {
+		t.Fatalf("with the shared Store: %+v, want %+v", s.Projects, want)
+	}
+	own := totals.New(p.db, totals.Options{Now: now}, zaptest.NewLogger(t))
+	if err := own.Refresh(p.ctx); err == nil && len(own.Snapshot().Projects) == 1 {
+		t.Fatal("a Reader with its own Store exported the project without its nodes: the test proves nothing")
 	}
 }
