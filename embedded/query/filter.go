@@ -535,6 +535,14 @@ func parseIn(op string, v any) (pred, error) {
 			}
 			p.oids[y] = struct{}{}
 			continue
+		case string:
+			// Likewise a string equals only the same string (or a symbol of it, which stays
+			// in eq): the watcher's {id: {$in: [5,000 ids]}} tests each candidate once.
+			if p.strs == nil {
+				p.strs = map[string]struct{}{}
+			}
+			p.strs[y] = struct{}{}
+			continue
 		case bson.Regex:
 			rp, err := compileRegexPred(y.Pattern, y.Options)
 			if err != nil {
@@ -679,6 +687,7 @@ func (c *cmpPred) test(v any, missing bool) bool {
 type inPred struct {
 	eq      []cmpPred
 	oids    map[bson.ObjectID]struct{} // the ObjectIDs of the list (not in eq)
+	strs    map[string]struct{}        // the strings of the list (not in eq)
 	regexes []*regexPred
 }
 
@@ -687,6 +696,13 @@ func (p *inPred) test(v any, missing bool) bool {
 		// Only an ObjectID of the list can equal it, and no regex matches one.
 		_, in := p.oids[oid]
 		return in
+	}
+	if s, ok := v.(string); ok && !missing {
+		// A string equals only a string of the list, byte for byte (no collation), or a
+		// symbol (left in eq); a regex may still match it.
+		if _, in := p.strs[s]; in {
+			return true
+		}
 	}
 	for i := range p.eq {
 		if p.eq[i].test(v, missing) {

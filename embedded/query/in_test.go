@@ -2,14 +2,16 @@ package query
 
 import (
 	"math/rand/v2"
+	"regexp"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// TestInObjectIDsAgainstNaive: $in lists holding ObjectIDs among other values (the set that
-// answers for the ObjectIDs) match exactly what a linear scan of the list does, on fields
-// that are ObjectIDs, other types, arrays of both, null or missing; and $nin the opposite.
+// TestInObjectIDsAgainstNaive: $in lists holding ObjectIDs and strings among other values and
+// regexes (the sets that answer for the ObjectIDs and the strings) match exactly what a linear
+// scan of the list does, on fields that are ObjectIDs, strings, other types, arrays of both,
+// null or missing; and $nin the opposite.
 func TestInObjectIDsAgainstNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	oid := func() bson.ObjectID { return bson.ObjectID{byte(r.IntN(6))} }
@@ -38,6 +40,12 @@ func TestInObjectIDsAgainstNaive(t *testing.T) {
 			}
 		}
 		for _, x := range list {
+			if re, ok := x.(bson.Regex); ok {
+				if s, isStr := v.(string); isStr && !missing && regexp.MustCompile(re.Pattern).MatchString(s) {
+					return true
+				}
+				continue
+			}
 			switch {
 			case x == nil && (missing || v == nil):
 				return true
@@ -53,6 +61,9 @@ func TestInObjectIDsAgainstNaive(t *testing.T) {
 		list := A{}
 		for range r.IntN(8) {
 			list = append(list, scalar())
+		}
+		if r.IntN(4) == 0 {
+			list = append(list, bson.Regex{Pattern: "^s[" + string(rune('a'+r.IntN(3))) + "z]$"})
 		}
 		for _, op := range []string{"$in", "$nin"} {
 			f, err := CompileFilter(D{e("_id", D{e(op, list)})})

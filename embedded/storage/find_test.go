@@ -55,6 +55,7 @@ func TestPlanChoice(t *testing.T) {
 		{"$in with null is not narrowed", d("id", d("$in", bson.A{"1", nil})), "", false, 50},
 		{"empty $in", d("id", d("$in", bson.A{})), "itt", false, 0},
 		{"_id", d("_id", 7), "_id_", true, 1},
+		{"$in product of 15,000 points stays on the unique index", d("id", d("$in", manyIDs(5000)), "type", d("$in", bson.A{"p", "q", "r"}), "timestamp", d("$gte", 40)), "itt", false, 10},
 		{"empty filter", nil, "", false, 50},
 	}
 	for _, tt := range tests {
@@ -75,6 +76,15 @@ func TestPlanChoice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyIDs is "0", "1", … as a $in list of n ids.
+func manyIDs(n int) bson.A {
+	out := make(bson.A, n)
+	for i := range out {
+		out[i] = fmt.Sprint(i)
+	}
+	return out
 }
 
 // naiveValues returns the values a dotted path reaches in doc, with MongoDB's fan-out: an
