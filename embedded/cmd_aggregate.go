@@ -90,7 +90,7 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 	}
 	p.SetAllowDiskUse(allowDisk)
 	// Collect the source from a consistent view (a long scan releases the read lock and reads a
-// point-in-time clone; documents are immutable), run the pipeline after.
+	// point-in-time clone; documents are immutable), run the pipeline after.
 	src := p.Documents()
 	if isColl {
 		lead := p.LeadingMatch()
