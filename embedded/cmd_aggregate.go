@@ -89,11 +89,12 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 		allowDisk = boolArg(v)
 	}
 	p.SetAllowDiskUse(allowDisk)
-	// Collect the source under the read lock (documents are immutable), run the pipeline after.
+	// Collect the source from a consistent view (a long scan releases the read lock and reads a
+	// point-in-time clone; documents are immutable), run the pipeline after.
 	src := p.Documents()
 	if isColl {
 		lead := p.LeadingMatch()
-		s.engine.Read(func(rd *storage.Reader) {
+		s.engine.ReadYielding(func(rd *storage.Reader) {
 			rd.Find(r.db, coll, lead, func(d *storage.Doc) bool {
 				src = append(src, d.D())
 				return true

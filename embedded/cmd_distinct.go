@@ -38,7 +38,7 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 		}
 	}
 	var docs []matched
-	s.engine.Read(func(rd *storage.Reader) { docs, err = findMatching(rd, r.db, coll, a.q, a.filter, 0) })
+	s.engine.ReadYielding(func(rd *storage.Reader) { docs, err = findMatching(rd, r.db, coll, a.q, a.filter, 0) })
 	if err != nil {
 		return result{}, err
 	}

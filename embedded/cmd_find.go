@@ -76,7 +76,9 @@ func (s *Server) parseFind(r *request) (findArgs, error) {
 	return a, nil
 }
 
-// runFind evaluates a find over a consistent view and returns the result documents encoded.
+// runFind evaluates a find over a consistent view (a long scan releases the store's lock and
+// reads a point-in-time clone: storage.Engine.ReadYielding) and returns the result documents
+// encoded.
 func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	var docs []matched
 	stopAt := 0
@@ -85,7 +87,7 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	}
 	var err error
 	sorted := false
-	s.engine.Read(func(rd *storage.Reader) {
+	s.engine.ReadYielding(func(rd *storage.Reader) {
 		if path, desc, ok := a.sort.Single(); ok {
 			// An index that yields the documents in sort order: read only what is returned.
 			sorted = rd.FindInOrder(db, coll, a.q, path, desc, matchInto(&docs, &err, a.filter, stopAt))

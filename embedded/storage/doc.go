@@ -13,7 +13,9 @@
 // Concurrency: one engine-wide reader/writer lock. Engine.Read runs with shared access and
 // sees a consistent state; Engine.Write runs with exclusive access, so writes are serialized
 // (an upsert's find-then-insert cannot race). Durability waits (fsync) happen outside the
-// lock and are shared by concurrent writers (group commit).
+// lock and are shared by concurrent writers (group commit). Engine.ReadYielding is Read for
+// one long scan: after ~2 ms it continues on a copy-on-write clone of the index without the
+// lock, so a million-document find does not block writers (see scan.go).
 //
 // Durability and visibility: a mutation is visible to Read as soon as it is made, but Write
 // returns only once it is durable. Oplog entries are exposed by OplogAfter and OplogRange

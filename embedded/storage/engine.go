@@ -27,6 +27,9 @@ type Engine struct {
 	lastTS  OpTime
 	closed  bool
 	scratch []byte
+	// cloneMu serializes the tree clones that yielding scans take under the read lock
+	// (btree's Clone writes the tree's copy-on-write context).
+	cloneMu sync.Mutex
 
 	oplog   oplog
 	durable atomic.Uint64 // tsU64 of the last durable OpTime
@@ -115,6 +118,20 @@ func (e *Engine) Read(fn func(r *Reader)) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	r := Reader{e: e}
+	fn(&r)
+}
+
+// ReadYielding is Read for one long scan: a Find or FindInOrder of fn's Reader that runs
+// past a few milliseconds releases the lock for the rest of the scan and continues on a
+// point-in-time clone of the index (see scanner), so writers and other readers are not
+// blocked behind it. The scan returns the documents of one consistent moment, but the state
+// fn sees in later calls (after a Find returns) may be newer: fn must not rely on two calls
+// agreeing. Use Read when it must. The Find callbacks may run without the lock: they must
+// not use the Reader.
+func (e *Engine) ReadYielding(fn func(r *Reader)) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	r := Reader{e: e, yield: true}
 	fn(&r)
 }
 
@@ -303,6 +320,7 @@ func newUUID() bson.Binary {
 type Reader struct {
 	e     *Engine
 	iter  int    // Find callbacks running
+	yield bool   // a long Find may release the lock (ReadYielding)
 	conds []cond // Find's scratch space
 }
 
@@ -359,7 +377,7 @@ func (r *Reader) Find(db, coll string, filter bson.D, fn func(d *Doc) bool) {
 	p := c.planFor(filter, &r.conds)
 	r.iter++
 	defer func() { r.iter-- }()
-	c.scan(p, fn)
+	c.scan(r, p, fn)
 }
 
 // FindInOrder is Find for a query sorted by one field, path, ascending (or descending, desc):
@@ -379,9 +397,9 @@ func (r *Reader) FindInOrder(db, coll string, filter bson.D, path string, desc b
 	r.iter++
 	defer func() { r.iter-- }()
 	if desc {
-		c.scanDesc(p, fn)
+		c.scanDesc(r, p, fn)
 	} else {
-		c.scan(p, fn)
+		c.scan(r, p, fn)
 	}
 	return true
 }

@@ -290,17 +290,19 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 	return p, true
 }
 
-// scan calls fn for each candidate document of p until fn returns false.
-func (c *collection) scan(p plan, fn func(d *Doc) bool) {
+// scan calls fn for each candidate document of p until fn returns false. A yielding Reader's
+// scan may release the lock part way (see scanner).
+func (c *collection) scan(r *Reader, p plan, fn func(d *Doc) bool) {
 	if p.ix == nil {
-		c.indexes[0].tree.Ascend(func(e entry) bool { return fn(e.doc) })
+		s := r.scanner(c.indexes[0].tree)
+		defer s.finish()
+		s.ascend(nil, nil, func(e entry) bool { return fn(e.doc) })
 		return
 	}
 	var seen map[*Doc]struct{}
 	if p.dedupe {
 		seen = map[*Doc]struct{}{}
 	}
-	stopped := false
 	visit := func(e entry) bool {
 		if seen != nil {
 			if _, dup := seen[e.doc]; dup {
@@ -308,26 +310,21 @@ func (c *collection) scan(p plan, fn func(d *Doc) bool) {
 			}
 			seen[e.doc] = struct{}{}
 		}
-		if !fn(e.doc) {
-			stopped = true
-			return false
-		}
-		return true
+		return fn(e.doc)
 	}
-	for _, r := range p.ranges {
-		if p.exact {
-			// Fast path: an exact unique key.
+	if p.exact {
+		// Fast path: exact unique keys, looked up under the lock.
+		for _, r := range p.ranges {
 			if e, ok := p.ix.tree.Get(entry{key: r.lo}); ok && !visit(e) {
 				return
 			}
-			continue
 		}
-		if r.hi == nil {
-			p.ix.tree.AscendGreaterOrEqual(entry{key: r.lo}, visit)
-		} else {
-			p.ix.tree.AscendRange(entry{key: r.lo}, entry{key: r.hi}, visit)
-		}
-		if stopped {
+		return
+	}
+	s := r.scanner(p.ix.tree)
+	defer s.finish()
+	for _, r := range p.ranges {
+		if !s.ascend(r.lo, r.hi, visit) {
 			return
 		}
 	}
@@ -352,20 +349,18 @@ func (p plan) inOrderOf(path string) bool {
 }
 
 // scanDesc is scan backwards, for a plan of one range (see inOrderOf).
-func (c *collection) scanDesc(p plan, fn func(d *Doc) bool) {
-	r := p.ranges[0]
+func (c *collection) scanDesc(r *Reader, p plan, fn func(d *Doc) bool) {
+	rng := p.ranges[0]
 	visit := func(e entry) bool {
-		if bytes.Compare(e.key, r.lo) < 0 {
+		if bytes.Compare(e.key, rng.lo) < 0 {
 			return false
 		}
-		if r.hi != nil && bytes.Compare(e.key, r.hi) >= 0 {
+		if rng.hi != nil && bytes.Compare(e.key, rng.hi) >= 0 {
 			return true // only the key equal to hi itself: outside [lo, hi)
 		}
 		return fn(e.doc)
 	}
-	if r.hi == nil {
-		p.ix.tree.Descend(visit)
-		return
-	}
-	p.ix.tree.DescendLessOrEqual(entry{key: r.hi}, visit)
+	s := r.scanner(p.ix.tree)
+	defer s.finish()
+	s.descend(rng.hi, visit)
 }
