@@ -39,6 +39,8 @@ type Options struct {
 	// replay (default 5,000): one find of the stored summaries, one of their sources and one
 	// unordered BulkWrite.
 	TierChunk int
+	// TierWorkers is how many projects' chunks of summaries are written at once (default 8).
+	TierWorkers int
 	// Knobs are test hooks (nil in production).
 	Knobs *Knobs
 }
@@ -63,6 +65,7 @@ const (
 	DefaultMaxConflicts = 20
 	DefaultReplayChunk  = 10_000
 	DefaultTierChunk    = 5_000
+	DefaultTierWorkers  = 8
 )
 
 func (o Options) withDefaults() Options {
@@ -80,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TierChunk <= 0 {
 		o.TierChunk = DefaultTierChunk
+	}
+	if o.TierWorkers <= 0 {
+		o.TierWorkers = DefaultTierWorkers
 	}
 	if o.Knobs == nil {
 		o.Knobs = &Knobs{}
