@@ -75,26 +75,33 @@ func (s *scanner) visited(key []byte) bool {
 	return s.n >= yieldAfterEntries || s.n%yieldCheckEvery == 0 && time.Since(s.start) >= yieldAfter
 }
 
+// visit wraps fn for one pass of a scan: it skips the entry at from when skip (the last one
+// visited before a pause), records stopped when fn stops, and pauses (returns false with
+// paused set) when the scan should release the lock.
+func (s *scanner) visit(from []byte, skip bool, fn func(e entry) bool) func(e entry) bool {
+	return func(e entry) bool {
+		if skip && bytes.Equal(e.key, from) {
+			return true
+		}
+		if !fn(e) {
+			s.stopped = true
+			return false
+		}
+		if s.visited(e.key) {
+			s.paused = true
+			return false
+		}
+		return true
+	}
+}
+
 // ascend calls fn for the entries with key in [lo, hi) (hi nil: no upper bound) in order,
 // until fn returns false; it reports false then.
 func (s *scanner) ascend(lo, hi []byte, fn func(e entry) bool) bool {
 	from, skip := lo, false
 	for {
 		s.paused = false
-		it := func(e entry) bool {
-			if skip && bytes.Equal(e.key, from) {
-				return true
-			}
-			if !fn(e) {
-				s.stopped = true
-				return false
-			}
-			if s.visited(e.key) {
-				s.paused = true
-				return false
-			}
-			return true
-		}
+		it := s.visit(from, skip, fn)
 		if hi == nil {
 			s.tree.AscendGreaterOrEqual(entry{key: from}, it)
 		} else {
@@ -117,20 +124,7 @@ func (s *scanner) descend(hi []byte, fn func(e entry) bool) {
 	from, skip := hi, false
 	for {
 		s.paused = false
-		it := func(e entry) bool {
-			if skip && bytes.Equal(e.key, from) {
-				return true
-			}
-			if !fn(e) {
-				s.stopped = true
-				return false
-			}
-			if s.visited(e.key) {
-				s.paused = true
-				return false
-			}
-			return true
-		}
+		it := s.visit(from, skip, fn)
 		if from == nil {
 			s.tree.Descend(it)
 		} else {
