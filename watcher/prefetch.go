@@ -14,8 +14,8 @@ import (
 // processed (each at most one getMore reply, at most 16 MiB of events).
 const prefetchDepth = 8
 
-// streamBatch is one server batch as the reader read it (see nextBatch), with the stream's
-// resume token after it (nil after an invalidate or an error).
+// streamBatch is one server batch as nextBatch read it, with the stream's resume token after
+// it (nil after an invalidate or an error).
 type streamBatch struct {
 	leaves     []store.Leaf
 	invalidate bson.Raw
@@ -59,11 +59,7 @@ func (w *Watcher) read(ctx context.Context, cs *mongo.ChangeStream) *reader {
 	go func() {
 		defer r.wg.Done()
 		for sent := 1; ; sent++ {
-			var b streamBatch
-			b.leaves, b.invalidate, b.n, b.resumed, b.complete, b.err = w.nextBatch(rctx, cs)
-			if b.err == nil && b.invalidate == nil {
-				b.token = cs.ResumeToken()
-			}
+			b := w.nextBatch(rctx, cs)
 			select {
 			case r.ch <- b:
 			case <-r.quit:

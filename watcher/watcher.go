@@ -386,7 +386,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	for {
 		calls++
 		b := rd.next()
-		batch, invalidate, n, resumed, complete, err := b.leaves, b.invalidate, b.n, b.resumed, b.complete, b.err
+		batch, invalidate, n, err := b.leaves, b.invalidate, b.n, b.err
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
@@ -408,7 +408,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if b.token != nil {
 			pending = b.token
 		}
-		if w.burstEnds(n, complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), rd.ready()) {
+		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), rd.ready()) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -428,7 +428,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if resumed && n == 0 {
+		if b.resumed && n == 0 {
 			// An empty batch the driver resumed the stream for is no sign of health.
 			if emptyResumes++; emptyResumes >= maxEmptyResumes {
 				return fmt.Errorf("change stream: %w", errResumeLoop)
@@ -471,34 +471,35 @@ func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age time.Dura
 
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
 
-// nextBatch returns the leaf events of the next server batch, the token of an invalidate
-// event ending it, the number of events the batch had (0 when the getMore came back empty),
-// for an empty batch whether the driver resumed the stream to get it (its cursor changed: a
-// getMore failed), and whether the batch completed a (project, tick) (see completion).
-func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []store.Leaf, _ bson.Raw, _ int, resumed, complete bool, _ error) {
+// nextBatch reads the next server batch (see streamBatch): its leaf events, the token of an
+// invalidate event ending it, the number of events it had (0 when the getMore came back
+// empty), for an empty batch whether the driver resumed the stream to get it (its cursor
+// changed: a getMore failed), whether it completed a (project, tick) (see completion), and
+// the stream's resume token after it.
+func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamBatch {
 	cursor := cs.ID()
 	if !cs.TryNext(ctx) {
 		if err := cs.Err(); err != nil {
-			return nil, nil, 0, false, false, fmt.Errorf("change stream: %w", err)
+			return streamBatch{err: fmt.Errorf("change stream: %w", err)}
 		}
 		if cs.ID() == 0 {
-			return nil, nil, 0, false, false, fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))
+			return streamBatch{err: fmt.Errorf("change stream: %w", errors.New("cursor closed by the server"))}
 		}
-		return nil, nil, 0, cs.ID() != cursor, false, nil
+		return streamBatch{resumed: cs.ID() != cursor, token: cs.ResumeToken()}
 	}
 	w.stats.batches.Add(1)
-	var out []store.Leaf
-	n := 0
+	var b streamBatch
 	for {
-		n++
+		b.n++
 		ev := decodeEvent(cs.Current)
 		switch ev.op {
 		case "invalidate":
 			id, err := cs.Current.LookupErr("_id")
 			if err != nil {
-				return nil, nil, n, false, false, errors.New("change stream: invalidate event without _id")
+				return streamBatch{n: b.n, err: errors.New("change stream: invalidate event without _id")}
 			}
-			return out, bson.Raw(id.Value), n, false, w.done.addAll(ctx, out), nil
+			b.invalidate, b.complete = bson.Raw(id.Value), w.done.addAll(ctx, b.leaves)
+			return b
 		case "insert", "update", "replace":
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
@@ -512,7 +513,7 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []st
 			if !w.part.owns(l.Project) {
 				break // another partition's leaf (a hash partition's stream carries all)
 			}
-			out = append(out, l)
+			b.leaves = append(b.leaves, l)
 			if !ev.wall.IsZero() {
 				w.stats.lastEvent.Store(ev.wall.UnixNano())
 			}
@@ -522,9 +523,10 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) (_ []st
 		}
 	}
 	if err := cs.Err(); err != nil {
-		return nil, nil, n, false, false, fmt.Errorf("change stream: %w", err)
+		return streamBatch{n: b.n, err: fmt.Errorf("change stream: %w", err)}
 	}
-	return out, nil, n, false, w.done.addAll(ctx, out), nil
+	b.complete, b.token = w.done.addAll(ctx, b.leaves), cs.ResumeToken()
+	return b
 }
 
 // processBurst recomputes the ancestors of a burst of leaves and adds their hours to dirty.
