@@ -1,6 +1,6 @@
 // Package watcher is the change-stream loop over the counts collection and its checkpoints:
-// it reads leaf writes one server batch at a time, hands each burst of leaves to a
-// recompute.Engine, and saves the resume token once every event before it has its parents
+// it reads leaf writes one server batch at a time, ahead of the writes (a reader goroutine per
+// stream), hands each burst of leaves to a recompute.Engine, and saves the resume token once every event before it has its parents
 // and their hourly and daily summaries durably written. It recovers a window the oplog lost
 // by recomputing the leaves written since the last checkpoint, splits projects over
 // partitions, and — with leases — runs only the partitions this instance leads (package
