@@ -19,7 +19,7 @@ const (
 // "g03-s0012-p07" (at least 2, 4 and 2 digits, more when a count needs them). The ids do not
 // contain the project: two generated projects in one deployment share node ids, which the
 // deployment's rule (ids unique across projects) forbids, so give each demo project its own
-// database. Negative counts are taken as 0 (a level of 0 makes the level above the leaves).
+// database, or pass the nodes through Prefixed. Negative counts are taken as 0 (a level of 0 makes the level above the leaves).
 // Nodes come parents first, so the result passes Build for any valid project name.
 func Generate(project string, groups, servers, processes int) []Node {
 	groups, servers, processes = max(groups, 0), max(servers, 0), max(processes, 0)
@@ -38,6 +38,23 @@ func Generate(project string, groups, servers, processes int) []Node {
 				out = append(out, Node{ID: pad(&b, "-p", p, pw, sid), Type: TypeProcess, Parent: sid})
 			}
 		}
+	}
+	return out
+}
+
+// Prefixed returns a copy of nodes with every id but the root's (project) prefixed by
+// "project-", so that several projects' trees can live in one deployment (node ids are unique
+// across its projects).
+func Prefixed(project string, nodes []Node) []Node {
+	out := make([]Node, len(nodes))
+	for i, n := range nodes {
+		if n.ID != project {
+			n.ID = project + "-" + n.ID
+		}
+		if n.Parent != "" && n.Parent != project {
+			n.Parent = project + "-" + n.Parent
+		}
+		out[i] = n
 	}
 	return out
 }

@@ -177,7 +177,7 @@ func newPlan(seed uint64) *plan {
 	edited := rng.IntN(2)
 	for i, name := range []string{"pa", "pb"} {
 		pp := &projectPlan{name: name}
-		pp.v1 = prefixed(name, tree.Generate(name, 2+rng.IntN(2), 1+rng.IntN(3), 2+rng.IntN(3)))
+		pp.v1 = tree.Prefixed(name, tree.Generate(name, 2+rng.IntN(2), 1+rng.IntN(3), 2+rng.IntN(3)))
 		if i == edited {
 			pp.v2 = edit(name, pp.v1)
 		}
@@ -290,22 +290,6 @@ func pick(rng *rand.Rand, from []string, n int) []string {
 	out := make([]string, len(idx))
 	for i, j := range idx {
 		out[i] = from[j]
-	}
-	return out
-}
-
-// prefixed returns nodes with every id but the root's prefixed by the project name, so that
-// node ids are unique across the deployment's projects.
-func prefixed(project string, nodes []tree.Node) []tree.Node {
-	out := make([]tree.Node, len(nodes))
-	for i, n := range nodes {
-		if n.ID != project {
-			n.ID = project + "-" + n.ID
-		}
-		if n.Parent != "" && n.Parent != project {
-			n.Parent = project + "-" + n.Parent
-		}
-		out[i] = n
 	}
 	return out
 }

@@ -91,19 +91,9 @@ func testTimeout(t *testing.T) time.Duration {
 	return 5 * time.Minute
 }
 
-// prefixed is tree.Generate with every id but the root's prefixed by the project, so several
-// projects' trees can live in one deployment (node ids are unique per deployment).
+// prefixed is tree.Generate with ids unique across projects (tree.Prefixed).
 func prefixed(project string, groups, servers, processes int) []tree.Node {
-	nodes := tree.Generate(project, groups, servers, processes)
-	for i := range nodes {
-		if nodes[i].Parent != "" {
-			nodes[i].ID = project + "-" + nodes[i].ID
-			if nodes[i].Parent != project {
-				nodes[i].Parent = project + "-" + nodes[i].Parent
-			}
-		}
-	}
-	return nodes
+	return tree.Prefixed(project, tree.Generate(project, groups, servers, processes))
 }
 
 // importTree imports nodes as project's tree effective from eff and returns the tree.
