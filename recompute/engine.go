@@ -39,7 +39,7 @@ type Options struct {
 	// replay (default 5,000): one find of the stored summaries, one of their sources and one
 	// unordered BulkWrite.
 	TierChunk int
-	// TierWorkers is how many projects' chunks of summaries are written at once (default 8).
+	// TierWorkers is how many chunks of summaries are written at once (default 8).
 	TierWorkers int
 	// Knobs are test hooks (nil in production).
 	Knobs *Knobs

@@ -3,6 +3,7 @@ package recompute
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,16 +16,16 @@ import (
 // batchTrees is a BatchTreeSource over treedbtest.Trees that counts its calls.
 type batchTrees struct {
 	*treedbtest.Trees
-	single, batch int
+	single, batch atomic.Int64
 }
 
 func (b *batchTrees) TreeAt(ctx context.Context, project string, at time.Time) (*tree.Tree, int, error) {
-	b.single++
+	b.single.Add(1)
 	return b.Trees.TreeAt(ctx, project, at)
 }
 
 func (b *batchTrees) TreesAt(ctx context.Context, at time.Time, projects []string) (map[string]treedb.TreeVersion, error) {
-	b.batch++
+	b.batch.Add(1)
 	out := map[string]treedb.TreeVersion{}
 	for _, p := range projects {
 		if tr, v, _ := b.Trees.TreeAt(ctx, p, at); tr != nil {
@@ -36,8 +37,8 @@ func (b *batchTrees) TreesAt(ctx context.Context, at time.Time, projects []strin
 
 // TestLeavesBatchTrees: a burst of several projects' leaves asks a BatchTreeSource for its
 // trees once per tick, not once per project, and rolls every project up correctly; the
-// leaves of a project without a tree are orphans. (Parents only: the summaries that follow
-// look the trees of their hours' ticks up through the TreeSource's own cache.)
+// leaves of a project without a tree are orphans. (Parents only: TestSummariesOfManyProjects
+// has the summaries'.)
 func TestLeavesBatchTrees(t *testing.T) {
 	e := newEnv(t)
 	t0 := baseTick()
@@ -66,8 +67,8 @@ func TestLeavesBatchTrees(t *testing.T) {
 	if err := eng.Parents(e.ctx, leaves, NewDirty()); err != nil {
 		t.Fatal(err)
 	}
-	if src.batch != 2 || src.single != 0 {
-		t.Fatalf("trees asked %d times in batches and %d times one by one; want 2 batches (one per tick), none alone", src.batch, src.single)
+	if src.batch.Load() != 2 || src.single.Load() != 0 {
+		t.Fatalf("trees asked %d times in batches and %d times one by one; want 2 batches (one per tick), none alone", src.batch.Load(), src.single.Load())
 	}
 	for _, p := range projects {
 		if m := e.mismatch(p, t0, t0.Add(2*tick)); m != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 	"github.com/sourcegraph/conc/pool"
 )
 
@@ -133,17 +134,11 @@ func (e *Engine) summarize(ctx context.Context, t store.Tier, keys []bucketKey, 
 	keys = slices.Clone(keys)
 	slices.SortFunc(keys, compareBuckets)
 	keys = slices.Compact(keys)
-	// chunks splits keys into chunks of one project each (the source queries are per
-	// project) of at most TierChunk buckets.
-	var chunks [][]bucketKey
-	for len(keys) > 0 {
-		n := 1
-		for n < len(keys) && n < e.opts.TierChunk && keys[n].project == keys[0].project {
-			n++
-		}
-		chunks = append(chunks, keys[:n])
-		keys = keys[n:]
-	}
+	// Buckets are read and written TierChunk at a time, of one project or of many: a chunk's
+	// stored summaries and its sources are each one query (ids are unique within a type and
+	// tick), so the flush of a burst of 1,000 small projects is a handful of commands, not
+	// 1,000 projects' reads.
+	chunks := slices.Collect(slices.Chunk(keys, e.opts.TierChunk))
 	if out != nil {
 		for _, chunk := range chunks {
 			states, err := e.bucketStates(ctx, t, chunk, ov)
@@ -158,9 +153,7 @@ func (e *Engine) summarize(ctx context.Context, t store.Tier, keys []bucketKey, 
 		}
 		return 0, nil
 	}
-	// The chunks are other documents of other projects: up to TierWorkers are written at once,
-	// so that the flush of a burst of many small projects is not one round trip after another
-	// (1,000 projects: about 3,000 commands in a row before).
+	// The chunks are other documents: up to TierWorkers are written at once.
 	var writes atomic.Int64
 	p := pool.New().WithErrors().WithContext(ctx).WithFirstError().WithMaxGoroutines(e.opts.TierWorkers)
 	for _, chunk := range chunks {
@@ -174,8 +167,8 @@ func (e *Engine) summarize(ctx context.Context, t store.Tier, keys []bucketKey, 
 	return writes.Load(), err
 }
 
-// writeBuckets recomputes and writes the buckets of one project, retrying the ones that lose
-// the rev guard.
+// writeBuckets recomputes and writes the buckets keys, retrying the ones that lose the rev
+// guard.
 func (e *Engine) writeBuckets(ctx context.Context, t store.Tier, keys []bucketKey) (int64, error) {
 	coll := e.tiers[t].Collection()
 	var writes int64
@@ -236,7 +229,7 @@ func (e *Engine) writeBuckets(ctx context.Context, t store.Tier, keys []bucketKe
 	return writes, nil
 }
 
-// bucketStates reads the stored summaries of keys (all of one project) and then their
+// bucketStates reads the stored summaries of keys (of one project or many) and then their
 // sources, and returns each bucket's state in the order of keys. The stored revisions are
 // read first, so a source written after them is either in the sources read or makes the
 // guarded write conflict.
@@ -265,35 +258,43 @@ func (e *Engine) bucketStates(ctx context.Context, t store.Tier, keys []bucketKe
 	return out, nil
 }
 
-// sources computes the stats of keys (all of one project) from the tier below: an hour from
-// the node's 5-minute parent documents of the hour, counting only the ticks whose tree has the
-// node as a parent or root of that type (what the read API's 5-minute series shows); a day
-// from the node's hourly summaries. Sources that do not decode are skipped and counted as
-// invalid (verify lists them).
+// sources computes the stats of keys (of one project or many) from the tier below: an hour
+// from the node's 5-minute parent documents of the hour, counting only the ticks whose tree
+// has the node as a parent or root of that type (what the read API's 5-minute series shows); a
+// day from the node's hourly summaries. Each tier's sources are one query for every key.
+// Sources that do not decode are skipped and counted as invalid (verify lists them).
 func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov *overlay) (map[bucketKey]rollup.Stats, error) {
-	project := keys[0].project
 	want := make(map[bucketKey]bool, len(keys))
-	idSet, typeSet := map[string]bool{}, map[string]bool{}
+	projectSet, idSet, typeSet := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	from, to := keys[0].start, keys[0].start
 	for _, k := range keys {
-		want[k], idSet[k.id], typeSet[k.typ] = true, true, true
+		want[k], projectSet[k.project], idSet[k.id], typeSet[k.typ] = true, true, true, true
 		from = minTime(from, k.start)
 		to = maxTime(to, k.start)
 	}
+	projects := slices.Sorted(maps.Keys(projectSet))
 	ids, types := slices.Sorted(maps.Keys(idSet)), slices.Sorted(maps.Keys(typeSet))
 	to = to.Add(store.BucketSpan(t))
 	out := make(map[bucketKey]rollup.Stats, len(keys))
 	switch t {
 	case store.Tier1h:
-		docs := map[store.Key]store.Node{}
-		err := e.counts.ParentsIn(ctx, project, ids, types, from, to, func(n store.Node, err error) error {
+		docs := map[tickKey]map[store.Key]store.Node{}
+		keep := func(project string, k store.Key, n store.Node) {
+			if !want[bucketKey{project, k.ID, k.Type, store.BucketStart(t, k.Tick)}] {
+				return
+			}
+			tk := tickKey{project, k.Tick}
+			if docs[tk] == nil {
+				docs[tk] = map[store.Key]store.Node{}
+			}
+			docs[tk][k] = n
+		}
+		err := e.counts.ParentsIn(ctx, projects, ids, types, from, to, func(n store.Node, err error) error {
 			if err != nil {
 				e.stats.invalid.Add(1)
 				return nil
 			}
-			if want[bucketKey{project, n.ID, n.Type, store.BucketStart(t, n.Tick)}] {
-				docs[store.Key{ID: n.ID, Type: n.Type, Tick: n.Tick}] = n
-			}
+			keep(n.Project, store.Key{ID: n.ID, Type: n.Type, Tick: n.Tick}, n)
 			return nil
 		})
 		if err != nil {
@@ -301,22 +302,22 @@ func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov
 		}
 		if ov != nil {
 			for k, n := range ov.ticks {
-				if want[bucketKey{project, k.ID, k.Type, store.BucketStart(t, k.Tick)}] {
-					docs[k] = n
+				for _, p := range projects {
+					keep(p, k, n)
 				}
 			}
 		}
-		if err := e.addTicks(ctx, project, docs, out); err != nil {
+		if err := e.addTicks(ctx, docs, out); err != nil {
 			return nil, err
 		}
 	case store.Tier1d:
 		hours := map[bucketKey]rollup.Stats{}
-		err := e.tiers[store.Tier1h].In(ctx, project, ids, types, from, to, func(k store.Key, s rollup.Summary, err error) error {
+		err := e.tiers[store.Tier1h].In(ctx, projects, ids, types, from, to, func(k store.Key, s rollup.Summary, err error) error {
 			if err != nil {
 				e.stats.invalid.Add(1)
 				return nil
 			}
-			hours[bucketKey{project, k.ID, k.Type, k.Tick}] = s.Stats
+			hours[bucketKey{s.Project, k.ID, k.Type, k.Tick}] = s.Stats
 			return nil
 		})
 		if err != nil {
@@ -328,7 +329,7 @@ func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov
 			}
 		}
 		for h, s := range hours {
-			day := bucketKey{project, h.id, h.typ, store.BucketStart(t, h.start)}
+			day := bucketKey{h.project, h.id, h.typ, store.BucketStart(t, h.start)}
 			if !want[day] {
 				continue
 			}
@@ -345,94 +346,117 @@ func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov
 	return out, nil
 }
 
-// addTicks adds every 5-minute document of docs to its hour's stats in out, if the tree in
-// effect at its tick has the node as a parent or root of that type.
-func (e *Engine) addTicks(ctx context.Context, project string, docs map[store.Key]store.Node, out map[bucketKey]rollup.Stats) error {
-	ticks := make([]time.Time, 0, len(docs))
-	seen := map[time.Time]bool{}
-	for k := range docs {
-		if !seen[k.Tick] {
-			seen[k.Tick] = true
-			ticks = append(ticks, k.Tick)
-		}
+// addTicks adds every 5-minute document of docs (by project and tick) to its hour's stats in
+// out, if the tree in effect at its tick has the node as a parent or root of that type.
+func (e *Engine) addTicks(ctx context.Context, docs map[tickKey]map[store.Key]store.Node, out map[bucketKey]rollup.Stats) error {
+	ticks := map[string][]time.Time{}
+	for tk := range docs {
+		ticks[tk.project] = append(ticks[tk.project], tk.tick)
 	}
-	slices.SortFunc(ticks, time.Time.Compare)
-	trees, err := e.treesAt(ctx, project, ticks)
+	trees, err := e.treesAt(ctx, ticks)
 	if err != nil {
 		return err
 	}
-	for k, n := range docs {
-		tr := trees[k.Tick]
-		if tr == nil || tr.IsLeaf(k.ID) {
+	for tk, nodes := range docs {
+		tr := trees[tk]
+		if tr == nil {
 			continue
 		}
-		if nd, ok := tr.Node(k.ID); !ok || nd.Type != k.Type {
-			continue
+		for k, n := range nodes {
+			if tr.IsLeaf(k.ID) {
+				continue
+			}
+			if nd, ok := tr.Node(k.ID); !ok || nd.Type != k.Type {
+				continue
+			}
+			bk := bucketKey{tk.project, k.ID, k.Type, store.BucketStart(store.Tier1h, k.Tick)}
+			slot, ok := store.BucketSlot(store.Tier1h, bk.start, k.Tick)
+			if !ok {
+				continue // not a tick start: not one of the 5-minute series' ticks
+			}
+			acc := out[bk]
+			acc.Add(slot, n.Online, n.Reported, n.Expected)
+			out[bk] = acc
 		}
-		bk := bucketKey{project, k.ID, k.Type, store.BucketStart(store.Tier1h, k.Tick)}
-		slot, ok := store.BucketSlot(store.Tier1h, bk.start, k.Tick)
-		if !ok {
-			continue // not a tick start: not one of the 5-minute series' ticks
-		}
-		acc := out[bk]
-		acc.Add(slot, n.Online, n.Reported, n.Expected)
-		out[bk] = acc
 	}
 	return nil
 }
 
-// treesAt returns the tree in effect at each of ticks (ascending, distinct) of project. It
-// asks the TreeSource about the first and the last tick of a run and, when both have the
-// same version, gives it to every tick between (the version in effect only grows with time);
-// otherwise it splits the run. An hour with one version costs two questions.
-func (e *Engine) treesAt(ctx context.Context, project string, ticks []time.Time) (map[time.Time]*tree.Tree, error) {
-	out := make(map[time.Time]*tree.Tree, len(ticks))
-	type at struct {
-		tr *tree.Tree
-		v  int
+// treesAt returns the tree in effect at each tick of ticks (by project, in any order). For
+// each project it asks the TreeSource about the first and the last tick of a run and, when
+// both have the same version, gives it to every tick between (the version in effect only
+// grows with time); otherwise it splits the run. The first and last ticks of every project are
+// asked together, one TreesAt per distinct tick, when the TreeSource answers for many projects
+// at once: a chunk of 1,000 projects' hours with one tree version each costs two questions.
+func (e *Engine) treesAt(ctx context.Context, ticks map[string][]time.Time) (map[tickKey]*tree.Tree, error) {
+	out := make(map[tickKey]*tree.Tree)
+	asked := map[tickKey]tickTree{}
+	for p, ts := range ticks {
+		slices.SortFunc(ts, time.Time.Compare)
+		ticks[p] = slices.Compact(ts)
 	}
-	asked := map[int]at{}
-	get := func(i int) (at, error) {
-		if a, ok := asked[i]; ok {
+	if bs, ok := e.trees.(treedb.BatchTreeSource); ok && len(ticks) > 1 {
+		ends := map[time.Time][]string{}
+		for p, ts := range ticks {
+			ends[ts[0]] = append(ends[ts[0]], p)
+			if last := ts[len(ts)-1]; !last.Equal(ts[0]) {
+				ends[last] = append(ends[last], p)
+			}
+		}
+		for tick, projects := range ends {
+			got, err := bs.TreesAt(ctx, tick, projects)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range projects {
+				tv := got[p] // absent: no tree at the tick
+				asked[tickKey{p, tick}] = tickTree{tv.Tree, tv.Version}
+			}
+		}
+	}
+	get := func(k tickKey) (tickTree, error) {
+		if a, ok := asked[k]; ok {
 			return a, nil
 		}
-		tr, v, err := e.trees.TreeAt(ctx, project, ticks[i])
+		tr, v, err := e.trees.TreeAt(ctx, k.project, k.tick)
 		if err != nil {
-			return at{}, err
+			return tickTree{}, err
 		}
-		asked[i] = at{tr, v}
-		out[ticks[i]] = tr
-		return asked[i], nil
+		asked[k] = tickTree{tr, v}
+		return asked[k], nil
 	}
-	var fill func(lo, hi int) error
-	fill = func(lo, hi int) error {
-		a, err := get(lo)
-		if err != nil {
-			return err
-		}
-		b, err := get(hi)
-		if err != nil {
-			return err
-		}
-		if a.v == b.v {
-			for i := lo + 1; i < hi; i++ {
-				out[ticks[i]] = a.tr
+	for p, ts := range ticks {
+		var fill func(lo, hi int) error
+		fill = func(lo, hi int) error {
+			a, err := get(tickKey{p, ts[lo]})
+			if err != nil {
+				return err
 			}
-			return nil
+			b, err := get(tickKey{p, ts[hi]})
+			if err != nil {
+				return err
+			}
+			out[tickKey{p, ts[lo]}], out[tickKey{p, ts[hi]}] = a.tr, b.tr
+			if a.v == b.v {
+				for i := lo + 1; i < hi; i++ {
+					out[tickKey{p, ts[i]}] = a.tr
+				}
+				return nil
+			}
+			if hi-lo <= 1 {
+				return nil
+			}
+			mid := (lo + hi) / 2
+			if err := fill(lo, mid); err != nil {
+				return err
+			}
+			return fill(mid, hi)
 		}
-		if hi-lo <= 1 {
-			return nil
+		if err := fill(0, len(ts)-1); err != nil {
+			return nil, err
 		}
-		mid := (lo + hi) / 2
-		if err := fill(lo, mid); err != nil {
-			return err
-		}
-		return fill(mid, hi)
 	}
-	if len(ticks) == 0 {
-		return out, nil
-	}
-	return out, fill(0, len(ticks)-1)
+	return out, nil
 }
 
 // rebuildBuckets recomputes every bucket of tier t of project starting in [from, to): those

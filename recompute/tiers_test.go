@@ -8,16 +8,20 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
+	"github.com/gameops/rollup/tree/treedb"
 )
 
 // bucket is a summary bucket in the naive computation.
@@ -426,5 +430,148 @@ func TestSummaryWriteFaults(t *testing.T) {
 	}
 	if msg := e.tierMismatch(project); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// TestTiersManyProjects cross-checks with naiveTiers the summaries of projects whose buckets
+// share chunks (small random TierChunk): bursts mixing every project, across a UTC midnight,
+// each project's tree edited at its own tick (some not at all) and one project with no tree for
+// its first hour, with a TreeSource that answers for many projects at once and with one that
+// does not.
+func TestTiersManyProjects(t *testing.T) {
+	for seed := range uint64(3) {
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/batch=%v", seed, batch), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 17))
+				e := newEnv(t)
+				midnight := baseTick().Truncate(24*time.Hour).AddDate(0, 0, -2)
+				from, to := midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour)
+				var trees treedb.TreeSource = e.trees
+				if batch {
+					trees = &batchTrees{Trees: e.trees}
+				}
+				projects := []string{"p0", "p1", "p2", "p3", "p4", "p5"}
+				type version struct {
+					from time.Time
+					tr   *tree.Tree
+				}
+				versions := map[string][]version{}
+				for i, p := range projects {
+					first := from.Add(-time.Hour)
+					if i == 5 {
+						first = from.Add(time.Hour) // no tree before: its first hour's leaves are orphans
+					}
+					tr, _ := e.trees.Add(t, p, first, tree.Prefixed(p, tree.Generate(p, 1+rng.IntN(2), 2, 2)))
+					versions[p] = append(versions[p], version{first, tr})
+					if rng.IntN(3) != 0 {
+						edit := from.Add(time.Duration(rng.IntN(48)) * tick)
+						tr, _ := e.trees.Add(t, p, edit, tree.Prefixed(p, tree.Generate(p, 1+rng.IntN(2), 3, 2)))
+						versions[p] = append(versions[p], version{edit, tr})
+					}
+				}
+				var all []store.Leaf
+				for at := from; at.Before(to); at = at.Add(tick) {
+					for _, p := range projects {
+						if rng.IntN(4) == 0 {
+							continue
+						}
+						vs := versions[p]
+						tr := vs[0].tr
+						for _, v := range vs[1:] {
+							if !at.Before(v.from) {
+								tr = v.tr
+							}
+						}
+						for _, l := range tr.Leaves() {
+							if rng.IntN(5) != 0 {
+								all = append(all, store.Leaf{Project: p, ID: l.ID, Type: l.Type, Tick: at, Online: int64(rng.IntN(500)), Version: 1})
+							}
+						}
+					}
+				}
+				rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+				eng := New(e.db, trees, Options{ChunkSize: 11, TierChunk: 3 + rng.IntN(30), TierWorkers: 1 + rng.IntN(3)}, nil)
+				d := NewDirty()
+				for len(all) > 0 {
+					n := min(len(all), 1+rng.IntN(200))
+					e.writeLeaves(all[:n])
+					if err := eng.Parents(e.ctx, all[:n], d); err != nil {
+						t.Fatal(err)
+					}
+					all = all[n:]
+					if rng.IntN(3) == 0 || len(all) == 0 {
+						if err := eng.Summarize(e.ctx, d); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for _, p := range projects {
+					if msg := e.mismatch(p, from, to); msg != "" {
+						t.Fatalf("%s: %s", p, msg)
+					}
+					if msg := e.tierMismatch(p); msg != "" {
+						t.Fatalf("%s: %s", p, msg)
+					}
+				}
+				if eng.Stats().TierWrites == 0 {
+					t.Fatal("no summary written")
+				}
+			})
+		}
+	}
+}
+
+// TestSummariesOfManyProjects checks that the summaries of a tick of 40 projects are read in a
+// fixed number of commands, not per project: per tier one find of the stored summaries and
+// one of their sources, and one TreesAt question for the trees.
+func TestSummariesOfManyProjects(t *testing.T) {
+	e := newEnv(t)
+	at := baseTick().Add(-time.Hour)
+	trees := &batchTrees{Trees: e.trees}
+	var leaves []store.Leaf
+	var projects []string
+	for i := range 40 {
+		p := fmt.Sprintf("proj%02d", i)
+		projects = append(projects, p)
+		tr, _ := e.trees.Add(t, p, at.Add(-24*time.Hour), tree.Prefixed(p, tree.Generate(p, 2, 2, 2)))
+		for j, l := range tr.Leaves() {
+			leaves = append(leaves, store.Leaf{Project: p, ID: l.ID, Type: l.Type, Tick: at, Online: int64(i*10 + j), Version: 1})
+		}
+	}
+	e.writeLeaves(leaves)
+	var counting atomic.Bool
+	var mu sync.Mutex
+	commands := map[string]int{}
+	c := e.store.Client(t, options.Client().SetMonitor(&event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		if counting.Load() {
+			mu.Lock()
+			commands[ev.CommandName]++
+			mu.Unlock()
+		}
+	}}))
+	eng := New(c.Database(e.db.Name()), trees, Options{}, nil)
+	d := NewDirty()
+	if err := eng.Parents(e.ctx, leaves, d); err != nil {
+		t.Fatal(err)
+	}
+	trees.single.Store(0)
+	trees.batch.Store(0)
+	counting.Store(true)
+	if err := eng.Summarize(e.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	counting.Store(false)
+	mu.Lock()
+	defer mu.Unlock()
+	if commands["find"] != 4 || commands["update"] != 2 || commands["getMore"] != 0 {
+		t.Errorf("commands of the summaries of %d projects: %v; want 4 finds and 2 updates", len(projects), commands)
+	}
+	if trees.single.Load() != 0 || trees.batch.Load() != 1 {
+		t.Errorf("tree questions: %d TreeAt, %d TreesAt; want 0 and 1", trees.single.Load(), trees.batch.Load())
+	}
+	for _, p := range projects {
+		if msg := e.tierMismatch(p); msg != "" {
+			t.Fatalf("%s: %s", p, msg)
+		}
 	}
 }

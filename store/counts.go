@@ -198,19 +198,28 @@ func byKeys(ctx context.Context, coll *mongo.Collection, keys []Key) (map[Key]bs
 	return out, nil
 }
 
-// ParentsIn calls fn with project's parent and root documents in [from, to) whose id is one
-// of ids and whose type is one of types (a superset of the caller's keys, through the unique
-// index), projected by NodeProjection and decoded by DecodeNode; a document that does not
-// decode comes with its error (fn decides). It stops at fn's first error and returns it.
-func (c Counts) ParentsIn(ctx context.Context, project string, ids, types []string, from, to time.Time, fn func(Node, error) error) error {
+// ParentsIn calls fn with the parent and root documents of projects in [from, to) whose id is
+// one of ids and whose type is one of types (a superset of the caller's keys, through the
+// unique index: one query for the buckets of many projects), projected by NodeProjection and
+// decoded by DecodeNode; a document that does not decode comes with its error (fn decides). It
+// stops at fn's first error and returns it.
+func (c Counts) ParentsIn(ctx context.Context, projects, ids, types []string, from, to time.Time, fn func(Node, error) error) error {
 	filter := bson.D{
 		{Key: FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
 		{Key: FieldType, Value: bson.D{{Key: "$in", Value: types}}},
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
-		{Key: FieldProject, Value: project},
+		projectsFilter(projects),
 		{Key: FieldRollup, Value: true},
 	}
 	return c.nodesOrInvalid(ctx, filter, fn)
+}
+
+// projectsFilter matches the project of a document against projects: an equality for one.
+func projectsFilter(projects []string) bson.E {
+	if len(projects) == 1 {
+		return bson.E{Key: FieldProject, Value: projects[0]}
+	}
+	return bson.E{Key: FieldProject, Value: bson.D{{Key: "$in", Value: projects}}}
 }
 
 // ProjectParents calls fn with every parent and root document of project in [from, to)

@@ -188,12 +188,12 @@ func TestDecodeNode(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)
 	leaf := rawDoc(t, leafDoc("", bson.E{Key: "online", Value: 4.0}))
 	n, err := DecodeNode(leaf)
-	if err != nil || n != (Node{ID: "p1", Type: "process", Tick: at, Online: 4, Reported: 1, Expected: 1}) {
+	if err != nil || n != (Node{ID: "p1", Type: "process", Project: "proj", Tick: at, Online: 4, Reported: 1, Expected: 1}) {
 		t.Fatalf("leaf = %+v, %v", n, err)
 	}
 	parent := rawDoc(t, ParentFields(sampleParent(), at))
 	n, err = DecodeNode(parent)
-	if err != nil || n != (Node{ID: "g03-s0012", Type: "server", Tick: testTick(), Online: 7, Reported: 2, Expected: 3, Parent: true}) {
+	if err != nil || n != (Node{ID: "g03-s0012", Type: "server", Project: "demo", Tick: testTick(), Online: 7, Reported: 2, Expected: 3, Parent: true}) {
 		t.Fatalf("parent = %+v, %v", n, err)
 	}
 	bad := rawDoc(t, append(ParentFields(sampleParent(), at)[:4:4], bson.E{Key: "online", Value: 7.25}, bson.E{Key: "rollup", Value: true}))

@@ -13,6 +13,8 @@ import (
 // reports itself: 1 of 1.
 type Node struct {
 	ID, Type string
+	// Project is the document's project.
+	Project  string
 	Tick     time.Time
 	Online   int64
 	Reported int64
@@ -26,6 +28,7 @@ var NodeProjection = bson.D{
 	{Key: fieldMongoID, Value: 0},
 	{Key: FieldID, Value: 1},
 	{Key: FieldType, Value: 1},
+	{Key: FieldProject, Value: 1},
 	{Key: FieldTimestamp, Value: 1},
 	{Key: FieldOnline, Value: 1},
 	{Key: FieldReported, Value: 1},
@@ -52,6 +55,8 @@ func DecodeNode(raw bson.Raw) (Node, error) {
 			d.ID, err = stringField(kind, FieldID, v)
 		case FieldType:
 			d.Type, err = stringField(kind, FieldType, v)
+		case FieldProject:
+			d.Project, err = stringField(kind, FieldProject, v)
 		case FieldTimestamp:
 			d.Tick, err = timeField(kind, FieldTimestamp, v)
 		case FieldOnline:

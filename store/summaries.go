@@ -41,15 +41,15 @@ func (s Summaries) ByKeys(ctx context.Context, keys []Key) (map[Key]bson.Raw, er
 	return byKeys(ctx, s.coll, keys)
 }
 
-// In calls fn with project's summaries of buckets starting in [from, to) whose id is one of
-// ids and whose type is one of types (a superset of the caller's keys, through the unique
+// In calls fn with the summaries of projects of buckets starting in [from, to) whose id is one
+// of ids and whose type is one of types (a superset of the caller's keys, through the unique
 // index), decoded, or with the decoding error. It stops at fn's first error and returns it.
-func (s Summaries) In(ctx context.Context, project string, ids, types []string, from, to time.Time, fn func(Key, rollup.Summary, error) error) error {
+func (s Summaries) In(ctx context.Context, projects, ids, types []string, from, to time.Time, fn func(Key, rollup.Summary, error) error) error {
 	return s.find(ctx, bson.D{
 		{Key: FieldID, Value: bson.D{{Key: "$in", Value: ids}}},
 		{Key: FieldType, Value: bson.D{{Key: "$in", Value: types}}},
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
-		{Key: FieldProject, Value: project},
+		projectsFilter(projects),
 	}, nil, fn)
 }
 
