@@ -548,11 +548,15 @@ func (w *Watcher) summarize(ctx context.Context, dirty *recompute.Dirty) error {
 	if dirty.Len() == 0 {
 		return nil
 	}
-	start := time.Now()
+	start, buckets := time.Now(), dirty.Len()
 	if err := w.engine.Summarize(ctx, dirty); err != nil {
 		return err
 	}
-	w.stats.prog.tiers(time.Since(start))
+	took := time.Since(start)
+	w.stats.prog.tiers(took)
+	if ce := w.log.Check(zap.DebugLevel, "summaries written"); ce != nil {
+		ce.Write(zap.Int("hours", buckets), zap.Duration("took", took))
+	}
 	return nil
 }
 
