@@ -44,7 +44,7 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 	}
 	var values []any
 	for _, d := range docs {
-		values = appendPathValues(values, d.d, key)
+		values = appendPathValues(values, d.full(), key)
 	}
 	sort.SliceStable(values, func(i, j int) bool { return bsonval.Compare(values[i], values[j]) < 0 })
 	out := bson.A{}

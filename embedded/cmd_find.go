@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"math"
-	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -104,7 +103,7 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 		return nil, err
 	}
 	if a.sort != nil && !sorted {
-		sort.SliceStable(docs, func(i, j int) bool { return a.sort.Compare(docs[i].d, docs[j].d) < 0 })
+		sortMatched(docs, a.sort)
 	}
 	if a.skip > 0 {
 		if a.skip >= int64(len(docs)) {
@@ -122,7 +121,7 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 			out[i] = d.doc.Raw
 			continue
 		}
-		raw, err := bsonval.Encode(a.proj.Apply(d.d))
+		raw, err := bsonval.Encode(a.proj.Apply(d.full()))
 		if err != nil {
 			return nil, mongoerr.New(mongoerr.InternalError, "encode projection: %v", err)
 		}

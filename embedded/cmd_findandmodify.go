@@ -123,14 +123,14 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 			if err := w.Delete(r.db, a.collection, target.doc); err != nil {
 				return err
 			}
-			value = target.d
+			value = target.full()
 			lastErr = bson.D{{Key: "n", Value: int32(1)}}
 		case target != nil:
-			out, desc, changed, err := applyMatched(a.upd, a.filter, target.d)
+			out, desc, changed, err := applyMatched(a.upd, a.filter, target.full())
 			if err != nil {
 				return err
 			}
-			value = target.d
+			value = target.full()
 			if changed {
 				if _, err := w.Replace(r.db, a.collection, target.doc, out, storageDesc(a.upd, desc)); err != nil {
 					return err

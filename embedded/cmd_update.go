@@ -93,7 +93,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp) (stmtOutcome, 
 	// counters are only added on success).
 	n, nModified := 0, 0
 	for _, m := range targets {
-		out, desc, changed, err := applyMatched(op.upd, op.filter, m.d)
+		out, desc, changed, err := applyMatched(op.upd, op.filter, m.full())
 		if err != nil {
 			return stmtOutcome{}, err
 		}

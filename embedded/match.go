@@ -9,11 +9,29 @@ import (
 	"github.com/gameops/rollup/embedded/storage"
 )
 
-// matched is a stored document that matched a filter, and its decoded form (the filter's
-// input, which the caller owns: storage keeps documents encoded only).
+// matched is a stored document that matched a filter, and its decoded form once asked for
+// (full): the filter reads only the fields it names (query.Filter.TopFields), so a find that
+// returns the stored bytes never decodes a large document whole. The decoded form is the
+// caller's: storage keeps documents encoded only.
 type matched struct {
 	doc *storage.Doc
 	d   bson.D
+}
+
+// full returns the whole document decoded, decoding it on the first call.
+func (m *matched) full() bson.D {
+	if m.d == nil {
+		m.d = m.doc.D()
+	}
+	return m.d
+}
+
+// sortMatched sorts matches by srt (stable), each decoded once.
+func sortMatched(matches []matched, srt *query.Sort) {
+	for i := range matches {
+		matches[i].full()
+	}
+	sort.SliceStable(matches, func(i, j int) bool { return srt.Compare(matches[i].d, matches[j].d) < 0 })
 }
 
 // findMatching returns the documents of db.coll that match filter (compiled from q), in the
@@ -29,15 +47,25 @@ func findMatching(rd *storage.Reader, db, coll string, q bson.D, filter *query.F
 // matchInto returns the callback of a storage find that appends the candidates matching
 // filter to matches, until limit of them (0: no limit) or a match error (set in matchErr).
 func matchInto(matches *[]matched, matchErr *error, filter *query.Filter, limit int) func(doc *storage.Doc) bool {
+	fields, partial := filter.TopFields()
 	return func(doc *storage.Doc) bool {
-		d := doc.D()
+		var d bson.D
+		if partial {
+			d = doc.Fields(fields)
+		} else {
+			d = doc.D()
+		}
 		ok, err := filter.Match(d)
 		if err != nil {
 			*matchErr = err
 			return false
 		}
 		if ok {
-			*matches = append(*matches, matched{doc: doc, d: d})
+			m := matched{doc: doc}
+			if !partial {
+				m.d = d
+			}
+			*matches = append(*matches, m)
 		}
 		return limit <= 0 || len(*matches) < limit
 	}
@@ -55,7 +83,7 @@ func findOne(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter
 		return nil, err
 	}
 	if srt != nil {
-		sort.SliceStable(matches, func(i, j int) bool { return srt.Compare(matches[i].d, matches[j].d) < 0 })
+		sortMatched(matches, srt)
 	}
 	return &matches[0], nil
 }

@@ -67,11 +67,11 @@ func mergeInto(w *storage.Writer, db string, out *aggregate.Output, docs []bson.
 			return mongoerr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
 		case target == nil, out.WhenMatched == "keepExisting":
 		case out.WhenMatched == "replace":
-			nd, err := query.Replace(target.d, d)
+			nd, err := query.Replace(target.full(), d)
 			if err != nil {
 				return err
 			}
-			if !query.StrictEqual(nd, target.d) {
+			if !query.StrictEqual(nd, target.full()) {
 				if _, err := w.Replace(db, out.Coll, target.doc, nd, nil); err != nil {
 					return err
 				}
@@ -81,7 +81,7 @@ func mergeInto(w *storage.Writer, db string, out *aggregate.Output, docs []bson.
 			if err != nil {
 				return err
 			}
-			nd, desc, changed, err := upd.Apply(target.d, false)
+			nd, desc, changed, err := upd.Apply(target.full(), false)
 			if err != nil {
 				return err
 			}

@@ -102,3 +102,52 @@ func BenchmarkParentWrites(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParentReads measures the watcher's read of the parents it is about to merge:
+// finds of 100 parent documents (100 children each) by key ({id: {$in}, type: {$in},
+// timestamp: {$in}}, as store.ByKeys asks). Reports µs per parent read.
+func BenchmarkParentReads(b *testing.B) {
+	store := embeddedtest.Start(b, embeddedtest.Options{})
+	store.SkipIfReal(b)
+	c := store.Client(b)
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	coll := c.Database("bench").Collection("counts")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}}, Options: options.Index().SetUnique(true),
+	}); err != nil {
+		b.Fatal(err)
+	}
+	const parents, batch = 1000, 100
+	ts := bson.NewDateTimeFromTime(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	ids := make([]any, parents)
+	docs := make([]any, parents)
+	for i := range parents {
+		ids[i] = fmt.Sprintf("g%02d-s%04d", i/50, i)
+		docs[i] = parentDoc(ids[i].(string), 1, 100, ts)
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for lo := 0; lo < parents; lo += batch {
+			cur, err := coll.Find(ctx, bson.D{
+				{Key: "id", Value: bson.D{{Key: "$in", Value: ids[lo : lo+batch]}}},
+				{Key: "type", Value: bson.D{{Key: "$in", Value: bson.A{"server"}}}},
+				{Key: "timestamp", Value: bson.D{{Key: "$in", Value: bson.A{ts}}}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for cur.Next(ctx) {
+				n++
+			}
+			if err := cur.Err(); err != nil || n != batch {
+				b.Fatalf("read %d parents, %v", n, err)
+			}
+			_ = cur.Close(ctx)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*parents), "µs/parent")
+}

@@ -2,8 +2,10 @@ package bsonval
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -216,13 +218,63 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// onlyFields is d's elements whose key is among fields, in order: what DecodeFields returns.
+func onlyFields(d bson.D, fields []string) bson.D {
+	out := bson.D{}
+	for _, e := range d {
+		if slices.Contains(fields, e.Key) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestDecodeFields: DecodeFields gives the elements of the named keys of the whole decode
+// (every occurrence of a repeated key, in order), for random documents and field sets.
+func TestDecodeFields(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	keys := []string{"_id", "a", "b", "children", "x.y", ""}
+	for range 5000 {
+		var d bson.D
+		for range r.IntN(6) {
+			d = append(d, bson.E{Key: keys[r.IntN(len(keys))], Value: randValue(r, 2)})
+		}
+		raw, err := Encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields []string
+		for _, k := range keys {
+			if r.IntN(3) == 0 {
+				fields = append(fields, k)
+			}
+		}
+		got, err := DecodeFields(raw, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := onlyFields(d, fields); Compare(got, want) != 0 || len(got) != len(want) {
+			t.Fatalf("DecodeFields(%v, %q) = %v, want %v", d, fields, got, want)
+		}
+	}
+	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {7, 0, 0, 0, 2, 'a', 0}} {
+		if _, err := DecodeFields(bad, []string{"a"}); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeFields(%v): %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	seed, _ := Encode(bson.D{{Key: "a", Value: bson.A{int32(1), "x", bson.D{{Key: "b", Value: nil}}}}})
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		part, perr := DecodeFields(data, []string{"a", "b"}) // never panics
 		d, err := Decode(data)
 		if err != nil {
 			return
+		}
+		if perr != nil || Compare(part, onlyFields(d, []string{"a", "b"})) != 0 {
+			t.Fatalf("DecodeFields of a document Decode reads: %v, %v", part, perr)
 		}
 		out, err := Encode(d)
 		if err != nil {

@@ -23,6 +23,46 @@ func Decode(raw []byte) (bson.D, error) {
 	return d, nil
 }
 
+// DecodeFields decodes the top-level elements of a BSON document whose keys are among fields
+// (every occurrence, in document order), skipping the others without decoding them: what a
+// filter reading only those fields needs of a large document. Malformed input returns an
+// error wrapping ErrMalformed.
+func DecodeFields(raw []byte, fields []string) (bson.D, error) {
+	length, rem, ok := bsoncore.ReadLength(raw)
+	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+		return nil, ErrMalformed
+	}
+	rem = rem[:length-5]
+	d := make(bson.D, 0, len(fields))
+	for len(rem) > 0 {
+		if len(rem) < 2 {
+			return nil, ErrMalformed
+		}
+		t := bsoncore.Type(rem[0])
+		key, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
+		if !ok {
+			return nil, ErrMalformed
+		}
+		val, rest, ok := bsoncore.ReadValue(rest, t)
+		if !ok {
+			return nil, ErrMalformed
+		}
+		rem = rest
+		for _, f := range fields {
+			if string(key) != f {
+				continue
+			}
+			v, ok := decodeValue(val)
+			if !ok {
+				return nil, ErrMalformed
+			}
+			d = append(d, bson.E{Key: f, Value: v})
+			break
+		}
+	}
+	return d, nil
+}
+
 func decodeDoc(raw []byte) (bson.D, bool) {
 	length, rem, ok := bsoncore.ReadLength(raw)
 	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {

@@ -82,6 +82,59 @@ func (f *Filter) Match(doc bson.D) (bool, error) {
 	return matchErr(f.root, doc)
 }
 
+// TopFields returns the top-level fields of a document that the filter reads: matching a
+// document with only those fields (the first occurrence of each, whole) gives the same answer
+// as matching the whole document, so a caller may decode just them. ok is false when the
+// filter needs the whole document ($expr).
+func (f *Filter) TopFields() (fields []string, ok bool) {
+	if f == nil || f.root == nil {
+		return nil, true
+	}
+	if f.hasExpr {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	ok = topFields(f.root, func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			fields = append(fields, name)
+		}
+	})
+	return fields, ok
+}
+
+// topFields calls add with the first component of every path n reads; it reports false for a
+// node that reads the whole document (or one it does not know).
+func topFields(n node, add func(string)) bool {
+	switch x := n.(type) {
+	case *pathNode:
+		if len(x.parts) == 0 {
+			return false
+		}
+		add(x.parts[0])
+		return true
+	case andNode:
+		for _, c := range x {
+			if !topFields(c, add) {
+				return false
+			}
+		}
+		return true
+	case orNode:
+		for _, c := range x {
+			if !topFields(c, add) {
+				return false
+			}
+		}
+		return true
+	case notNode:
+		return topFields(x.n, add)
+	case constNode:
+		return true
+	}
+	return false
+}
+
 // matchErr evaluates n like n.match, reporting $expr failures. $expr only occurs at the top
 // level of a filter, possibly under $and, $or and $nor, so only those nodes are walked.
 func matchErr(n node, d bson.D) (bool, error) {

@@ -2,6 +2,7 @@ package query
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -310,6 +311,66 @@ func TestMatchRandomAgainstNaive(t *testing.T) {
 		}
 	}
 	t.Logf("%d filter/document pairs agreed", checks)
+}
+
+// TestTopFieldsRandom: a random filter matches a random document exactly when it matches the
+// document's top-level fields named by TopFields (what the server decodes of a candidate).
+func TestTopFieldsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	docs := make([]D, 300)
+	for i := range docs {
+		docs[i] = randDoc(r, 3)
+	}
+	for range 1500 {
+		f, _ := randFilter(r, 2)
+		cf, err := CompileFilter(f)
+		if err != nil {
+			t.Fatalf("CompileFilter(%v): %v", f, err)
+		}
+		fields, ok := cf.TopFields()
+		if !ok {
+			t.Fatalf("TopFields(%v) not ok", f)
+		}
+		for _, d := range docs {
+			var part D
+			for _, el := range d {
+				if slices.Contains(fields, el.Key) {
+					part = append(part, el)
+				}
+			}
+			if got, want := mustMatch(t, cf, part), mustMatch(t, cf, d); got != want {
+				t.Fatalf("filter %v (fields %q) on doc %v: %v on the fields, %v on the whole", f, fields, d, got, want)
+			}
+		}
+	}
+	tests := []struct {
+		filter D
+		want   []string
+	}{
+		{D{}, nil},
+		{D{e("a", 1), e("b.c", D{e("$gt", 1)}), e("a", 2)}, []string{"a", "b"}},
+		{D{e("$or", A{D{e("x", 1)}, D{e("y", D{e("$not", D{e("$gt", 1)})})}}), e("$nor", A{D{e("z.0", 1)}})}, []string{"x", "y", "z"}},
+		{D{e("k", D{e("$elemMatch", D{e("q", 1)})})}, []string{"k"}},
+	}
+	for _, tt := range tests {
+		cf, err := CompileFilter(tt.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := cf.TopFields()
+		if !ok || !slices.Equal(got, tt.want) {
+			t.Errorf("TopFields(%v) = %q, %v; want %q", tt.filter, got, ok, tt.want)
+		}
+	}
+	withExpr, err := CompileFilterEnv(D{e("$expr", true)}, &Env{Expr: func(any) (Predicate, error) {
+		return func(bson.D) (bool, error) { return true, nil }, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := withExpr.TopFields(); ok {
+		t.Error("TopFields of a $expr filter: ok, want the whole document")
+	}
 }
 
 // TestArrayFiltersRandomAgainstNaive checks $[x] updates of arrays of numbers (and of

@@ -60,6 +60,17 @@ func (d *Doc) D() bson.D {
 	return dd
 }
 
+// Fields returns the top-level fields of the document named in fields, decoded (see
+// bsonval.DecodeFields), a fresh copy the caller owns: cheaper than D for a filter that reads a
+// few fields of a large document.
+func (d *Doc) Fields(fields []string) bson.D {
+	dd, err := bsonval.DecodeFields(d.Raw, fields)
+	if err != nil {
+		panic(fmt.Sprintf("storage: a stored document does not decode: %v", err))
+	}
+	return dd
+}
+
 // ID returns the document's _id (nil for a Doc that was not stored).
 func (d *Doc) ID() any {
 	e, err := bsoncore.Document(d.Raw).IndexErr(0)
