@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,6 +75,44 @@ func TestReadsAheadOfWrites(t *testing.T) {
 	if root, _ := e.parentDoc("p", tree.TypeProject, t0); root.Reported != int64(len(l)) {
 		t.Fatalf("root = %+v, want every leaf reported", root)
 	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestSummariesBesideBursts: while a flush of the summaries is held, the next bursts' parents
+// are still written (the flush runs beside them); once it goes on, the summaries of every
+// burst are written too.
+func TestSummariesBesideBursts(t *testing.T) {
+	e := newEnv(t)
+	t0 := baseTick()
+	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
+	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
+	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeTiers: func() bool {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+		}
+		return false
+	}}}})
+	r := e.start(w)
+	l := tr.Leaves()
+	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
+	<-held // the first flush of summaries waits
+	for i, n := range l[1:] {
+		e.submit(item("p", n.ID, n.Type, t0, int64(i+2), 1))
+	}
+	testctx.WaitFor(t, "every parent written while the summaries are held", func() bool {
+		m, _ := e.parentMismatch("p")
+		return m == ""
+	})
+	if _, parents := e.parentMismatch("p"); e.tierMismatch("p", parents) == "" {
+		t.Fatal("the summaries are current although their flush is held")
+	}
+	close(release)
+	e.waitCorrect("p")
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

@@ -332,13 +332,22 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	//
 	// The summaries of the parents a burst wrote (or found current) wait in dirty until the
 	// stream is quiet, MaxTierDelay passes or MaxTierBuckets are waiting (and at an invalidate
-	// or shutdown): then every waiting bucket is recomputed once. Meanwhile the position stays
-	// before those bursts (held is the token after them), so a crash before the summaries are
-	// written redoes the bursts, whose parents are current and come back into dirty.
+	// or shutdown): then every waiting bucket is recomputed once, by a flush that runs beside
+	// the next bursts (see tierFlush), so the parents' freshness does not wait for the
+	// summaries. Meanwhile the position stays before those bursts (held is the token after
+	// them; a flush in flight takes it along and gives it back when its writes are done), so a
+	// crash before the summaries are written redoes the bursts, whose parents are current and
+	// come back into dirty.
 	var burst []store.Leaf
 	var burstStart time.Time
 	var pending, held bson.Raw
 	dirty := recompute.NewDirty()
+	var inFlight *tierFlush
+	defer func() {
+		if inFlight != nil {
+			_ = inFlight.wait() // the stream ends with an error already; the flush is redone
+		}
+	}()
 	// calls counts the TryNext calls of this stream: the first one only reads the batch the
 	// stream was opened with (no getMore), so an empty first batch proves nothing.
 	emptyResumes, calls := 0, 0
@@ -346,13 +355,39 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		s.token = tok
 		w.stats.prog.position(w.cps.id, s.token)
 	}
-	flushTiers := func() error {
-		if err := w.summarize(work, dirty); err != nil {
+	// finishFlush waits for the flush in flight (if block, else only if it is done) and moves
+	// the position past the bursts it covered.
+	finishFlush := func(block bool) error {
+		if inFlight == nil || (!block && !inFlight.done()) {
+			return nil
+		}
+		f := inFlight
+		inFlight = nil
+		if err := f.wait(); err != nil {
 			return err
 		}
-		if held != nil {
-			advance(held)
-			held = nil
+		if f.token != nil {
+			advance(f.token)
+		}
+		return nil
+	}
+	// startFlush hands the waiting buckets and the held position to a new flush (at most one
+	// is in flight); sync waits for it.
+	startFlush := func(sync bool) error {
+		if err := finishFlush(true); err != nil {
+			return err
+		}
+		if dirty.Len() == 0 {
+			if held != nil {
+				advance(held)
+				held = nil
+			}
+			return nil
+		}
+		inFlight = w.flushTiers(work, dirty, held)
+		dirty, held = recompute.NewDirty(), nil
+		if sync {
+			return finishFlush(true)
 		}
 		return nil
 	}
@@ -365,7 +400,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		}
 		burst = burst[:0]
 		if pending != nil {
-			if dirty.Len() > 0 || held != nil {
+			if dirty.Len() > 0 || held != nil || inFlight != nil {
 				held = pending
 			} else {
 				advance(pending)
@@ -393,7 +428,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 				if ferr := flush(); ferr != nil {
 					return ferr
 				}
-				if ferr := flushTiers(); ferr != nil {
+				if ferr := startFlush(true); ferr != nil {
 					return ferr
 				}
 			}
@@ -413,8 +448,12 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 				return err
 			}
 		}
-		if len(burst) == 0 && tiersDue(n == 0 || invalidate != nil || ctx.Err() != nil) {
-			if err := flushTiers(); err != nil {
+		ending := invalidate != nil || ctx.Err() != nil
+		if err := finishFlush(ending || dirty.Len() >= w.opts.MaxTierBuckets); err != nil {
+			return err
+		}
+		if len(burst) == 0 && inFlight == nil && tiersDue(n == 0 || ending) {
+			if err := startFlush(ending); err != nil {
 				return err
 			}
 		}
@@ -541,6 +580,30 @@ func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *
 		ce.Write(zap.Int("leaves", len(leaves)), zap.Duration("took", took))
 	}
 	return nil
+}
+
+// tierFlush is a write of waiting summaries running beside the stream's next bursts; token is
+// the stream position after the bursts it covers (nil: none to move to).
+type tierFlush struct {
+	token bson.Raw
+	err   chan error
+}
+
+// flushTiers starts writing the summaries of dirty, which the flush owns from now on.
+func (w *Watcher) flushTiers(ctx context.Context, dirty *recompute.Dirty, token bson.Raw) *tierFlush {
+	f := &tierFlush{token: token, err: make(chan error, 1)}
+	go func() { f.err <- w.summarize(ctx, dirty) }()
+	return f
+}
+
+// done reports whether the flush has finished (its wait then returns at once).
+func (f *tierFlush) done() bool { return len(f.err) > 0 }
+
+// wait returns the flush's error once it has finished.
+func (f *tierFlush) wait() error {
+	err := <-f.err
+	f.err <- err // wait may be called again
+	return err
 }
 
 // summarize brings the summaries of dirty up to date.
