@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/storage"
 )
 
@@ -59,27 +60,14 @@ type rawEntry struct {
 // parseRawEntry reads an entry of a document operation; ok is false for another operation
 // or an entry it cannot read (the decoded path handles both).
 func parseRawEntry(raw []byte) (e rawEntry, ok bool) {
-	length, _, ok := bsoncore.ReadLength(raw)
-	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
-		return e, false
-	}
-	rem := raw[4 : length-1]
-	for len(rem) > 0 {
-		t := bsoncore.Type(rem[0])
-		key, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
-		if !ok {
-			return e, false
-		}
-		v, rest, ok := bsoncore.ReadValue(rest, t)
-		if !ok {
-			return e, false
-		}
-		rem = rest
+	valid := true
+	err := bsonval.EachElement(raw, func(key []byte, v bsoncore.Value) bool {
+		var ok bool
 		switch {
 		case string(key) == "op":
-			s, ok := stringBytes(v)
-			if !ok {
-				return e, false
+			var s []byte
+			if s, ok = stringBytes(v); !ok {
+				break
 			}
 			switch {
 			case string(s) == storage.OpInsert:
@@ -91,25 +79,19 @@ func parseRawEntry(raw []byte) (e rawEntry, ok bool) {
 			case string(s) == storage.OpDelete:
 				e.op = storage.OpDelete
 			default:
-				return e, false
+				ok = false
 			}
 		case string(key) == "db":
-			if e.db, ok = stringBytes(v); !ok {
-				return e, false
-			}
+			e.db, ok = stringBytes(v)
 		case string(key) == "c":
-			if e.coll, ok = stringBytes(v); !ok {
-				return e, false
-			}
+			e.coll, ok = stringBytes(v)
 		case string(key) == "w":
-			if e.wall, ok = v.DateTimeOK(); !ok {
-				return e, false
-			}
-			e.hasWall = true
+			e.wall, ok = v.DateTimeOK()
+			e.hasWall = ok
 		case string(key) == "d", string(key) == "k", string(key) == "u":
-			d, ok := v.DocumentOK()
-			if !ok {
-				return e, false
+			var d bsoncore.Document
+			if d, ok = v.DocumentOK(); !ok {
+				break
 			}
 			switch key[0] {
 			case 'd':
@@ -119,7 +101,14 @@ func parseRawEntry(raw []byte) (e rawEntry, ok bool) {
 			default:
 				e.u = d
 			}
+		default:
+			ok = true
 		}
+		valid = ok
+		return ok
+	})
+	if err != nil || !valid {
+		return e, false
 	}
 	return e, e.op != "" && len(e.db) > 0 && e.hasWall
 }

@@ -23,42 +23,57 @@ func Decode(raw []byte) (bson.D, error) {
 	return d, nil
 }
 
+// EachElement calls fn with the key and the raw value of each top-level element of a BSON
+// document, in order, until fn returns false. It returns an error wrapping ErrMalformed for
+// bytes that do not frame a document or an element; values are not checked inside.
+func EachElement(raw []byte, fn func(key []byte, v bsoncore.Value) bool) error {
+	length, _, ok := bsoncore.ReadLength(raw)
+	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+		return ErrMalformed
+	}
+	rem := raw[4 : length-1]
+	for len(rem) > 0 {
+		t := bsoncore.Type(rem[0])
+		key, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
+		if !ok {
+			return ErrMalformed
+		}
+		v, rest, ok := bsoncore.ReadValue(rest, t)
+		if !ok {
+			return ErrMalformed
+		}
+		rem = rest
+		if !fn(key, v) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // DecodeFields decodes the top-level elements of a BSON document whose keys are among fields
 // (every occurrence, in document order), skipping the others without decoding them: what a
 // filter reading only those fields needs of a large document. Malformed input returns an
 // error wrapping ErrMalformed.
 func DecodeFields(raw []byte, fields []string) (bson.D, error) {
-	length, rem, ok := bsoncore.ReadLength(raw)
-	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
-		return nil, ErrMalformed
-	}
-	rem = rem[:length-5]
 	d := make(bson.D, 0, len(fields))
-	for len(rem) > 0 {
-		if len(rem) < 2 {
-			return nil, ErrMalformed
-		}
-		t := bsoncore.Type(rem[0])
-		key, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
-		if !ok {
-			return nil, ErrMalformed
-		}
-		val, rest, ok := bsoncore.ReadValue(rest, t)
-		if !ok {
-			return nil, ErrMalformed
-		}
-		rem = rest
+	valid := true
+	err := EachElement(raw, func(key []byte, val bsoncore.Value) bool {
 		for _, f := range fields {
 			if string(key) != f {
 				continue
 			}
 			v, ok := decodeValue(val)
 			if !ok {
-				return nil, ErrMalformed
+				valid = false
+				return false
 			}
 			d = append(d, bson.E{Key: f, Value: v})
 			break
 		}
+		return true
+	})
+	if err != nil || !valid {
+		return nil, ErrMalformed
 	}
 	return d, nil
 }
