@@ -23,7 +23,8 @@ type Options struct {
 	// stream's reader stays ahead of the writes (a backlog; default 300ms).
 	MaxBurstDelay time.Duration
 	// MinBurstDelay is how long a burst keeps taking the batches the stream delivers once
-	// every batch read so far is in it (default 10ms); see MaxBurstDelay.
+	// every batch read so far is in it (default 10ms), or longer: as long as the previous
+	// burst's writes took; see MaxBurstDelay.
 	MinBurstDelay time.Duration
 	// MaxBurst bounds the leaves of a burst (default 200,000).
 	MaxBurst int

@@ -20,25 +20,42 @@ func TestBurstEnds(t *testing.T) {
 		end      bool
 		leaves   int
 		age      time.Duration
+		last     time.Duration
 		ahead    bool
 		want     bool
 	}{
-		{"quiet stream", 0, false, false, 10, time.Millisecond, true, true},
-		{"tick complete", 5, true, false, 10, time.Millisecond, true, true},
-		{"invalidate or shutdown", 5, false, true, 10, time.Millisecond, true, true},
-		{"too many leaves", 5, false, false, 1000, time.Millisecond, true, true},
-		{"too old while the reader stays ahead", 5, false, false, 10, 300 * time.Millisecond, true, true},
-		{"young, reader ahead", 5, false, false, 10, 60 * time.Millisecond, true, false},
-		{"young, caught up", 5, false, false, 10, 10 * time.Millisecond, false, false},
-		{"min age, caught up", 5, false, false, 10, 50 * time.Millisecond, false, true},
+		{"quiet stream", 0, false, false, 10, time.Millisecond, 0, true, true},
+		{"tick complete", 5, true, false, 10, time.Millisecond, time.Second, true, true},
+		{"invalidate or shutdown", 5, false, true, 10, time.Millisecond, time.Second, true, true},
+		{"too many leaves", 5, false, false, 1000, time.Millisecond, 0, true, true},
+		{"too old while the reader stays ahead", 5, false, false, 10, 300 * time.Millisecond, time.Second, true, true},
+		{"young, reader ahead", 5, false, false, 10, 60 * time.Millisecond, 0, true, false},
+		{"young, caught up", 5, false, false, 10, 10 * time.Millisecond, 0, false, false},
+		{"min age, caught up", 5, false, false, 10, 50 * time.Millisecond, 20 * time.Millisecond, false, true},
+		{"min age, caught up, younger than the last writes", 5, false, false, 10, 100 * time.Millisecond, 200 * time.Millisecond, false, false},
+		{"as old as the last writes, caught up", 5, false, false, 10, 200 * time.Millisecond, 200 * time.Millisecond, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.ahead); got != tc.want {
+			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.last, tc.ahead); got != tc.want {
 				t.Fatalf("burstEnds = %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// holdFirst returns a recompute knob whose first call closes held and waits until release is
+// closed (it never crashes), and the two channels.
+func holdFirst() (hook func() bool, held, release chan struct{}) {
+	held, release = make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	return func() bool {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+		}
+		return false
+	}, held, release
 }
 
 // TestReadsAheadOfWrites: while a burst's parent writes are held, the stream's next batches
@@ -49,16 +66,8 @@ func TestReadsAheadOfWrites(t *testing.T) {
 	t0 := baseTick()
 	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
 	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
-	held, release := make(chan struct{}), make(chan struct{})
-	first := true
-	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeLevel: func() bool {
-		if first { // only the main loop calls it: no race
-			first = false
-			close(held)
-			<-release
-		}
-		return false
-	}}}})
+	hold, held, release := holdFirst()
+	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeLevel: hold}}})
 	r := e.start(w)
 	l := tr.Leaves()
 	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
@@ -88,15 +97,8 @@ func TestSummariesBesideBursts(t *testing.T) {
 	t0 := baseTick()
 	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
 	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
-	held, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeTiers: func() bool {
-		if first.CompareAndSwap(false, true) {
-			close(held)
-			<-release
-		}
-		return false
-	}}}})
+	hold, held, release := holdFirst()
+	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeTiers: hold}}})
 	r := e.start(w)
 	l := tr.Leaves()
 	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))

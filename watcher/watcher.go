@@ -340,6 +340,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	// come back into dirty.
 	var burst []store.Leaf
 	var burstStart time.Time
+	var lastWrite time.Duration // how long the last burst's writes took
 	var pending, held bson.Raw
 	dirty := recompute.NewDirty()
 	var inFlight *tierFlush
@@ -393,9 +394,11 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	}
 	flush := func() error {
 		if len(burst) > 0 {
-			if err := w.processBurst(work, burst, dirty); err != nil {
+			took, err := w.processBurst(work, burst, dirty)
+			if err != nil {
 				return err
 			}
+			lastWrite = took
 			w.progressed(s)
 		}
 		burst = burst[:0]
@@ -443,7 +446,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if b.token != nil {
 			pending = b.token
 		}
-		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), rd.ready()) {
+		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), lastWrite, rd.ready()) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -491,21 +494,25 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 
 // burstEnds reports whether the burst ends after a batch of n events (0: an empty getMore, the
 // stream is quiet) that completed a tick or not, ends the stream (an invalidate, a shutdown),
-// leaving the burst with leaves leaves begun age ago, while the reader has (ahead) or has not
-// read the next batch yet.
+// leaving the burst with leaves leaves begun age ago, when the previous burst's writes took
+// lastWrite, while the reader has (ahead) or has not read the next batch yet.
 //
 // A burst ends when the stream is quiet or a tick complete, and otherwise once every batch
-// read so far is in it and it is MinBurstDelay old: the next batch then waits at most for one
-// burst's writes, not for MaxBurstDelay, and bursts grow on their own with the writes' time.
-// MaxBurstDelay and MaxBurst bound a burst whose reader stays ahead (a backlog).
-func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age time.Duration, ahead bool) bool {
+// read so far is in it and it is as old as MinBurstDelay and as the previous burst's writes:
+// the next batch then waits at most for about two bursts' writes, not for MaxBurstDelay, and
+// bursts grow on their own with the writes' time. Waiting for lastWrite keeps the watcher
+// writing at most about half the time while events flow, so each burst covers many leaves per
+// parent above the servers: a 1M-leaf tick's bursts each rewrote up to all 200 groups (17,300
+// parent writes for 10,201 parents; 14,600 with the wait). MaxBurstDelay and MaxBurst bound a
+// burst whose reader stays ahead (a backlog).
+func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age, lastWrite time.Duration, ahead bool) bool {
 	switch {
 	case n == 0, complete, end:
 		return true
 	case leaves >= w.opts.MaxBurst, age >= w.opts.MaxBurstDelay:
 		return true
 	}
-	return !ahead && age >= w.opts.MinBurstDelay
+	return !ahead && age >= max(w.opts.MinBurstDelay, lastWrite)
 }
 
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
@@ -569,17 +576,17 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 }
 
 // processBurst recomputes the ancestors of a burst of leaves and adds their hours to dirty.
-func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *recompute.Dirty) error {
+func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *recompute.Dirty) (time.Duration, error) {
 	start := time.Now()
 	if err := w.engine.Parents(ctx, leaves, dirty); err != nil {
-		return err
+		return 0, err
 	}
 	took := time.Since(start)
 	w.stats.prog.burst(took)
 	if ce := w.log.Check(zap.DebugLevel, "burst written"); ce != nil {
 		ce.Write(zap.Int("leaves", len(leaves)), zap.Duration("took", took))
 	}
-	return nil
+	return took, nil
 }
 
 // tierFlush is a write of waiting summaries running beside the stream's next bursts; token is
