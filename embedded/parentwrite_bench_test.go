@@ -31,6 +31,27 @@ func parentDoc(id string, rev int64, children int, ts bson.DateTime) bson.D {
 	}
 }
 
+// benchCounts starts an embedded store and returns a counts collection with rollup's indexes
+// on it, and a context bounding the benchmark.
+func benchCounts(b *testing.B) (context.Context, *mongo.Collection) {
+	store := embeddedtest.Start(b, embeddedtest.Options{})
+	store.SkipIfReal(b)
+	c := store.Client(b)
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	b.Cleanup(cancel)
+	coll := c.Database("bench").Collection("counts")
+	for _, ix := range []mongo.IndexModel{
+		{Keys: bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}}, Options: options.Index().SetUnique(true)},
+		{Keys: bson.D{{Key: "written_at", Value: 1}}},
+		{Keys: bson.D{{Key: "project", Value: 1}, {Key: "timestamp", Value: 1}}},
+	} {
+		if _, err := coll.Indexes().CreateOne(ctx, ix); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ctx, coll
+}
+
 // BenchmarkParentWrites measures the watcher's write of parent documents: unordered
 // BulkWrites of 100 rev-guarded upserts, each the whole parent ($set of every field, 100
 // children embedded), on rollup's indexes; with a change stream open as the watcher opens it
@@ -39,21 +60,7 @@ func parentDoc(id string, rev int64, children int, ts bson.DateTime) bson.D {
 func BenchmarkParentWrites(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
-			store := embeddedtest.Start(b, embeddedtest.Options{})
-			store.SkipIfReal(b)
-			c := store.Client(b)
-			ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
-			defer cancel()
-			coll := c.Database("bench").Collection("counts")
-			for _, ix := range []mongo.IndexModel{
-				{Keys: bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}}, Options: options.Index().SetUnique(true)},
-				{Keys: bson.D{{Key: "written_at", Value: 1}}},
-				{Keys: bson.D{{Key: "project", Value: 1}, {Key: "timestamp", Value: 1}}},
-			} {
-				if _, err := coll.Indexes().CreateOne(ctx, ix); err != nil {
-					b.Fatal(err)
-				}
-			}
+			ctx, coll := benchCounts(b)
 			if stream {
 				cs, err := coll.Watch(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
 					bson.D{{Key: "operationType", Value: bson.D{{Key: "$in", Value: bson.A{"insert", "update", "replace"}}}}, {Key: "fullDocument.rollup", Value: bson.D{{Key: "$ne", Value: true}}}},
@@ -107,17 +114,7 @@ func BenchmarkParentWrites(b *testing.B) {
 // finds of 100 parent documents (100 children each) by key ({id: {$in}, type: {$in},
 // timestamp: {$in}}, as store.ByKeys asks). Reports µs per parent read.
 func BenchmarkParentReads(b *testing.B) {
-	store := embeddedtest.Start(b, embeddedtest.Options{})
-	store.SkipIfReal(b)
-	c := store.Client(b)
-	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
-	defer cancel()
-	coll := c.Database("bench").Collection("counts")
-	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys: bson.D{{Key: "id", Value: 1}, {Key: "type", Value: 1}, {Key: "timestamp", Value: 1}}, Options: options.Index().SetUnique(true),
-	}); err != nil {
-		b.Fatal(err)
-	}
+	ctx, coll := benchCounts(b)
 	const parents, batch = 1000, 100
 	ts := bson.NewDateTimeFromTime(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	ids := make([]any, parents)
