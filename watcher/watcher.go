@@ -373,8 +373,8 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		return nil
 	}
 	// startFlush hands the waiting buckets and the held position to a new flush (at most one
-	// is in flight); sync waits for it.
-	startFlush := func(sync bool) error {
+	// is in flight); with block it waits for it.
+	startFlush := func(block bool) error {
 		if err := finishFlush(true); err != nil {
 			return err
 		}
@@ -387,7 +387,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		}
 		inFlight = w.flushTiers(work, dirty, held)
 		dirty, held = recompute.NewDirty(), nil
-		if sync {
+		if block {
 			return finishFlush(true)
 		}
 		return nil
@@ -592,25 +592,35 @@ func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *
 // tierFlush is a write of waiting summaries running beside the stream's next bursts; token is
 // the stream position after the bursts it covers (nil: none to move to).
 type tierFlush struct {
-	token bson.Raw
-	err   chan error
+	token    bson.Raw
+	finished chan struct{} // closed when err is set
+	err      error
 }
 
 // flushTiers starts writing the summaries of dirty, which the flush owns from now on.
 func (w *Watcher) flushTiers(ctx context.Context, dirty *recompute.Dirty, token bson.Raw) *tierFlush {
-	f := &tierFlush{token: token, err: make(chan error, 1)}
-	go func() { f.err <- w.summarize(ctx, dirty) }()
+	f := &tierFlush{token: token, finished: make(chan struct{})}
+	go func() {
+		defer close(f.finished)
+		f.err = w.summarize(ctx, dirty)
+	}()
 	return f
 }
 
-// done reports whether the flush has finished (its wait then returns at once).
-func (f *tierFlush) done() bool { return len(f.err) > 0 }
+// done reports whether the flush has finished (wait then returns at once).
+func (f *tierFlush) done() bool {
+	select {
+	case <-f.finished:
+		return true
+	default:
+		return false
+	}
+}
 
 // wait returns the flush's error once it has finished.
 func (f *tierFlush) wait() error {
-	err := <-f.err
-	f.err <- err // wait may be called again
-	return err
+	<-f.finished
+	return f.err
 }
 
 // summarize brings the summaries of dirty up to date.
