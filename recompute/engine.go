@@ -280,9 +280,8 @@ func (e *Engine) treeAt(ctx context.Context, r *round, project string, tick time
 // tick when the TreeSource answers for many projects at once (a burst of 1,000 projects' leaves
 // then costs one versions query, not 1,000); otherwise treeAt asks per (project, tick).
 func (e *Engine) prefetchTrees(ctx context.Context, r *round, leaves []store.Leaf) error {
-	bs, ok := e.trees.(treedb.BatchTreeSource)
-	if !ok {
-		return nil
+	if _, ok := e.trees.(treedb.BatchTreeSource); !ok {
+		return nil // not worth collecting the burst's (project, tick)s
 	}
 	missing := map[time.Time][]string{}
 	seen := map[tickKey]bool{}
@@ -297,14 +296,25 @@ func (e *Engine) prefetchTrees(ctx context.Context, r *round, leaves []store.Lea
 	if len(seen) < 2 {
 		return nil // one (project, tick): TreeAt is one query too
 	}
-	for tick, projects := range missing {
+	return e.treesByTick(ctx, missing, r.trees)
+}
+
+// treesByTick asks a BatchTreeSource for the trees of the projects of each tick of byTick, one
+// TreesAt per tick, into trees (a project without a tree at the tick gets a nil one). It asks
+// nothing of another TreeSource: its callers then ask TreeAt per (project, tick).
+func (e *Engine) treesByTick(ctx context.Context, byTick map[time.Time][]string, trees map[tickKey]tickTree) error {
+	bs, ok := e.trees.(treedb.BatchTreeSource)
+	if !ok {
+		return nil
+	}
+	for tick, projects := range byTick {
 		got, err := bs.TreesAt(ctx, tick, projects)
 		if err != nil {
 			return err
 		}
 		for _, p := range projects {
 			tv := got[p] // absent: no tree at the tick (every leaf an orphan)
-			r.trees[tickKey{p, tick}] = tickTree{tv.Tree, tv.Version}
+			trees[tickKey{p, tick}] = tickTree{tv.Tree, tv.Version}
 		}
 	}
 	return nil

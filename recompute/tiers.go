@@ -16,7 +16,6 @@ import (
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
-	"github.com/gameops/rollup/tree/treedb"
 	"github.com/sourcegraph/conc/pool"
 )
 
@@ -278,16 +277,11 @@ func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov
 	out := make(map[bucketKey]rollup.Stats, len(keys))
 	switch t {
 	case store.Tier1h:
-		docs := map[tickKey]map[store.Key]store.Node{}
+		docs := map[sourceKey]store.Node{}
 		keep := func(project string, k store.Key, n store.Node) {
-			if !want[bucketKey{project, k.ID, k.Type, store.BucketStart(t, k.Tick)}] {
-				return
+			if want[bucketKey{project, k.ID, k.Type, store.BucketStart(t, k.Tick)}] {
+				docs[sourceKey{project, k}] = n
 			}
-			tk := tickKey{project, k.Tick}
-			if docs[tk] == nil {
-				docs[tk] = map[store.Key]store.Node{}
-			}
-			docs[tk][k] = n
 		}
 		err := e.counts.ParentsIn(ctx, projects, ids, types, from, to, func(n store.Node, err error) error {
 			if err != nil {
@@ -346,72 +340,66 @@ func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov
 	return out, nil
 }
 
-// addTicks adds every 5-minute document of docs (by project and tick) to its hour's stats in
-// out, if the tree in effect at its tick has the node as a parent or root of that type.
-func (e *Engine) addTicks(ctx context.Context, docs map[tickKey]map[store.Key]store.Node, out map[bucketKey]rollup.Stats) error {
+// sourceKey is a 5-minute parent document of a project.
+type sourceKey struct {
+	project string
+	key     store.Key
+}
+
+// addTicks adds every 5-minute document of docs to its hour's stats in out, if the tree in
+// effect at its tick has the node as a parent or root of that type.
+func (e *Engine) addTicks(ctx context.Context, docs map[sourceKey]store.Node, out map[bucketKey]rollup.Stats) error {
 	ticks := map[string][]time.Time{}
-	for tk := range docs {
-		ticks[tk.project] = append(ticks[tk.project], tk.tick)
+	for sk := range docs {
+		ticks[sk.project] = append(ticks[sk.project], sk.key.Tick)
 	}
 	trees, err := e.treesAt(ctx, ticks)
 	if err != nil {
 		return err
 	}
-	for tk, nodes := range docs {
-		tr := trees[tk]
-		if tr == nil {
+	for sk, n := range docs {
+		k := sk.key
+		tr := trees[tickKey{sk.project, k.Tick}]
+		if tr == nil || tr.IsLeaf(k.ID) {
 			continue
 		}
-		for k, n := range nodes {
-			if tr.IsLeaf(k.ID) {
-				continue
-			}
-			if nd, ok := tr.Node(k.ID); !ok || nd.Type != k.Type {
-				continue
-			}
-			bk := bucketKey{tk.project, k.ID, k.Type, store.BucketStart(store.Tier1h, k.Tick)}
-			slot, ok := store.BucketSlot(store.Tier1h, bk.start, k.Tick)
-			if !ok {
-				continue // not a tick start: not one of the 5-minute series' ticks
-			}
-			acc := out[bk]
-			acc.Add(slot, n.Online, n.Reported, n.Expected)
-			out[bk] = acc
+		if nd, ok := tr.Node(k.ID); !ok || nd.Type != k.Type {
+			continue
 		}
+		bk := bucketKey{sk.project, k.ID, k.Type, store.BucketStart(store.Tier1h, k.Tick)}
+		slot, ok := store.BucketSlot(store.Tier1h, bk.start, k.Tick)
+		if !ok {
+			continue // not a tick start: not one of the 5-minute series' ticks
+		}
+		acc := out[bk]
+		acc.Add(slot, n.Online, n.Reported, n.Expected)
+		out[bk] = acc
 	}
 	return nil
 }
 
-// treesAt returns the tree in effect at each tick of ticks (by project, in any order). For
-// each project it asks the TreeSource about the first and the last tick of a run and, when
-// both have the same version, gives it to every tick between (the version in effect only
-// grows with time); otherwise it splits the run. The first and last ticks of every project are
-// asked together, one TreesAt per distinct tick, when the TreeSource answers for many projects
-// at once: a chunk of 1,000 projects' hours with one tree version each costs two questions.
+// treesAt returns the tree in effect at each tick of ticks (by project, in any order; the
+// lists are sorted in place). For each project it asks the TreeSource about the first and the
+// last tick of a run and, when both have the same version, gives it to every tick between (the
+// version in effect only grows with time); otherwise it splits the run. The first and last
+// ticks of every project are asked together (treesByTick) when the TreeSource answers for many
+// projects at once: a chunk of 1,000 projects' hours with one tree version each costs two
+// questions.
 func (e *Engine) treesAt(ctx context.Context, ticks map[string][]time.Time) (map[tickKey]*tree.Tree, error) {
-	out := make(map[tickKey]*tree.Tree)
 	asked := map[tickKey]tickTree{}
+	ends := map[time.Time][]string{}
 	for p, ts := range ticks {
 		slices.SortFunc(ts, time.Time.Compare)
-		ticks[p] = slices.Compact(ts)
-	}
-	if bs, ok := e.trees.(treedb.BatchTreeSource); ok && len(ticks) > 1 {
-		ends := map[time.Time][]string{}
-		for p, ts := range ticks {
-			ends[ts[0]] = append(ends[ts[0]], p)
-			if last := ts[len(ts)-1]; !last.Equal(ts[0]) {
-				ends[last] = append(ends[last], p)
-			}
+		ts = slices.Compact(ts)
+		ticks[p] = ts
+		ends[ts[0]] = append(ends[ts[0]], p)
+		if last := ts[len(ts)-1]; !last.Equal(ts[0]) {
+			ends[last] = append(ends[last], p)
 		}
-		for tick, projects := range ends {
-			got, err := bs.TreesAt(ctx, tick, projects)
-			if err != nil {
-				return nil, err
-			}
-			for _, p := range projects {
-				tv := got[p] // absent: no tree at the tick
-				asked[tickKey{p, tick}] = tickTree{tv.Tree, tv.Version}
-			}
+	}
+	if len(ticks) > 1 {
+		if err := e.treesByTick(ctx, ends, asked); err != nil {
+			return nil, err
 		}
 	}
 	get := func(k tickKey) (tickTree, error) {
@@ -425,34 +413,35 @@ func (e *Engine) treesAt(ctx context.Context, ticks map[string][]time.Time) (map
 		asked[k] = tickTree{tr, v}
 		return asked[k], nil
 	}
-	for p, ts := range ticks {
-		var fill func(lo, hi int) error
-		fill = func(lo, hi int) error {
-			a, err := get(tickKey{p, ts[lo]})
-			if err != nil {
-				return err
-			}
-			b, err := get(tickKey{p, ts[hi]})
-			if err != nil {
-				return err
-			}
-			out[tickKey{p, ts[lo]}], out[tickKey{p, ts[hi]}] = a.tr, b.tr
-			if a.v == b.v {
-				for i := lo + 1; i < hi; i++ {
-					out[tickKey{p, ts[i]}] = a.tr
-				}
-				return nil
-			}
-			if hi-lo <= 1 {
-				return nil
-			}
-			mid := (lo + hi) / 2
-			if err := fill(lo, mid); err != nil {
-				return err
-			}
-			return fill(mid, hi)
+	out := make(map[tickKey]*tree.Tree)
+	var fill func(p string, ts []time.Time) error
+	fill = func(p string, ts []time.Time) error {
+		a, err := get(tickKey{p, ts[0]})
+		if err != nil {
+			return err
 		}
-		if err := fill(0, len(ts)-1); err != nil {
+		b, err := get(tickKey{p, ts[len(ts)-1]})
+		if err != nil {
+			return err
+		}
+		out[tickKey{p, ts[0]}], out[tickKey{p, ts[len(ts)-1]}] = a.tr, b.tr
+		switch {
+		case a.v == b.v:
+			for _, tick := range ts {
+				out[tickKey{p, tick}] = a.tr
+			}
+			return nil
+		case len(ts) <= 2:
+			return nil
+		}
+		mid := len(ts) / 2
+		if err := fill(p, ts[:mid+1]); err != nil {
+			return err
+		}
+		return fill(p, ts[mid:])
+	}
+	for p, ts := range ticks {
+		if err := fill(p, ts); err != nil {
 			return nil, err
 		}
 	}
