@@ -2,6 +2,7 @@ package query
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,10 +94,8 @@ func (f *Filter) TopFields() (fields []string, ok bool) {
 	if f.hasExpr {
 		return nil, false
 	}
-	seen := map[string]bool{}
 	ok = topFields(f.root, func(name string) {
-		if !seen[name] {
-			seen[name] = true
+		if !slices.Contains(fields, name) {
 			fields = append(fields, name)
 		}
 	})
