@@ -6,7 +6,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/mongoerr"
 	"github.com/gameops/rollup/embedded/query"
 	"github.com/gameops/rollup/embedded/storage"
@@ -117,11 +116,7 @@ func (s *Server) runFind(db, coll string, a findArgs) ([]bson.Raw, error) {
 	}
 	out := make([]bson.Raw, len(docs))
 	for i, d := range docs {
-		if a.proj == nil {
-			out[i] = d.doc.Raw
-			continue
-		}
-		raw, err := bsonval.Encode(a.proj.Apply(d.full()))
+		raw, err := a.proj.ApplyRaw(d.doc.Raw)
 		if err != nil {
 			return nil, mongoerr.New(mongoerr.InternalError, "encode projection: %v", err)
 		}

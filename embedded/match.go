@@ -16,6 +16,7 @@ import (
 type matched struct {
 	doc *storage.Doc
 	d   bson.D
+	key []any // sort key (sortMatched)
 }
 
 // full returns the whole document decoded, decoding it on the first call.
@@ -26,12 +27,19 @@ func (m *matched) full() bson.D {
 	return m.d
 }
 
-// sortMatched sorts matches by srt (stable), each decoded once.
+// sortMatched sorts matches by srt (stable), the sort key of each read once from the fields
+// the sort reads (or the whole document when it is already decoded).
 func sortMatched(matches []matched, srt *query.Sort) {
+	fields := srt.TopFields()
 	for i := range matches {
-		matches[i].full()
+		m := &matches[i]
+		d := m.d
+		if d == nil {
+			d = m.doc.Fields(fields)
+		}
+		m.key = srt.Key(d)
 	}
-	sort.SliceStable(matches, func(i, j int) bool { return srt.Compare(matches[i].d, matches[j].d) < 0 })
+	sort.SliceStable(matches, func(i, j int) bool { return srt.CompareKeys(matches[i].key, matches[j].key) < 0 })
 }
 
 // findMatching returns the documents of db.coll that match filter (compiled from q), in the

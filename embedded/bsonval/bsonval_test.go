@@ -219,10 +219,13 @@ func TestLookup(t *testing.T) {
 }
 
 // onlyFields is d's elements whose key is among fields, in order: what DecodeFields returns.
-func onlyFields(d bson.D, fields []string) bson.D {
+func onlyFields(d bson.D, fields []string) bson.D { return pickFields(d, fields, true) }
+
+// pickFields keeps the elements of d whose keys are among fields (keep) or are not (!keep).
+func pickFields(d bson.D, fields []string, keep bool) bson.D {
 	out := bson.D{}
 	for _, e := range d {
-		if slices.Contains(fields, e.Key) {
+		if slices.Contains(fields, e.Key) == keep {
 			out = append(out, e)
 		}
 	}
@@ -230,7 +233,8 @@ func onlyFields(d bson.D, fields []string) bson.D {
 }
 
 // TestDecodeFields: DecodeFields gives the elements of the named keys of the whole decode
-// (every occurrence of a repeated key, in order), for random documents and field sets.
+// (every occurrence of a repeated key, in order), and SelectFields the encoding of those
+// elements or of the others, for random documents and field sets.
 func TestDecodeFields(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	keys := []string{"_id", "a", "b", "children", "x.y", ""}
@@ -256,10 +260,26 @@ func TestDecodeFields(t *testing.T) {
 		if want := onlyFields(d, fields); Compare(got, want) != 0 || len(got) != len(want) {
 			t.Fatalf("DecodeFields(%v, %q) = %v, want %v", d, fields, got, want)
 		}
+		for _, keep := range []bool{true, false} {
+			sel, err := SelectFields(raw, fields, keep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Encode(pickFields(d, fields, keep))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(sel, want) {
+				t.Fatalf("SelectFields(%v, %q, %v) = %x, want %x", d, fields, keep, sel, want)
+			}
+		}
 	}
 	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {7, 0, 0, 0, 2, 'a', 0}} {
 		if _, err := DecodeFields(bad, []string{"a"}); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodeFields(%v): %v, want ErrMalformed", bad, err)
+		}
+		if _, err := SelectFields(bad, []string{"a"}, true); !errors.Is(err, ErrMalformed) {
+			t.Errorf("SelectFields(%v): %v, want ErrMalformed", bad, err)
 		}
 	}
 }
@@ -269,12 +289,19 @@ func FuzzDecode(f *testing.F) {
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		part, perr := DecodeFields(data, []string{"a", "b"}) // never panics
+		sel, serr := SelectFields(data, []string{"a"}, false)
 		d, err := Decode(data)
 		if err != nil {
 			return
 		}
 		if perr != nil || Compare(part, onlyFields(d, []string{"a", "b"})) != 0 {
 			t.Fatalf("DecodeFields of a document Decode reads: %v, %v", part, perr)
+		}
+		if serr != nil {
+			t.Fatalf("SelectFields of a document Decode reads: %v", serr)
+		}
+		if back, err := Decode(sel); err != nil || Compare(back, pickFields(d, []string{"a"}, false)) != 0 {
+			t.Fatalf("SelectFields of a document Decode reads: %v, %v", back, err)
 		}
 		out, err := Encode(d)
 		if err != nil {

@@ -1,6 +1,7 @@
 package bsonval
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -27,6 +28,11 @@ func Decode(raw []byte) (bson.D, error) {
 // document, in order, until fn returns false. It returns an error wrapping ErrMalformed for
 // bytes that do not frame a document or an element; values are not checked inside.
 func EachElement(raw []byte, fn func(key []byte, v bsoncore.Value) bool) error {
+	return eachElement(raw, func(_, key []byte, v bsoncore.Value) bool { return fn(key, v) })
+}
+
+// eachElement is EachElement that also passes each element's raw bytes (type, key, value).
+func eachElement(raw []byte, fn func(elem, key []byte, v bsoncore.Value) bool) error {
 	length, _, ok := bsoncore.ReadLength(raw)
 	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
 		return ErrMalformed
@@ -42,12 +48,50 @@ func EachElement(raw []byte, fn func(key []byte, v bsoncore.Value) bool) error {
 		if !ok {
 			return ErrMalformed
 		}
+		elem := rem[:len(rem)-len(rest)]
 		rem = rest
-		if !fn(key, v) {
+		if !fn(elem, key, v) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// SelectFields returns a new BSON document of the top-level elements of raw whose keys are
+// among fields (keep true) or are not (keep false), copied byte for byte in document order
+// (every occurrence): an inclusion or exclusion projection of whole top-level fields without
+// decoding a value. Malformed input returns an error wrapping ErrMalformed.
+func SelectFields(raw []byte, fields []string, keep bool) ([]byte, error) {
+	size := 5
+	err := eachElement(raw, func(elem, key []byte, _ bsoncore.Value) bool {
+		if hasKey(fields, key) == keep {
+			size += len(elem)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 4, size)
+	_ = eachElement(raw, func(elem, key []byte, _ bsoncore.Value) bool {
+		if hasKey(fields, key) == keep {
+			out = append(out, elem...)
+		}
+		return true
+	})
+	out = append(out, 0)
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	return out, nil
+}
+
+// hasKey reports whether key is among fields (without converting key to a string).
+func hasKey(fields []string, key []byte) bool {
+	for _, f := range fields {
+		if string(key) == f {
+			return true
+		}
+	}
+	return false
 }
 
 // DecodeFields decodes the top-level elements of a BSON document whose keys are among fields

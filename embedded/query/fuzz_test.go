@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -60,8 +61,15 @@ func FuzzCompileFilter(f *testing.F) {
 			}
 		}
 		if p, err := CompileProjection(filter); err == nil {
-			for _, d := range fuzzDocs {
-				p.Apply(d)
+			for _, d := range append(fuzzDocs[:len(fuzzDocs):len(fuzzDocs)], filter) {
+				want, werr := bsonval.Encode(p.Apply(d))
+				raw, err := bsonval.Encode(d)
+				if werr != nil || err != nil {
+					continue
+				}
+				if got, err := p.ApplyRaw(raw); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("projection %v of %v: ApplyRaw %x (%v), Apply %x", filter, d, got, err, want)
+				}
 			}
 		}
 	})

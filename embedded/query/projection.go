@@ -148,6 +148,41 @@ func (n *projNode) add(parts []string, path string) error {
 	return nil
 }
 
+// ApplyRaw returns the projection of the stored BSON document raw, as BSON: the bytes of Apply's
+// result for raw decoded, reading no more of raw than the projection needs. A projection of
+// whole top-level fields copies their elements without decoding them; an inclusion of sub-paths
+// decodes only the top-level fields it names; only an exclusion of sub-paths decodes the whole
+// document. The result may share raw's bytes (a nil or empty projection returns raw).
+func (p *Projection) ApplyRaw(raw []byte) ([]byte, error) {
+	if p == nil || p.identity {
+		return raw, nil
+	}
+	if p.flat() {
+		return bsonval.SelectFields(raw, p.root.names, p.inclusion)
+	}
+	var doc bson.D
+	var err error
+	if p.inclusion {
+		doc, err = bsonval.DecodeFields(raw, p.root.names)
+	} else {
+		doc, err = bsonval.Decode(raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bsonval.Encode(p.Apply(doc))
+}
+
+// flat reports whether the projection names only whole top-level fields.
+func (p *Projection) flat() bool {
+	for _, c := range p.root.children {
+		if !c.leaf {
+			return false
+		}
+	}
+	return true
+}
+
 // Apply returns the projected document; doc is not modified.
 func (p *Projection) Apply(doc bson.D) bson.D {
 	if p == nil || p.identity {

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -418,5 +419,87 @@ func TestArrayFiltersRandomAgainstNaive(t *testing.T) {
 				t.Fatalf("%s %v on %v: element %d = %v, want %v", path, filter, arr, i, g, want)
 			}
 		}
+	}
+}
+
+// TestPartialReadsRandom: reading only what a projection or a sort needs gives what reading
+// the whole document gives. Projection.ApplyRaw (raw elements copied, or the named top-level
+// fields decoded) returns the bytes of Apply on the whole decode, and a sort's key over the
+// sort's TopFields is its key over the whole document, for random documents (with repeated
+// keys) and random projections and sorts.
+func TestPartialReadsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 11))
+	paths := []string{"_id", "a", "b", "c", "a.b", "a.c", "b.a", "a.b.c"}
+	docs := make([][]byte, 300)
+	for i := range docs {
+		d := randDoc(r, 3)
+		if r.IntN(2) == 0 {
+			d = append(D{e("_id", r.IntN(5))}, d...)
+		}
+		if r.IntN(5) == 0 && len(d) > 0 {
+			d = append(d, d[r.IntN(len(d))]) // a repeated key
+		}
+		raw, err := bsonval.Encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i] = raw
+	}
+	var kinds [4]int // flat inclusion, flat exclusion, nested inclusion, nested exclusion
+	for range 2000 {
+		var spec D
+		for _, i := range r.Perm(len(paths))[:1+r.IntN(3)] {
+			spec = append(spec, e(paths[i], r.IntN(2)))
+		}
+		if r.IntN(2) == 0 {
+			for i := range spec {
+				spec[i].Value = int(2*r.IntN(2)) - 1 // a sort spec: 1 or -1
+			}
+			srt, err := CompileSort(spec)
+			if err != nil {
+				t.Fatalf("CompileSort(%v): %v", spec, err)
+			}
+			fields := srt.TopFields()
+			for _, raw := range docs {
+				whole, _ := bsonval.Decode(raw)
+				part, _ := bsonval.DecodeFields(raw, fields)
+				if got, want := srt.Key(part), srt.Key(whole); srt.CompareKeys(got, want) != 0 || !slices.EqualFunc(got, want, func(a, b any) bool { return bsonval.Compare(a, b) == 0 }) {
+					t.Fatalf("sort %v (fields %q) on %v: key %v from the fields, %v from the whole", spec, fields, whole, got, want)
+				}
+			}
+			continue
+		}
+		p, err := CompileProjection(spec)
+		if err != nil {
+			continue // path collisions, mixed inclusion and exclusion
+		}
+		kind := 0
+		if !p.inclusion {
+			kind++
+		}
+		if !p.flat() {
+			kind += 2
+		}
+		kinds[kind]++
+		for _, raw := range docs {
+			whole, _ := bsonval.Decode(raw)
+			want, err := bsonval.Encode(p.Apply(whole))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.ApplyRaw(raw)
+			if err != nil || !bytes.Equal(got, want) {
+				d, _ := bsonval.Decode(got)
+				t.Fatalf("projection %v of %v: ApplyRaw %v (%v), Apply %v", spec, whole, d, err, p.Apply(whole))
+			}
+		}
+	}
+	for i, n := range kinds {
+		if n < 50 {
+			t.Errorf("only %d projections of kind %d (flat/nested × inclusion/exclusion) ran", n, i)
+		}
+	}
+	if got, err := (*Projection)(nil).ApplyRaw(docs[0]); err != nil || !bytes.Equal(got, docs[0]) {
+		t.Errorf("nil projection: %x, %v; want the document itself", got, err)
 	}
 }

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -58,6 +59,19 @@ func (s *Sort) Single() (path string, desc, ok bool) {
 		return "", false, false
 	}
 	return strings.Join(s.keys[0].parts, "."), s.keys[0].desc, true
+}
+
+// TopFields returns the top-level fields of a document that the sort reads (the first
+// component of each sort path): the sort key of a document with only those fields is the
+// sort key of the whole document.
+func (s *Sort) TopFields() []string {
+	var fields []string
+	for _, k := range s.keys {
+		if !slices.Contains(fields, k.parts[0]) {
+			fields = append(fields, k.parts[0])
+		}
+	}
+	return fields
 }
 
 // Compare orders a before b (<0), after (>0) or as equal (0) under MongoDB sort semantics:
