@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -113,12 +114,19 @@ func (l *Listener) handleMsg(ctx context.Context, cs *Conn, h wire.Header, msg, 
 	return l.encodeMsgReply(out, h, reply)
 }
 
+// encodeMsgReply appends reply as an OP_MSG answering h to out (the connection's buffer, grown
+// once to the reply's size).
 func (l *Listener) encodeMsgReply(out []byte, h wire.Header, reply bson.D) ([]byte, error) {
-	raw, err := bsonval.Encode(reply)
+	id := l.nextRequestID()
+	out = slices.Grow(out, wire.HeaderSize+5+bsonval.DocSize(reply))
+	msg, err := wire.AppendMsgBody(out, id, h.RequestID, func(dst []byte) ([]byte, error) {
+		return bsonval.AppendDocument(dst, reply)
+	})
 	if err != nil {
-		raw, _ = bsonval.Encode(l.h.ErrorReply(mongoerr.New(mongoerr.InternalError, "encode reply: %v", err)))
+		raw, _ := bsonval.Encode(l.h.ErrorReply(mongoerr.New(mongoerr.InternalError, "encode reply: %v", err)))
+		return wire.AppendMsg(out, id, h.RequestID, 0, raw), nil
 	}
-	return wire.AppendMsg(out, l.nextRequestID(), h.RequestID, 0, raw), nil
+	return msg, nil
 }
 
 // handleQuery answers the legacy OP_QUERY handshake (hello/isMaster on admin.$cmd). Any

@@ -176,6 +176,20 @@ func AppendMsg(dst []byte, requestID, responseTo int32, flags uint32, body []byt
 	return Msg{Flags: flags, Body: body}.Append(dst, requestID, responseTo)
 }
 
+// AppendMsgBody appends an OP_MSG (no flags) with one kind-0 section whose document appendBody
+// appends in place: a reply encoded straight into the connection's buffer, not into a copy of
+// its own first. An error from appendBody is returned with dst as it was.
+func AppendMsgBody(dst []byte, requestID, responseTo int32, appendBody func(dst []byte) ([]byte, error)) ([]byte, error) {
+	start, out := appendHeader(dst, requestID, responseTo, OpMsg)
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	out = append(out, sectionBody)
+	out, err := appendBody(out)
+	if err != nil {
+		return dst[:start], err
+	}
+	return finishMessage(out, start), nil
+}
+
 // Append appends m as a complete OP_MSG: the body section, then one kind-1 section per
 // sequence, then the checksum when m.Flags includes FlagChecksumPresent.
 func (m Msg) Append(dst []byte, requestID, responseTo int32) []byte {

@@ -208,6 +208,17 @@ func TestMsgRoundTrip(t *testing.T) {
 	if a, b := AppendMsg(nil, 1, 2, FlagMoreToCome, body), (Msg{Flags: FlagMoreToCome, Body: body}).Append(nil, 1, 2); !bytes.Equal(a, b) {
 		t.Fatalf("AppendMsg and Msg.Append differ")
 	}
+	// AppendMsgBody encodes in place what AppendMsg frames, and leaves dst as it was when the
+	// body fails.
+	got, err := AppendMsgBody([]byte("prefix"), 1, 2, func(dst []byte) ([]byte, error) { return append(dst, body...), nil })
+	if want := AppendMsg([]byte("prefix"), 1, 2, 0, body); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("AppendMsgBody = %x, %v; want %x", got, err, want)
+	}
+	boom := errors.New("boom")
+	got, err = AppendMsgBody([]byte("prefix"), 1, 2, func(dst []byte) ([]byte, error) { return append(dst, 1, 2, 3), boom })
+	if !errors.Is(err, boom) || string(got) != "prefix" {
+		t.Fatalf("AppendMsgBody with a failing body = %q, %v; want the prefix and its error", got, err)
+	}
 }
 
 func TestChecksum(t *testing.T) {
