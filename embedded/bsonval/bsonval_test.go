@@ -1,6 +1,7 @@
 package bsonval
 
 import (
+	"fmt"
 	"bytes"
 	"errors"
 	"math"
@@ -353,5 +354,29 @@ func TestValueSize(t *testing.T) {
 	}
 	if DocSize(d) != len(enc) {
 		t.Errorf("DocSize = %d, encoded %d", DocSize(d), len(enc))
+	}
+}
+
+// BenchmarkDecodeUpdateCommand decodes an update command of 100 upserts shaped like the bulk
+// writer's (what the embedded server decodes per request of a busy ingest).
+func BenchmarkDecodeUpdateCommand(b *testing.B) {
+	updates := make(bson.A, 100)
+	for i := range updates {
+		updates[i] = bson.D{
+			{Key: "q", Value: bson.D{{Key: "id", Value: fmt.Sprintf("g001-s02-p%03d", i)}, {Key: "type", Value: "process"}, {Key: "timestamp", Value: bson.DateTime(1700000000000)}}},
+			{Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{
+				{Key: "online", Value: int64(i)}, {Key: "version", Value: int64(1764000000000000000 + i)}, {Key: "project", Value: "bench"},
+				{Key: "submission_id", Value: "scale-1764000000-bench-1"}, {Key: "written_at", Value: bson.DateTime(1700000000001)},
+			}}}},
+			{Key: "upsert", Value: true},
+		}
+	}
+	raw, _ := Encode(bson.D{{Key: "update", Value: "counts"}, {Key: "ordered", Value: false}, {Key: "updates", Value: updates}, {Key: "$db", Value: "rollup"}})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := Decode(raw); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

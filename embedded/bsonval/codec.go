@@ -123,12 +123,11 @@ func DecodeFields(raw []byte, fields []string) (bson.D, error) {
 }
 
 func decodeDoc(raw []byte) (bson.D, bool) {
-	length, rem, ok := bsoncore.ReadLength(raw)
-	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+	rem, n, ok := elementList(raw)
+	if !ok {
 		return nil, false
 	}
-	rem = rem[:length-5]
-	d := make(bson.D, 0, 8)
+	d := make(bson.D, 0, n)
 	for len(rem) > 0 {
 		var e bson.E
 		if e, rem, ok = decodeElement(rem); !ok {
@@ -139,16 +138,53 @@ func decodeDoc(raw []byte) (bson.D, bool) {
 	return d, true
 }
 
+// decodeArray decodes an array's values in order (its keys are not read: not even allocated).
 func decodeArray(raw []byte) (bson.A, bool) {
-	d, ok := decodeDoc(raw)
+	rem, n, ok := elementList(raw)
 	if !ok {
 		return nil, false
 	}
-	a := make(bson.A, len(d))
-	for i, e := range d {
-		a[i] = e.Value
+	a := make(bson.A, 0, n)
+	for len(rem) > 0 {
+		t := bsoncore.Type(rem[0])
+		_, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
+		if !ok {
+			return nil, false
+		}
+		val, rest, ok := bsoncore.ReadValue(rest, t)
+		if !ok {
+			return nil, false
+		}
+		v, ok := decodeValue(val)
+		if !ok {
+			return nil, false
+		}
+		a = append(a, v)
+		rem = rest
 	}
 	return a, true
+}
+
+// elementList returns the element bytes of the document raw (without its length and
+// terminator) and how many elements they frame, so that a decode allocates its slice once;
+// ok is false for bytes that do not frame a document of elements.
+func elementList(raw []byte) (rem []byte, n int, ok bool) {
+	length, rem, ok := bsoncore.ReadLength(raw)
+	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+		return nil, 0, false
+	}
+	rem = rem[:length-5]
+	for r := rem; len(r) > 0; n++ {
+		t := bsoncore.Type(r[0])
+		_, rest, ok := bsoncore.ReadKeyBytes(r[1:])
+		if !ok {
+			return nil, 0, false
+		}
+		if _, r, ok = bsoncore.ReadValue(rest, t); !ok {
+			return nil, 0, false
+		}
+	}
+	return rem, n, true
 }
 
 func decodeElement(rem []byte) (bson.E, []byte, bool) {
