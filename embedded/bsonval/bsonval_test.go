@@ -1,9 +1,9 @@
 package bsonval
 
 import (
-	"fmt"
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -278,5 +279,37 @@ func TestRunShutdown(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", l.Addr().String(), time.Second); err == nil {
 		t.Fatal("still accepting after Run returned")
+	}
+}
+
+// TestRequestBufferReuse: one connection reads requests of sizes around and beyond its kept
+// buffer (small after large, large after small, one beyond maxKeptRequest) into its reused
+// buffer. Every reply echoes its own request, and every command the handler kept still holds
+// what was sent after all of them were read: nothing decoded aliases the request's bytes.
+func TestRequestBufferReuse(t *testing.T) {
+	h := &echo{}
+	l := start(t, h)
+	cl := dial(t, l)
+	r := rand.New(rand.NewPCG(1, 2))
+	sizes := []int{10, 200 << 10, 5, 1 << 20, 100, maxKeptRequest + 1<<20, 3, 64 << 10, 64<<10 + 1, 7}
+	var sent []bson.D
+	for i, n := range sizes {
+		payload := make([]byte, n)
+		for j := range payload {
+			payload[j] = byte('a' + r.IntN(26))
+		}
+		cmd := bson.D{{Key: "echo", Value: int32(i)}, {Key: "s", Value: string(payload)}, {Key: "b", Value: bson.Binary{Data: payload[:min(n, 1<<10)]}}, {Key: "$db", Value: "db"}}
+		sent = append(sent, cmd)
+		id := cl.send(t, msgOf(t, cmd, 0))
+		if _, reply := cl.read(t, id); fmt.Sprint(field(reply, "cmd")) != fmt.Sprint(cmd) {
+			t.Fatalf("request %d (%d bytes): the reply echoes another command", i, n)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, cmd := range sent {
+		if fmt.Sprint(h.ran[i]) != fmt.Sprint(cmd) {
+			t.Fatalf("command %d changed after later requests were read into the connection's buffer", i)
+		}
 	}
 }

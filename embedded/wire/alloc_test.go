@@ -122,3 +122,35 @@ func TestStalledClaimsHeapInUse(t *testing.T) {
 			inUse>>10, allocated>>10, bound>>10, readers*int64(DefaultMaxMessageSize)>>20)
 	}
 }
+
+// TestReadMessageInto: messages of sizes around the growth steps, read one after another
+// into the previous message's buffer, come back byte for byte; one that fits in the buffer
+// allocates nothing.
+func TestReadMessageInto(t *testing.T) {
+	var buf []byte
+	for _, size := range []int{HeaderSize + 10, 3 * initialAlloc, HeaderSize, initialAlloc + 1, 5 << 20, 100, 2*initialAlloc + 7} {
+		body := make([]byte, size-HeaderSize)
+		for i := range body {
+			body[i] = byte(i*7 + size)
+		}
+		in := claim(int32(size), body)
+		h, msg, err := ReadMessageInto(iotest.HalfReader(bytes.NewReader(in)), buf, DefaultMaxMessageSize)
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if int(h.Length) != size || !bytes.Equal(msg, in) {
+			t.Fatalf("size %d after a buffer of %d: got %d bytes, header %+v", size, cap(buf), len(msg), h)
+		}
+		buf = msg
+	}
+	in := claim(1000, make([]byte, 1000-HeaderSize))
+	rd := bytes.NewReader(in)
+	if allocs := testing.AllocsPerRun(20, func() {
+		rd.Reset(in)
+		if _, _, err := ReadMessageInto(rd, buf, DefaultMaxMessageSize); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 0 {
+		t.Errorf("a message that fits the buffer: %.0f allocations, want 0", allocs)
+	}
+}

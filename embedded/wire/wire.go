@@ -82,32 +82,49 @@ const initialAlloc = 64 << 10
 // message length) is allocated. A stream that ends cleanly before the first header byte
 // returns an error that wraps io.EOF; one that ends inside a message wraps io.ErrUnexpectedEOF.
 func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(r, hb[:]); err != nil {
+	return ReadMessageInto(r, nil, maxSize)
+}
+
+// ReadMessageInto is ReadMessage reading into buf's capacity (its length is ignored): a
+// message that fits costs no allocation, and a larger one grows from buf as ReadMessage's
+// buffer grows from its first allocation. The message returned may share buf's memory, so
+// buf must not be read or written again until the message is done with; a connection passes
+// each message's slice back for the next one.
+func ReadMessageInto(r io.Reader, buf []byte, maxSize int32) (Header, []byte, error) {
+	hb := buf[:0]
+	if cap(hb) < HeaderSize {
+		hb = make([]byte, 0, HeaderSize)
+	}
+	hb = hb[:HeaderSize]
+	if _, err := io.ReadFull(r, hb); err != nil {
 		return Header{}, nil, fmt.Errorf("read message header: %w", err)
 	}
-	h, _ := ParseHeader(hb[:])
+	h, _ := ParseHeader(hb)
 	if h.Length < HeaderSize || h.Length > maxSize {
 		return h, nil, mongoerr.New(mongoerr.ProtocolError,
 			"recv(): message msgLen %d is invalid. Min %d Max: %d", h.Length, HeaderSize, maxSize)
 	}
-	msg, err := readBody(r, hb, int(h.Length))
+	msg, err := readBody(r, buf, hb, int(h.Length))
 	return h, msg, err
 }
 
-// readBody reads the rest of a message of size bytes whose header is hb, growing its buffer
-// as the bytes arrive. (A function of its own so that a test can see a connection waiting
-// for a message's bytes in a goroutine dump.)
-func readBody(r io.Reader, hb [HeaderSize]byte, size int) ([]byte, error) {
-	msg := make([]byte, HeaderSize, min(size, initialAlloc))
-	copy(msg, hb[:])
+// readBody reads the rest of a message of size bytes whose header is hb (read into buf when
+// it had room) into buf's capacity, growing the buffer as the bytes arrive. (A function of
+// its own so that a test can see a connection waiting for a message's bytes in a goroutine
+// dump.)
+func readBody(r io.Reader, buf, hb []byte, size int) ([]byte, error) {
+	msg := buf[:0]
+	if cap(msg) < min(size, initialAlloc) {
+		msg = make([]byte, 0, min(size, initialAlloc))
+	}
+	msg = append(msg, hb...) // hb may be msg's own first bytes: append copies as memmove does
 	for len(msg) < size {
 		if len(msg) == cap(msg) {
 			grown := make([]byte, len(msg), min(size, 2*cap(msg)))
 			copy(grown, msg)
 			msg = grown
 		}
-		n, err := io.ReadFull(r, msg[len(msg):cap(msg)])
+		n, err := io.ReadFull(r, msg[len(msg):min(cap(msg), size)])
 		msg = msg[:len(msg)+n]
 		if err != nil {
 			if errors.Is(err, io.EOF) {
