@@ -16,6 +16,8 @@ const (
 	segSize = 1 << 20
 	// refOverhead approximates the memory of an entry's reference.
 	refOverhead = 32
+	// refChunk is how many references one chunk of the oplog's reference list holds (128 KiB).
+	refChunk = 1 << 12
 )
 
 // opRef locates one encoded entry. It holds no pointers, so the retained oplog costs the
@@ -34,8 +36,8 @@ type opRef struct {
 // reference slice and segment headers) is immutable.
 type oplog struct {
 	mu       sync.RWMutex
-	refs     []opRef // refs[head:] retained; never modified in place
-	head     int
+	refs     refList  // refs.at(head)... retained
+	head     int      // global index of the oldest retained entry
 	segs     [][]byte // segs[i] is segment segBase+i
 	segBase  uint64
 	bytes    int64
@@ -46,17 +48,55 @@ type oplog struct {
 	notify   chan struct{}
 }
 
-// oplogView is an immutable sequence of encoded entries.
+// refList is the oplog's list of references, in fixed-size chunks addressed by a global
+// index that only grows: appending never moves a reference (a flat slice grown by doubling
+// copied the whole retained list into a new array twice its size, hundreds of MB for a large
+// oplog), and the chunks before the oldest retained entry are released whole. A reference is
+// never modified once appended, so a copy of the chunk headers is an immutable view of the
+// references appended so far.
+type refList struct {
+	chunks [][]opRef // chunks[k][j] has global index base + k*refChunk + j
+	base   int
+	n      int // global index after the last reference
+}
+
+func (l *refList) at(i int) opRef {
+	j := i - l.base
+	return l.chunks[j/refChunk][j%refChunk]
+}
+
+func (l *refList) push(r opRef) {
+	last := len(l.chunks) - 1
+	if last < 0 || len(l.chunks[last]) == refChunk {
+		l.chunks = append(l.chunks, make([]opRef, 0, refChunk))
+		last++
+	}
+	l.chunks[last] = append(l.chunks[last], r) // within capacity: never moves
+	l.n++
+}
+
+// release drops the chunks wholly before global index head.
+func (l *refList) release(head int) {
+	for head-l.base >= refChunk {
+		l.chunks[0] = nil
+		l.chunks = l.chunks[1:]
+		l.base += refChunk
+	}
+}
+
+// oplogView is an immutable sequence of encoded entries: the references from global index
+// head to refs.n when it was taken.
 type oplogView struct {
-	refs    []opRef
+	refs    refList
+	head    int
 	segs    [][]byte
 	segBase uint64
 }
 
-func (v *oplogView) len() int { return len(v.refs) }
+func (v *oplogView) len() int { return v.refs.n - v.head }
 
 func (v *oplogView) raw(i int) []byte {
-	r := v.refs[i]
+	r := v.refs.at(v.head + i)
 	return v.segs[r.seg-v.segBase][r.off : r.off+r.n]
 }
 
@@ -76,7 +116,7 @@ func (o *oplog) append(enc []byte, ts OpTime, wall, now time.Time) {
 		last++
 	}
 	seg := o.segs[last]
-	o.refs = append(o.refs, opRef{
+	o.refs.push(opRef{
 		ts: tsU64(ts), wall: wall.UnixMilli(), seg: o.segBase + uint64(last), off: uint32(len(seg)), n: uint32(len(enc)),
 	})
 	o.segs[last] = append(seg, enc...) // within capacity: never moves
@@ -90,8 +130,8 @@ func (o *oplog) trimLocked(now time.Time) {
 	if o.maxAge > 0 {
 		minWall = now.Add(-o.maxAge).UnixMilli()
 	}
-	for len(o.refs)-o.head > 1 {
-		r := o.refs[o.head]
+	for o.refs.n-o.head > 1 {
+		r := o.refs.at(o.head)
 		if o.bytes <= o.maxBytes && r.wall >= minWall {
 			break
 		}
@@ -99,41 +139,38 @@ func (o *oplog) trimLocked(now time.Time) {
 		o.head++
 	}
 	// Release segments no retained entry uses (views keep their own segment headers).
-	if len(o.refs) > o.head {
-		for o.segBase < o.refs[o.head].seg {
+	if o.refs.n > o.head {
+		for o.segBase < o.refs.at(o.head).seg {
 			o.segs[0] = nil
 			o.segs = o.segs[1:]
 			o.segBase++
 		}
 	}
-	if o.head > 4096 && o.head > len(o.refs)/2 {
-		// Copy into a new array (never in place: views share the old one).
-		n := make([]opRef, len(o.refs)-o.head, 2*(len(o.refs)-o.head))
-		copy(n, o.refs[o.head:])
-		o.refs, o.head = n, 0
-	}
+	o.refs.release(o.head)
 }
 
 // view returns the retained entries as an immutable view.
 func (o *oplog) view() oplogView {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	refs := o.refs
+	refs.chunks = append([][]opRef(nil), o.refs.chunks...)
 	return oplogView{
-		refs:    o.refs[o.head:len(o.refs):len(o.refs)],
+		refs:    refs,
+		head:    o.head,
 		segs:    append([][]byte(nil), o.segs...),
 		segBase: o.segBase,
 	}
 }
 
 func (o *oplog) rawLocked(i int) []byte {
-	r := o.refs[i]
+	r := o.refs.at(i)
 	return o.segs[r.seg-o.segBase][r.off : r.off+r.n]
 }
 
 // search returns the index of the first retained entry with TS > ts.
 func (o *oplog) search(ts uint64) int {
-	refs := o.refs[o.head:]
-	return o.head + sort.Search(len(refs), func(i int) bool { return refs[i].ts > ts })
+	return o.head + sort.Search(o.refs.n-o.head, func(i int) bool { return o.refs.at(o.head+i).ts > ts })
 }
 
 // after returns up to limit (<= 0: all) entries with after < TS <= durable, decoded.
@@ -142,8 +179,8 @@ func (o *oplog) after(after, durable OpTime, limit int) []Entry {
 	defer o.mu.RUnlock()
 	d := tsU64(durable)
 	var out []Entry
-	for i := o.search(tsU64(after)); i < len(o.refs); i++ {
-		if o.refs[i].ts > d || limit > 0 && len(out) >= limit {
+	for i := o.search(tsU64(after)); i < o.refs.n; i++ {
+		if o.refs.at(i).ts > d || limit > 0 && len(out) >= limit {
 			break
 		}
 		ent, err := decodeOplogEntry(o.rawLocked(i))
@@ -162,11 +199,11 @@ func (o *oplog) afterRaw(after, durable OpTime, limit int) []RawEntry {
 	defer o.mu.RUnlock()
 	d := tsU64(durable)
 	var out []RawEntry
-	for i := o.search(tsU64(after)); i < len(o.refs); i++ {
-		if o.refs[i].ts > d || limit > 0 && len(out) >= limit {
+	for i := o.search(tsU64(after)); i < o.refs.n; i++ {
+		if o.refs.at(i).ts > d || limit > 0 && len(out) >= limit {
 			break
 		}
-		out = append(out, RawEntry{TS: tsFromU64(o.refs[i].ts), raw: o.rawLocked(i)})
+		out = append(out, RawEntry{TS: tsFromU64(o.refs.at(i).ts), raw: o.rawLocked(i)})
 	}
 	return out
 }
@@ -223,11 +260,11 @@ func (r RawEntry) Decode() (Entry, error) { return decodeOplogEntry(r.raw) }
 func (o *oplog) rangeTS(durable OpTime) (first, last OpTime) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	if len(o.refs) == o.head || durable.IsZero() || tsU64(durable) < o.refs[o.head].ts {
+	if o.refs.n == o.head || durable.IsZero() || tsU64(durable) < o.refs.at(o.head).ts {
 		return OpTime{}, OpTime{}
 	}
 	i := o.search(tsU64(durable))
-	return tsFromU64(o.refs[o.head].ts), tsFromU64(o.refs[i-1].ts)
+	return tsFromU64(o.refs.at(o.head).ts), tsFromU64(o.refs.at(i - 1).ts)
 }
 
 func (o *oplog) notifyChan() <-chan struct{} {
