@@ -21,8 +21,9 @@ const maxTrackedTicks = 4096
 // tick whose tree cannot be read, or whose leaves do not all report, never completes and waits
 // for the quiet stream as before. Not safe for concurrent use: one per partition's stream.
 type completion struct {
-	trees treedb.TreeSource
-	ticks map[tickKey]*tickSeen
+	trees   treedb.TreeSource
+	ticks   map[tickKey]*tickSeen
+	batches int // addAll calls
 }
 
 // tickKey is one project's tick.
@@ -33,10 +34,21 @@ type tickKey struct {
 
 // tickSeen is the leaves of one (project, tick) delivered so far.
 type tickSeen struct {
+	key  tickKey
 	tr   *tree.Tree // nil: no tree (or it could not be read): never complete
 	seen []uint64   // bit per tree node (Ref)
 	n    int        // distinct leaves seen
 	want int        // leaves of the tree
+	// batch is the addAll call that last touched the tick, and batchN its leaves in it.
+	batch, batchN int
+}
+
+// tickProgress is what a batch brought to one (project, tick): its leaves in the batch, and
+// the tick's leaves not seen yet after it (0: complete; -1: unknown, the tick never completes).
+type tickProgress struct {
+	key       tickKey
+	n         int
+	remaining int
 }
 
 func newCompletion(trees treedb.TreeSource) *completion {
@@ -44,20 +56,35 @@ func newCompletion(trees treedb.TreeSource) *completion {
 }
 
 // addAll records leaves (a batch) and reports whether one of them completed its (project,
-// tick) or belongs to one already complete. The trees of the ticks it starts tracking come
-// from one TreesAt call per tick when the source answers for many projects at once.
-func (c *completion) addAll(ctx context.Context, leaves []store.Leaf) bool {
+// tick) or belongs to one already complete, and the progress of each tick the batch touched.
+// The trees of the ticks it starts tracking come from one TreesAt call per tick when the
+// source answers for many projects at once.
+func (c *completion) addAll(ctx context.Context, leaves []store.Leaf) (complete bool, progress []tickProgress) {
 	if c == nil || c.trees == nil || len(leaves) == 0 {
-		return false
+		return false, nil
 	}
 	c.prefetch(ctx, leaves)
-	complete := false
+	c.batches++
+	var touched []*tickSeen
 	for _, l := range leaves {
-		if c.add(ctx, l) {
+		done, s := c.add(ctx, l)
+		if done {
 			complete = true
 		}
+		if s.batch != c.batches {
+			s.batch, s.batchN = c.batches, 0
+			touched = append(touched, s)
+		}
+		s.batchN++
 	}
-	return complete
+	progress = make([]tickProgress, len(touched))
+	for i, s := range touched {
+		progress[i] = tickProgress{key: s.key, n: s.batchN, remaining: -1}
+		if s.tr != nil {
+			progress[i].remaining = s.want - s.n
+		}
+	}
+	return complete, progress
 }
 
 // prefetch starts tracking the (project, tick) pairs of leaves not tracked yet, with their
@@ -90,25 +117,23 @@ func (c *completion) prefetch(ctx context.Context, leaves []store.Leaf) {
 			return // add looks each up (an error costs the early flush only)
 		}
 		for _, p := range projects {
-			c.ticks[tickKey{p, tick}] = newTickSeen(got[p].Tree)
+			c.ticks[tickKey{p, tick}] = newTickSeen(tickKey{p, tick}, got[p].Tree)
 		}
 	}
 }
 
-// newTickSeen tracks the leaves of tr (nil: never complete).
-func newTickSeen(tr *tree.Tree) *tickSeen {
+// newTickSeen tracks the leaves of tick k of tree tr (nil: never complete).
+func newTickSeen(k tickKey, tr *tree.Tree) *tickSeen {
 	if tr == nil {
-		return &tickSeen{}
+		return &tickSeen{key: k}
 	}
-	return &tickSeen{tr: tr, want: tr.LeafCountAt(mustRoot(tr)), seen: make([]uint64, (tr.Len()+63)/64)}
+	return &tickSeen{key: k, tr: tr, want: tr.LeafCountAt(mustRoot(tr)), seen: make([]uint64, (tr.Len()+63)/64)}
 }
 
 // add records leaf l and reports whether l is the last leaf of its (project, tick) to be seen
-// (or a leaf of a tick already complete: a late rewrite, rolled up at once too).
-func (c *completion) add(ctx context.Context, l store.Leaf) bool {
-	if c == nil || c.trees == nil {
-		return false
-	}
+// (or a leaf of a tick already complete: a late rewrite, rolled up at once too), with the
+// tick's record.
+func (c *completion) add(ctx context.Context, l store.Leaf) (bool, *tickSeen) {
 	k := tickKey{l.Project, l.Tick}
 	s := c.ticks[k]
 	if s == nil {
@@ -121,30 +146,30 @@ func (c *completion) add(ctx context.Context, l store.Leaf) bool {
 		if err != nil {
 			tr = nil
 		}
-		s = newTickSeen(tr)
+		s = newTickSeen(k, tr)
 		c.ticks[k] = s
 	}
 	if s.tr == nil {
-		return false
+		return false, s
 	}
 	if s.n == s.want {
-		return true
+		return true, s
 	}
 	r, ok := s.tr.Lookup(l.ID)
 	if !ok || !s.tr.IsLeafAt(r) {
-		return false // an orphan: the engine counts it
+		return false, s // an orphan: the engine counts it
 	}
 	w, bit := int(r)/64, uint64(1)<<(uint(r)%64)
 	if s.seen[w]&bit != 0 {
-		return false
+		return false, s
 	}
 	s.seen[w] |= bit
 	s.n++
 	if s.n == s.want {
 		s.seen = nil // complete: the bits are no longer needed
-		return true
+		return true, s
 	}
-	return false
+	return false, s
 }
 
 // mustRoot is the Ref of tr's root.

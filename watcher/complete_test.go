@@ -49,9 +49,11 @@ func smallNodes(p string, groups, leaves int) []tree.Node {
 }
 
 // TestCompletion cross-checks completion against a naive set of the leaf ids seen per
-// (project, tick): add reports true exactly when the set holds every leaf of the tree (from
-// then on, for every leaf of that tick), whatever the order, the duplicates, the orphans, the
-// projects without a tree and the ones whose tree cannot be read.
+// (project, tick): addAll reports complete exactly when one of its leaves' sets holds every
+// leaf of the tree (from then on, for every leaf of that tick), and for every tick the batch
+// touched its leaves in the batch and the tree's leaves not in the set (-1 without a tree),
+// whatever the order, the batch sizes, the duplicates, the orphans, the projects without a
+// tree and the ones whose tree cannot be read.
 func TestCompletion(t *testing.T) {
 	trees := treesOf{"a": smallTree(t, "a", 3, 4), "b": smallTree(t, "b", 1, 1)}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -60,32 +62,53 @@ func TestCompletion(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		c := newCompletion(trees)
 		naive := map[tickKey]map[string]bool{}
-		for range 200 {
-			p := []string{"a", "b", "none", "broken"}[rng.IntN(4)]
-			var id string
-			switch tr := trees[p]; {
-			case tr != nil && rng.IntN(10) > 0:
-				leaves := tr.Leaves()
-				id = leaves[rng.IntN(len(leaves))].ID
-			case tr != nil && rng.IntN(2) == 0:
-				id = tr.Root().ID // not a leaf
-			default:
-				id = fmt.Sprintf("%s-orphan%d", p, rng.IntN(3))
-			}
-			l := store.Leaf{Project: p, ID: id, Type: "process", Tick: ticks[rng.IntN(2)]}
-			k := tickKey{p, l.Tick}
+		for range 100 {
+			var batch []store.Leaf
 			want := false
-			if tr := trees[p]; tr != nil {
-				if naive[k] == nil {
-					naive[k] = map[string]bool{}
+			wantN := map[tickKey]int{}
+			for range 1 + rng.IntN(3) {
+				p := []string{"a", "b", "none", "broken"}[rng.IntN(4)]
+				var id string
+				switch tr := trees[p]; {
+				case tr != nil && rng.IntN(10) > 0:
+					leaves := tr.Leaves()
+					id = leaves[rng.IntN(len(leaves))].ID
+				case tr != nil && rng.IntN(2) == 0:
+					id = tr.Root().ID // not a leaf
+				default:
+					id = fmt.Sprintf("%s-orphan%d", p, rng.IntN(3))
 				}
-				if tr.IsLeaf(id) {
-					naive[k][id] = true
+				l := store.Leaf{Project: p, ID: id, Type: "process", Tick: ticks[rng.IntN(2)]}
+				batch = append(batch, l)
+				k := tickKey{p, l.Tick}
+				wantN[k]++
+				if tr := trees[p]; tr != nil {
+					if naive[k] == nil {
+						naive[k] = map[string]bool{}
+					}
+					if tr.IsLeaf(id) {
+						naive[k][id] = true
+					}
+					if len(naive[k]) == tr.LeafCount(tr.Root().ID) {
+						want = true
+					}
 				}
-				want = len(naive[k]) == tr.LeafCount(tr.Root().ID)
 			}
-			if got := c.add(context.Background(), l); got != want {
-				t.Fatalf("seed %d: add(%s %s %s) = %v, want %v (%d of %s's leaves seen)", seed, p, id, l.Tick.Format(time.TimeOnly), got, want, len(naive[k]), p)
+			got, progress := c.addAll(context.Background(), batch)
+			if got != want {
+				t.Fatalf("seed %d: addAll(%v) = %v, want %v", seed, batch, got, want)
+			}
+			if len(progress) != len(wantN) {
+				t.Fatalf("seed %d: addAll(%v): progress of %d ticks, want %d", seed, batch, len(progress), len(wantN))
+			}
+			for _, pr := range progress {
+				remaining := -1
+				if tr := trees[pr.key.project]; tr != nil {
+					remaining = tr.LeafCount(tr.Root().ID) - len(naive[pr.key])
+				}
+				if pr.n != wantN[pr.key] || pr.remaining != remaining {
+					t.Fatalf("seed %d: addAll(%v): progress %+v, want %d leaves and %d remaining", seed, batch, pr, wantN[pr.key], remaining)
+				}
 			}
 		}
 	}
@@ -96,13 +119,13 @@ func TestCompletionBounded(t *testing.T) {
 	c := newCompletion(treesOf{"a": smallTree(t, "a", 1, 2)})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range maxTrackedTicks + 10 {
-		c.add(context.Background(), store.Leaf{Project: "a", ID: "a-g0-l0", Type: "process", Tick: t0.Add(time.Duration(i) * time.Minute)})
+		c.addAll(context.Background(), []store.Leaf{{Project: "a", ID: "a-g0-l0", Type: "process", Tick: t0.Add(time.Duration(i) * time.Minute)}})
 		if len(c.ticks) > maxTrackedTicks {
 			t.Fatalf("after %d ticks the tracker holds %d, want at most %d", i+1, len(c.ticks), maxTrackedTicks)
 		}
 	}
 	var nilTracker *completion
-	if nilTracker.add(context.Background(), store.Leaf{Project: "a"}) {
+	if complete, _ := nilTracker.addAll(context.Background(), []store.Leaf{{Project: "a"}}); complete {
 		t.Fatal("a nil tracker completed a tick")
 	}
 }
@@ -202,10 +225,10 @@ func TestCompletionBatch(t *testing.T) {
 	leaf := func(p string, i int) store.Leaf {
 		return store.Leaf{Project: p, ID: fmt.Sprintf("%s-g0-l%d", p, i), Type: "process", Tick: t0}
 	}
-	if c.addAll(context.Background(), []store.Leaf{leaf("a", 0), leaf("b", 0), leaf("none", 0)}) {
+	if complete, _ := c.addAll(context.Background(), []store.Leaf{leaf("a", 0), leaf("b", 0), leaf("none", 0)}); complete {
 		t.Fatal("a batch with half of each tree completed a tick")
 	}
-	if !c.addAll(context.Background(), []store.Leaf{leaf("b", 1)}) {
+	if complete, _ := c.addAll(context.Background(), []store.Leaf{leaf("b", 1)}); !complete {
 		t.Fatal("the batch with b's last leaf did not complete b's tick")
 	}
 	if src.batch != 1 || src.single != 0 {

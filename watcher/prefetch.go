@@ -22,6 +22,7 @@ type streamBatch struct {
 	n          int
 	resumed    bool
 	complete   bool
+	progress   []tickProgress // per tick the batch touched (see completion.addAll)
 	token      bson.Raw
 	err        error
 }

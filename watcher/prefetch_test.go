@@ -21,23 +21,27 @@ func TestBurstEnds(t *testing.T) {
 		leaves   int
 		age      time.Duration
 		last     time.Duration
+		closing  bool
 		ahead    bool
 		want     bool
 	}{
-		{"quiet stream", 0, false, false, 10, time.Millisecond, 0, true, true},
-		{"tick complete", 5, true, false, 10, time.Millisecond, time.Second, true, true},
-		{"invalidate or shutdown", 5, false, true, 10, time.Millisecond, time.Second, true, true},
-		{"too many leaves", 5, false, false, 1000, time.Millisecond, 0, true, true},
-		{"too old while the reader stays ahead", 5, false, false, 10, 300 * time.Millisecond, time.Second, true, true},
-		{"young, reader ahead", 5, false, false, 10, 60 * time.Millisecond, 0, true, false},
-		{"young, caught up", 5, false, false, 10, 10 * time.Millisecond, 0, false, false},
-		{"min age, caught up", 5, false, false, 10, 50 * time.Millisecond, 20 * time.Millisecond, false, true},
-		{"min age, caught up, younger than the last writes", 5, false, false, 10, 100 * time.Millisecond, 200 * time.Millisecond, false, false},
-		{"as old as the last writes, caught up", 5, false, false, 10, 200 * time.Millisecond, 200 * time.Millisecond, false, true},
+		{"quiet stream", 0, false, false, 10, time.Millisecond, 0, false, true, true},
+		{"tick complete", 5, true, false, 10, time.Millisecond, time.Second, false, true, true},
+		{"invalidate or shutdown", 5, false, true, 10, time.Millisecond, time.Second, false, true, true},
+		{"too many leaves", 5, false, false, 1000, time.Millisecond, 0, false, true, true},
+		{"too old while the reader stays ahead", 5, false, false, 10, 300 * time.Millisecond, time.Second, false, true, true},
+		{"young, reader ahead", 5, false, false, 10, 60 * time.Millisecond, 0, false, true, false},
+		{"young, caught up", 5, false, false, 10, 10 * time.Millisecond, 0, false, false, false},
+		{"min age, caught up", 5, false, false, 10, 50 * time.Millisecond, 20 * time.Millisecond, false, false, true},
+		{"min age, caught up, younger than the last writes", 5, false, false, 10, 100 * time.Millisecond, 200 * time.Millisecond, false, false, false},
+		{"as old as the last writes, caught up", 5, false, false, 10, 200 * time.Millisecond, 200 * time.Millisecond, false, false, true},
+		{"a tick closing: min age, caught up, younger than the last writes", 5, false, false, 10, 50 * time.Millisecond, 200 * time.Millisecond, true, false, true},
+		{"a tick closing: young", 5, false, false, 10, 10 * time.Millisecond, 200 * time.Millisecond, true, false, false},
+		{"a tick closing: reader ahead", 5, false, false, 10, 60 * time.Millisecond, 200 * time.Millisecond, true, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.last, tc.ahead); got != tc.want {
+			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.last, tc.closing, tc.ahead); got != tc.want {
 				t.Fatalf("burstEnds = %v, want %v", got, tc.want)
 			}
 		})

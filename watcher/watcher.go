@@ -341,6 +341,10 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	var burst []store.Leaf
 	var burstStart time.Time
 	var lastWrite time.Duration // how long the last burst's writes took
+	// burstTicks counts the burst's leaves per (project, tick); closing is set once a tick has
+	// no more leaves to come than the burst holds of it (see burstEnds).
+	burstTicks := map[tickKey]int{}
+	closing := false
 	var pending, held bson.Raw
 	dirty := recompute.NewDirty()
 	var inFlight *tierFlush
@@ -402,6 +406,8 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 			w.progressed(s)
 		}
 		burst = burst[:0]
+		clear(burstTicks)
+		closing = false
 		if pending != nil {
 			if dirty.Len() > 0 || held != nil || inFlight != nil {
 				held = pending
@@ -442,11 +448,17 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 				burstStart = time.Now()
 			}
 			burst = append(burst, batch...)
+			for _, p := range b.progress {
+				burstTicks[p.key] += p.n
+				if p.remaining > 0 && p.remaining <= burstTicks[p.key] {
+					closing = true
+				}
+			}
 		}
 		if b.token != nil {
 			pending = b.token
 		}
-		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), lastWrite, rd.ready()) {
+		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), lastWrite, closing, rd.ready()) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -495,7 +507,8 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 // burstEnds reports whether the burst ends after a batch of n events (0: an empty getMore, the
 // stream is quiet) that completed a tick or not, ends the stream (an invalidate, a shutdown),
 // leaving the burst with leaves leaves begun age ago, when the previous burst's writes took
-// lastWrite, while the reader has (ahead) or has not read the next batch yet.
+// lastWrite, with a tick closing or not, while the reader has (ahead) or has not read the next
+// batch yet.
 //
 // A burst ends when the stream is quiet or a tick complete, and otherwise once every batch
 // read so far is in it and it is as old as MinBurstDelay and as the previous burst's writes:
@@ -503,14 +516,20 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 // bursts grow on their own with the writes' time. Waiting for lastWrite keeps the watcher
 // writing at most about half the time while events flow, so each burst covers many leaves per
 // parent above the servers: a 1M-leaf tick's bursts each rewrote up to all 200 groups (17,300
-// parent writes for 10,201 parents; 14,600 with the wait). MaxBurstDelay and MaxBurst bound a
-// burst whose reader stays ahead (a backlog).
-func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age, lastWrite time.Duration, ahead bool) bool {
+// parent writes for 10,201 parents; 14,600 with the wait). Once a tick is closing — no more of
+// its leaves to come than the burst already holds of it — the burst does not wait for
+// lastWrite: the tick's last leaves would otherwise arrive while a burst as large is being
+// written and wait for its writes (at 100k leaves, 150–190 ms behind the last leaf instead of
+// one small burst's writes). MaxBurstDelay and MaxBurst bound a burst whose reader stays ahead
+// (a backlog).
+func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age, lastWrite time.Duration, closing, ahead bool) bool {
 	switch {
 	case n == 0, complete, end:
 		return true
 	case leaves >= w.opts.MaxBurst, age >= w.opts.MaxBurstDelay:
 		return true
+	case closing:
+		lastWrite = 0
 	}
 	return !ahead && age >= max(w.opts.MinBurstDelay, lastWrite)
 }
@@ -544,7 +563,8 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 			if err != nil {
 				return streamBatch{n: b.n, err: errors.New("change stream: invalidate event without _id")}
 			}
-			b.invalidate, b.complete = bson.Raw(id.Value), w.done.addAll(ctx, b.leaves)
+			b.invalidate = bson.Raw(id.Value)
+			b.complete, b.progress = w.done.addAll(ctx, b.leaves)
 			return b
 		case "insert", "update", "replace":
 			if ev.doc == nil {
@@ -571,7 +591,8 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 	if err := cs.Err(); err != nil {
 		return streamBatch{n: b.n, err: fmt.Errorf("change stream: %w", err)}
 	}
-	b.complete, b.token = w.done.addAll(ctx, b.leaves), cs.ResumeToken()
+	b.complete, b.progress = w.done.addAll(ctx, b.leaves)
+	b.token = cs.ResumeToken()
 	return b
 }
 
