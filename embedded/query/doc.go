@@ -3,7 +3,9 @@
 // an upsert from a filter (UpsertSeed), compiling and applying update documents
 // (CompileUpdate, with arrayFilters and the $[] and $[id] placeholders), find projections
 // (CompileProjection) and sort orders (CompileSort), all with MongoDB 7.0 semantics over
-// decoded bson.D values (see package bsonval).
+// decoded bson.D values (see package bsonval). Each also says which top-level fields it reads
+// (Filter.TopFields, Sort.TopFields, Projection.ApplyRaw straight from the encoded bytes), so
+// that a caller decodes no more of a stored document than that.
 //
 // The aggregation expression language lives in package aggregate, which depends on this one;
 // an Env hands its compiler in for $expr, and the command's clock for $currentDate.

@@ -24,8 +24,10 @@
 // later writes; mutations made in memory but never logged are lost at the next restart.
 //
 // Stored documents are kept encoded only (Doc.Raw; Doc.D decodes a copy on demand), and the
-// retained oplog is kept encoded (the log form) in pointer-free byte segments, so the data's
-// size costs the garbage collector little; OplogAfter decodes the entries it returns.
+// retained oplog is kept encoded (the log form) in pointer-free byte segments, located by
+// pointer-free references in fixed-size chunks (appending never copies the retained list), so
+// the data's size costs the garbage collector little; OplogAfter decodes the entries it
+// returns.
 // A panic inside a Write's function is returned as an InternalError after the mutations
 // made before it are logged, so the lock is never left held.
 //
