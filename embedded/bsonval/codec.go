@@ -33,18 +33,12 @@ func EachElement(raw []byte, fn func(key []byte, v bsoncore.Value) bool) error {
 
 // eachElement is EachElement that also passes each element's raw bytes (type, key, value).
 func eachElement(raw []byte, fn func(elem, key []byte, v bsoncore.Value) bool) error {
-	length, _, ok := bsoncore.ReadLength(raw)
-	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+	rem, ok := elements(raw)
+	if !ok {
 		return ErrMalformed
 	}
-	rem := raw[4 : length-1]
 	for len(rem) > 0 {
-		t := bsoncore.Type(rem[0])
-		key, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
-		if !ok {
-			return ErrMalformed
-		}
-		v, rest, ok := bsoncore.ReadValue(rest, t)
+		key, v, rest, ok := nextElement(rem)
 		if !ok {
 			return ErrMalformed
 		}
@@ -57,6 +51,30 @@ func eachElement(raw []byte, fn func(elem, key []byte, v bsoncore.Value) bool) e
 	return nil
 }
 
+// elements returns the element bytes of the document raw, without its length and terminator
+// (ok false for bytes that do not frame a document).
+func elements(raw []byte) ([]byte, bool) {
+	length, _, ok := bsoncore.ReadLength(raw)
+	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+		return nil, false
+	}
+	return raw[4 : length-1], true
+}
+
+// nextElement reads the first element of element bytes rem: its key, its value and the
+// elements after it (ok false for bytes that do not frame an element).
+func nextElement(rem []byte) (key []byte, v bsoncore.Value, rest []byte, ok bool) {
+	if len(rem) < 2 {
+		return nil, bsoncore.Value{}, nil, false
+	}
+	t := bsoncore.Type(rem[0])
+	if key, rest, ok = bsoncore.ReadKeyBytes(rem[1:]); !ok {
+		return nil, bsoncore.Value{}, nil, false
+	}
+	v, rest, ok = bsoncore.ReadValue(rest, t)
+	return key, v, rest, ok
+}
+
 // SelectFields returns a new BSON document of the top-level elements of raw whose keys are
 // among fields (keep true) or are not (keep false), copied byte for byte in document order
 // (every occurrence): an inclusion or exclusion projection of whole top-level fields without
@@ -64,7 +82,7 @@ func eachElement(raw []byte, fn func(elem, key []byte, v bsoncore.Value) bool) e
 func SelectFields(raw []byte, fields []string, keep bool) ([]byte, error) {
 	size := 5
 	err := eachElement(raw, func(elem, key []byte, _ bsoncore.Value) bool {
-		if hasKey(fields, key) == keep {
+		if (fieldIndex(fields, key) >= 0) == keep {
 			size += len(elem)
 		}
 		return true
@@ -74,7 +92,7 @@ func SelectFields(raw []byte, fields []string, keep bool) ([]byte, error) {
 	}
 	out := make([]byte, 4, size)
 	_ = eachElement(raw, func(elem, key []byte, _ bsoncore.Value) bool {
-		if hasKey(fields, key) == keep {
+		if (fieldIndex(fields, key) >= 0) == keep {
 			out = append(out, elem...)
 		}
 		return true
@@ -84,14 +102,15 @@ func SelectFields(raw []byte, fields []string, keep bool) ([]byte, error) {
 	return out, nil
 }
 
-// hasKey reports whether key is among fields (without converting key to a string).
-func hasKey(fields []string, key []byte) bool {
-	for _, f := range fields {
+// fieldIndex returns the index of key among fields, -1 if absent (without converting key to a
+// string).
+func fieldIndex(fields []string, key []byte) int {
+	for i, f := range fields {
 		if string(key) == f {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // DecodeFields decodes the top-level elements of a BSON document whose keys are among fields
@@ -102,18 +121,16 @@ func DecodeFields(raw []byte, fields []string) (bson.D, error) {
 	d := make(bson.D, 0, len(fields))
 	valid := true
 	err := EachElement(raw, func(key []byte, val bsoncore.Value) bool {
-		for _, f := range fields {
-			if string(key) != f {
-				continue
-			}
-			v, ok := decodeValue(val)
-			if !ok {
-				valid = false
-				return false
-			}
-			d = append(d, bson.E{Key: f, Value: v})
-			break
+		i := fieldIndex(fields, key)
+		if i < 0 {
+			return true
 		}
+		v, ok := decodeValue(val)
+		if !ok {
+			valid = false
+			return false
+		}
+		d = append(d, bson.E{Key: fields[i], Value: v}) // the caller's string: no key copy
 		return true
 	})
 	if err != nil || !valid {
@@ -146,12 +163,7 @@ func decodeArray(raw []byte) (bson.A, bool) {
 	}
 	a := make(bson.A, 0, n)
 	for len(rem) > 0 {
-		t := bsoncore.Type(rem[0])
-		_, rest, ok := bsoncore.ReadKeyBytes(rem[1:])
-		if !ok {
-			return nil, false
-		}
-		val, rest, ok := bsoncore.ReadValue(rest, t)
+		_, val, rest, ok := nextElement(rem)
 		if !ok {
 			return nil, false
 		}
@@ -169,18 +181,11 @@ func decodeArray(raw []byte) (bson.A, bool) {
 // terminator) and how many elements they frame, so that a decode allocates its slice once;
 // ok is false for bytes that do not frame a document of elements.
 func elementList(raw []byte) (rem []byte, n int, ok bool) {
-	length, rem, ok := bsoncore.ReadLength(raw)
-	if !ok || length < 5 || int(length) > len(raw) || raw[length-1] != 0 {
+	if rem, ok = elements(raw); !ok {
 		return nil, 0, false
 	}
-	rem = rem[:length-5]
 	for r := rem; len(r) > 0; n++ {
-		t := bsoncore.Type(r[0])
-		_, rest, ok := bsoncore.ReadKeyBytes(r[1:])
-		if !ok {
-			return nil, 0, false
-		}
-		if _, r, ok = bsoncore.ReadValue(rest, t); !ok {
+		if _, _, r, ok = nextElement(r); !ok {
 			return nil, 0, false
 		}
 	}
@@ -188,15 +193,7 @@ func elementList(raw []byte) (rem []byte, n int, ok bool) {
 }
 
 func decodeElement(rem []byte) (bson.E, []byte, bool) {
-	if len(rem) < 2 {
-		return bson.E{}, nil, false
-	}
-	t := bsoncore.Type(rem[0])
-	key, rest, ok := bsoncore.ReadKey(rem[1:])
-	if !ok {
-		return bson.E{}, nil, false
-	}
-	val, rest, ok := bsoncore.ReadValue(rest, t)
+	key, val, rest, ok := nextElement(rem)
 	if !ok {
 		return bson.E{}, nil, false
 	}
@@ -204,7 +201,7 @@ func decodeElement(rem []byte) (bson.E, []byte, bool) {
 	if !ok {
 		return bson.E{}, nil, false
 	}
-	return bson.E{Key: key, Value: v}, rest, true
+	return bson.E{Key: string(key), Value: v}, rest, true
 }
 
 // DecodeValue decodes one raw value.
