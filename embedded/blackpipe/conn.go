@@ -108,9 +108,9 @@ func describe(h wire.Header, msg []byte, keep bool) (string, bson.Raw, bool) {
 
 // up forwards client→server until either side fails or a DropRequest fault fires.
 func (p *Proxy) up(c *pair) {
-	var buf []byte // the last request's buffer: written before the next is read
+	in := wire.NewMessageReader(c.client, maxMessage) // a request is written before the next is read
 	for {
-		h, msg, err := wire.ReadMessageInto(c.client, buf, maxMessage)
+		h, msg, err := in.Next()
 		if err != nil {
 			return
 		}
@@ -136,25 +136,15 @@ func (p *Proxy) up(c *pair) {
 		if _, err := c.server.Write(msg); err != nil {
 			return
 		}
-		buf = keep(msg)
 	}
-}
-
-// keep returns msg's buffer for the next message of a direction, unless it is too large to
-// hold on to between messages.
-func keep(msg []byte) []byte {
-	if cap(msg) > maxKeptBuffer {
-		return nil
-	}
-	return msg
 }
 
 // down forwards server→client, applying reply faults, until either side fails, a fault ends
 // the connection, or ctx is done during a stall.
 func (p *Proxy) down(ctx context.Context, c *pair) {
-	var buf []byte // the last reply's buffer: forwarded before the next is read
+	in := wire.NewMessageReader(c.server, maxMessage) // a reply is forwarded before the next is read
 	for {
-		h, msg, err := wire.ReadMessageInto(c.server, buf, maxMessage)
+		h, msg, err := in.Next()
 		if err != nil {
 			return
 		}
@@ -204,7 +194,6 @@ func (p *Proxy) down(ctx context.Context, c *pair) {
 		if !p.forward(c, msg) {
 			return
 		}
-		buf = keep(msg)
 	}
 }
 

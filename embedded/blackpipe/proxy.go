@@ -20,9 +20,6 @@ const (
 	// maxMessage bounds one forwarded message; above mongod's own limit so the proxy never
 	// refuses what the server would judge.
 	maxMessage int32 = 64 << 20
-	// maxKeptBuffer bounds the message buffer each direction of a connection keeps for the
-	// next message (a busy ingest's bulk writes and batches are a few MiB).
-	maxKeptBuffer = 8 << 20
 	// maxPending bounds the per-connection requestID → command map (requests whose replies
 	// never came).
 	maxPending = 10_000

@@ -48,19 +48,18 @@ func (c *Conn) AppName() string { return c.appName }
 // client.application.name).
 func (c *Conn) SetAppName(name string) { c.appName = name }
 
-// maxKeptRequest bounds the request buffer a connection keeps between requests (a bulk write
-// of a busy ingest is a few MiB; the largest message, 48 MB, is read into a buffer of its own).
-const maxKeptRequest = 8 << 20
-
 // serve reads requests from nc and writes their replies until the connection ends.
 func (l *Listener) serve(ctx context.Context, nc net.Conn) {
 	cs := &Conn{ID: l.connIDs.Add(1), Remote: nc.RemoteAddr().String()}
 	log := l.log.With(zap.Int64("conn", cs.ID))
 	log.Debug("connection accepted", zap.String("remote", cs.Remote))
 	r := bufio.NewReaderSize(nc, 64<<10)
-	var in, out []byte // the last request's and reply's buffers, reused
+	// Requests are read into the last one's buffer: the command is done with a request (it
+	// keeps decoded copies, never its bytes) before the next is read.
+	in := wire.NewMessageReader(r, wire.DefaultMaxMessageSize)
+	var out []byte // the last reply's buffer, reused
 	for {
-		h, msg, err := wire.ReadMessageInto(r, in, wire.DefaultMaxMessageSize)
+		h, msg, err := in.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				log.Debug("connection read failed", zap.Error(err))
@@ -83,11 +82,6 @@ func (l *Listener) serve(ctx context.Context, nc net.Conn) {
 				log.Debug("closing connection", zap.Error(err))
 			}
 			return
-		}
-		// The request is done with (commands keep decoded copies, never its bytes): its
-		// buffer reads the next one, unless it is too large to keep for an idle connection.
-		if in = nil; cap(msg) <= maxKeptRequest {
-			in = msg
 		}
 		if reply == nil {
 			continue // moreToCome request: no reply

@@ -283,7 +283,7 @@ func TestRunShutdown(t *testing.T) {
 }
 
 // TestRequestBufferReuse: one connection reads requests of sizes around and beyond its kept
-// buffer (small after large, large after small, one beyond maxKeptRequest) into its reused
+// buffer (small after large, large after small, one beyond what a MessageReader keeps) into its reused
 // buffer. Every reply echoes its own request, and every command the handler kept still holds
 // what was sent after all of them were read: nothing decoded aliases the request's bytes.
 func TestRequestBufferReuse(t *testing.T) {
@@ -291,7 +291,7 @@ func TestRequestBufferReuse(t *testing.T) {
 	l := start(t, h)
 	cl := dial(t, l)
 	r := rand.New(rand.NewPCG(1, 2))
-	sizes := []int{10, 200 << 10, 5, 1 << 20, 100, maxKeptRequest + 1<<20, 3, 64 << 10, 64<<10 + 1, 7}
+	sizes := []int{10, 200 << 10, 5, 1 << 20, 100, 9 << 20, 3, 64 << 10, 64<<10 + 1, 7}
 	var sent []bson.D
 	for i, n := range sizes {
 		payload := make([]byte, n)

@@ -123,31 +123,47 @@ func TestStalledClaimsHeapInUse(t *testing.T) {
 	}
 }
 
-// TestReadMessageInto: messages of sizes around the growth steps, read one after another
-// into the previous message's buffer, come back byte for byte; one that fits in the buffer
-// allocates nothing.
-func TestReadMessageInto(t *testing.T) {
-	var buf []byte
-	for _, size := range []int{HeaderSize + 10, 3 * initialAlloc, HeaderSize, initialAlloc + 1, 5 << 20, 100, 2*initialAlloc + 7} {
+// TestMessageReader: messages of sizes around the growth steps and beyond the kept buffer,
+// read one after another from one stream (in short reads) into the reader's reused buffer,
+// come back byte for byte; a message beyond maxKeptBuffer is not kept for the next, and one
+// that fits the buffer allocates nothing.
+func TestMessageReader(t *testing.T) {
+	sizes := []int{HeaderSize + 10, 3 * initialAlloc, HeaderSize, initialAlloc + 1, 5 << 20, 100, maxKeptBuffer + 1, 7 + HeaderSize, 2*initialAlloc + 7}
+	var stream []byte
+	var want [][]byte
+	for _, size := range sizes {
 		body := make([]byte, size-HeaderSize)
 		for i := range body {
 			body[i] = byte(i*7 + size)
 		}
-		in := claim(int32(size), body)
-		h, msg, err := ReadMessageInto(iotest.HalfReader(bytes.NewReader(in)), buf, DefaultMaxMessageSize)
+		want = append(want, claim(int32(size), body))
+		stream = append(stream, want[len(want)-1]...)
+	}
+	m := NewMessageReader(iotest.HalfReader(bytes.NewReader(stream)), DefaultMaxMessageSize)
+	for i, w := range want {
+		h, msg, err := m.Next()
 		if err != nil {
-			t.Fatalf("size %d: %v", size, err)
+			t.Fatalf("message %d (%d bytes): %v", i, len(w), err)
 		}
-		if int(h.Length) != size || !bytes.Equal(msg, in) {
-			t.Fatalf("size %d after a buffer of %d: got %d bytes, header %+v", size, cap(buf), len(msg), h)
+		if int(h.Length) != len(w) || !bytes.Equal(msg, w) {
+			t.Fatalf("message %d (%d bytes): got %d bytes, header %+v", i, len(w), len(msg), h)
 		}
-		buf = msg
+		if len(w) > maxKeptBuffer && m.buf != nil {
+			t.Fatalf("a %d-byte message's buffer is kept for the next", len(w))
+		}
+	}
+	if _, _, err := m.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last message: %v, want EOF", err)
 	}
 	in := claim(1000, make([]byte, 1000-HeaderSize))
 	rd := bytes.NewReader(in)
+	m = NewMessageReader(rd, DefaultMaxMessageSize)
+	if _, _, err := m.Next(); err != nil {
+		t.Fatal(err)
+	}
 	if allocs := testing.AllocsPerRun(20, func() {
 		rd.Reset(in)
-		if _, _, err := ReadMessageInto(rd, buf, DefaultMaxMessageSize); err != nil {
+		if _, _, err := m.Next(); err != nil {
 			t.Fatal(err)
 		}
 	}); allocs > 0 {

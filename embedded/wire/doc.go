@@ -1,5 +1,5 @@
 // Package wire is the MongoDB wire-protocol codec of the embedded server: it frames messages
-// read from a stream (ReadMessage, or ReadMessageInto reusing the last message's buffer),
+// read from a stream (ReadMessage, or a MessageReader reusing the last message's buffer),
 // parses and validates OP_MSG requests exactly as mongod 7.0 does (section kinds, document
 // sequences, BSON validity, the CRC-32C checksum, required flag bits), parses the legacy
 // OP_QUERY handshake and OP_REPLY, and builds OP_MSG and OP_REPLY messages (AppendMsgBody

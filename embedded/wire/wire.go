@@ -82,15 +82,43 @@ const initialAlloc = 64 << 10
 // message length) is allocated. A stream that ends cleanly before the first header byte
 // returns an error that wraps io.EOF; one that ends inside a message wraps io.ErrUnexpectedEOF.
 func ReadMessage(r io.Reader, maxSize int32) (Header, []byte, error) {
-	return ReadMessageInto(r, nil, maxSize)
+	return readMessageInto(r, nil, maxSize)
 }
 
-// ReadMessageInto is ReadMessage reading into buf's capacity (its length is ignored): a
+// maxKeptBuffer bounds the buffer a MessageReader keeps between messages: a busy ingest's bulk
+// writes and batches are a few MiB; a larger message is read into a buffer of its own.
+const maxKeptBuffer = 8 << 20
+
+// MessageReader reads the messages of one stream, one after another, into one reused buffer
+// (kept up to 8 MiB): a message that fits costs no allocation. A message Next returns is
+// valid until the next call of Next, so a caller that keeps any of it must copy it.
+type MessageReader struct {
+	r       io.Reader
+	maxSize int32
+	buf     []byte
+}
+
+// NewMessageReader reads messages of at most maxSize bytes from r (see ReadMessage).
+func NewMessageReader(r io.Reader, maxSize int32) *MessageReader {
+	return &MessageReader{r: r, maxSize: maxSize}
+}
+
+// Next reads the next message as ReadMessage does, into the reader's buffer.
+func (m *MessageReader) Next() (Header, []byte, error) {
+	h, msg, err := readMessageInto(m.r, m.buf, m.maxSize)
+	if msg != nil {
+		m.buf = nil
+		if cap(msg) <= maxKeptBuffer {
+			m.buf = msg
+		}
+	}
+	return h, msg, err
+}
+
+// readMessageInto is ReadMessage reading into buf's capacity (its length is ignored): a
 // message that fits costs no allocation, and a larger one grows from buf as ReadMessage's
-// buffer grows from its first allocation. The message returned may share buf's memory, so
-// buf must not be read or written again until the message is done with; a connection passes
-// each message's slice back for the next one.
-func ReadMessageInto(r io.Reader, buf []byte, maxSize int32) (Header, []byte, error) {
+// buffer grows from its first allocation. The message returned may share buf's memory.
+func readMessageInto(r io.Reader, buf []byte, maxSize int32) (Header, []byte, error) {
 	hb := buf[:0]
 	if cap(hb) < HeaderSize {
 		hb = make([]byte, 0, HeaderSize)
