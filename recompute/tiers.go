@@ -96,11 +96,9 @@ func (e *Engine) Summarize(ctx context.Context, d *Dirty) error {
 	return nil
 }
 
-// overlay replaces or adds sources of a bucket computation as a replay would leave them (a
-// dry run), or as recomputed from the tier below (verify): 5-minute totals by key for the
-// hourly tier, hourly stats by bucket for the daily tier.
+// overlay replaces or adds sources of the daily tier's bucket computation as recomputed from
+// the tier below (verify): hourly stats by bucket.
 type overlay struct {
-	ticks map[store.Key]store.Node
 	hours map[bucketKey]rollup.Stats
 }
 
@@ -278,28 +276,18 @@ func (e *Engine) sources(ctx context.Context, t store.Tier, keys []bucketKey, ov
 	switch t {
 	case store.Tier1h:
 		docs := map[sourceKey]store.Node{}
-		keep := func(project string, k store.Key, n store.Node) {
-			if want[bucketKey{project, k.ID, k.Type, store.BucketStart(t, k.Tick)}] {
-				docs[sourceKey{project, k}] = n
-			}
-		}
 		err := e.counts.ParentsIn(ctx, projects, ids, types, from, to, func(n store.Node, err error) error {
 			if err != nil {
 				e.stats.invalid.Add(1)
 				return nil
 			}
-			keep(n.Project, store.Key{ID: n.ID, Type: n.Type, Tick: n.Tick}, n)
+			if want[bucketKey{n.Project, n.ID, n.Type, store.BucketStart(t, n.Tick)}] {
+				docs[sourceKey{n.Project, store.Key{ID: n.ID, Type: n.Type, Tick: n.Tick}}] = n
+			}
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read the sources of hourly summaries: %w", err)
-		}
-		if ov != nil {
-			for k, n := range ov.ticks {
-				for _, p := range projects {
-					keep(p, k, n)
-				}
-			}
 		}
 		if err := e.addTicks(ctx, docs, out); err != nil {
 			return nil, err
@@ -463,13 +451,6 @@ func (e *Engine) rebuildBuckets(ctx context.Context, t store.Tier, project strin
 			}
 			return nil
 		})
-		if ov != nil {
-			for k := range ov.ticks {
-				if !k.Tick.Before(from) && k.Tick.Before(to) {
-					keys[bucketKey{project, k.ID, k.Type, store.BucketStart(t, k.Tick)}] = struct{}{}
-				}
-			}
-		}
 	case store.Tier1d:
 		err = e.tiers[store.Tier1h].Project(ctx, project, from, to, func(k store.Key, _ rollup.Summary, err error) error {
 			if k.ID != "" {
