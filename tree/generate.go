@@ -19,8 +19,9 @@ const (
 // "g03-s0012-p07" (at least 2, 4 and 2 digits, more when a count needs them). The ids do not
 // contain the project: two generated projects in one deployment share node ids, which the
 // deployment's rule (ids unique across projects) forbids, so give each demo project its own
-// database, or pass the nodes through Prefixed. Negative counts are taken as 0 (a level of 0 makes the level above the leaves).
-// Nodes come parents first, so the result passes Build for any valid project name.
+// database, or pass the nodes through Prefixed. Negative counts are taken as 0 (a level of 0
+// makes the level above the leaves). Nodes come parents first, so the result passes Build for
+// any valid project name.
 func Generate(project string, groups, servers, processes int) []Node {
 	groups, servers, processes = max(groups, 0), max(servers, 0), max(processes, 0)
 	total := 1 + groups + groups*servers + groups*servers*processes

@@ -48,47 +48,63 @@ func TestBurstEnds(t *testing.T) {
 	}
 }
 
-// holdFirst returns a recompute knob whose first call closes held and waits until release is
-// closed (it never crashes), and the two channels.
-func holdFirst() (hook func() bool, held, release chan struct{}) {
-	held, release = make(chan struct{}), make(chan struct{})
+// heldRun is a watcher on project "p" (2 groups × 3 leaves) whose first leaf's work is held
+// by a recompute knob (see startHeld).
+type heldRun struct {
+	e       *env
+	r       *running
+	t0      time.Time
+	leaves  []tree.Node
+	release chan struct{} // close to let the held call go on
+}
+
+// startHeld starts a watcher whose recompute knobs, made by knobs from hold, hold the first
+// call of hold until release is closed (hold never crashes), submits the project's first leaf
+// and returns once that call is held.
+func startHeld(t *testing.T, knobs func(hold func() bool) recompute.Knobs) heldRun {
+	e := newEnv(t)
+	t0 := baseTick()
+	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
+	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
+	held, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
-	return func() bool {
+	hold := func() bool {
 		if first.CompareAndSwap(false, true) {
 			close(held)
 			<-release
 		}
 		return false
-	}, held, release
+	}
+	r := e.start(e.newWatcher(Options{Knobs: &Knobs{Recompute: knobs(hold)}}))
+	l := tr.Leaves()
+	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
+	<-held
+	return heldRun{e: e, r: r, t0: t0, leaves: l, release: release}
+}
+
+// submitRest submits the project's other leaves.
+func (h heldRun) submitRest() {
+	for i, n := range h.leaves[1:] {
+		h.e.submit(item("p", n.ID, n.Type, h.t0, int64(i+2), 1))
+	}
 }
 
 // TestReadsAheadOfWrites: while a burst's parent writes are held, the stream's next batches
 // are still read (the reader runs ahead of the writes), and once the writes go on every total
 // is right.
 func TestReadsAheadOfWrites(t *testing.T) {
-	e := newEnv(t)
-	t0 := baseTick()
-	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
-	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
-	hold, held, release := holdFirst()
-	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeLevel: hold}}})
-	r := e.start(w)
-	l := tr.Leaves()
-	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
-	<-held // the first burst's writes wait
-	before := w.Stats().Batches
-	for i, n := range l[1:] {
-		e.submit(item("p", n.ID, n.Type, t0, int64(i+2), 1))
-	}
+	h := startHeld(t, func(hold func() bool) recompute.Knobs { return recompute.Knobs{BeforeLevel: hold} })
+	before := h.r.w.Stats().Batches // the first burst's writes wait
+	h.submitRest()
 	testctx.WaitFor(t, "the stream read while a burst's writes are held", func() bool {
-		return w.Stats().Batches > before
+		return h.r.w.Stats().Batches > before
 	})
-	close(release)
-	e.waitCorrect("p")
-	if root, _ := e.parentDoc("p", tree.TypeProject, t0); root.Reported != int64(len(l)) {
+	close(h.release)
+	h.e.waitCorrect("p")
+	if root, _ := h.e.parentDoc("p", tree.TypeProject, h.t0); root.Reported != int64(len(h.leaves)) {
 		t.Fatalf("root = %+v, want every leaf reported", root)
 	}
-	if err := r.stop(); err != nil {
+	if err := h.r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }
@@ -97,29 +113,18 @@ func TestReadsAheadOfWrites(t *testing.T) {
 // are still written (the flush runs beside them); once it goes on, the summaries of every
 // burst are written too.
 func TestSummariesBesideBursts(t *testing.T) {
-	e := newEnv(t)
-	t0 := baseTick()
-	e.trees.Add(t, "p", t0.Add(-24*time.Hour), smallNodes("p", 2, 3))
-	tr, _, _ := e.trees.TreeAt(t.Context(), "p", t0)
-	hold, held, release := holdFirst()
-	w := e.newWatcher(Options{Knobs: &Knobs{Recompute: recompute.Knobs{BeforeTiers: hold}}})
-	r := e.start(w)
-	l := tr.Leaves()
-	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
-	<-held // the first flush of summaries waits
-	for i, n := range l[1:] {
-		e.submit(item("p", n.ID, n.Type, t0, int64(i+2), 1))
-	}
+	h := startHeld(t, func(hold func() bool) recompute.Knobs { return recompute.Knobs{BeforeTiers: hold} })
+	h.submitRest() // the first flush of summaries waits
 	testctx.WaitFor(t, "every parent written while the summaries are held", func() bool {
-		m, _ := e.parentMismatch("p")
+		m, _ := h.e.parentMismatch("p")
 		return m == ""
 	})
-	if _, parents := e.parentMismatch("p"); e.tierMismatch("p", parents) == "" {
+	if _, parents := h.e.parentMismatch("p"); h.e.tierMismatch("p", parents) == "" {
 		t.Fatal("the summaries are current although their flush is held")
 	}
-	close(release)
-	e.waitCorrect("p")
-	if err := r.stop(); err != nil {
+	close(h.release)
+	h.e.waitCorrect("p")
+	if err := h.r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }
