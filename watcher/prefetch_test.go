@@ -7,6 +7,7 @@ import (
 
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/recompute"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -43,6 +44,44 @@ func TestBurstEnds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.last, tc.closing, tc.ahead); got != tc.want {
 				t.Fatalf("burstEnds = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBurstClosing: a burst sees a tick closing once it holds as many of the tick's leaves as
+// are still to come, counting each tick on its own across batches, and not for a tick whose
+// count is unknown (-1) or complete (0); reset forgets the counts.
+func TestBurstClosing(t *testing.T) {
+	t0 := baseTick()
+	a, b := tickKey{"a", t0}, tickKey{"b", t0}
+	batch := func(ps ...tickProgress) streamBatch {
+		return streamBatch{leaves: make([]store.Leaf, 1), progress: ps}
+	}
+	tests := []struct {
+		name    string
+		batches []streamBatch
+		want    bool
+	}{
+		{"many leaves to come", []streamBatch{batch(tickProgress{a, 10, 500})}, false},
+		{"as many held as to come", []streamBatch{batch(tickProgress{a, 10, 30}), batch(tickProgress{a, 20, 30})}, true},
+		{"counted per tick", []streamBatch{batch(tickProgress{a, 20, 30}), batch(tickProgress{b, 20, 30})}, false},
+		{"unknown", []streamBatch{batch(tickProgress{a, 20, -1})}, false},
+		{"complete", []streamBatch{batch(tickProgress{a, 20, 0})}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			br := newBurst()
+			for _, sb := range tc.batches {
+				br.add(sb)
+			}
+			if br.closing != tc.want || len(br.leaves) != len(tc.batches) {
+				t.Fatalf("closing = %v with %d leaves, want %v", br.closing, len(br.leaves), tc.want)
+			}
+			br.reset()
+			br.add(batch(tickProgress{a, 1, 30}))
+			if br.closing || len(br.leaves) != 1 {
+				t.Fatalf("after reset: closing = %v with %d leaves", br.closing, len(br.leaves))
 			}
 		})
 	}

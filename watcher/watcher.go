@@ -338,13 +338,8 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	// them; a flush in flight takes it along and gives it back when its writes are done), so a
 	// crash before the summaries are written redoes the bursts, whose parents are current and
 	// come back into dirty.
-	var burst []store.Leaf
-	var burstStart time.Time
+	burst := newBurst()
 	var lastWrite time.Duration // how long the last burst's writes took
-	// burstTicks counts the burst's leaves per (project, tick); closing is set once a tick has
-	// no more leaves to come than the burst holds of it (see burstEnds).
-	burstTicks := map[tickKey]int{}
-	closing := false
 	var pending, held bson.Raw
 	dirty := recompute.NewDirty()
 	var inFlight *tierFlush
@@ -397,17 +392,15 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		return nil
 	}
 	flush := func() error {
-		if len(burst) > 0 {
-			took, err := w.processBurst(work, burst, dirty)
+		if len(burst.leaves) > 0 {
+			took, err := w.processBurst(work, burst.leaves, dirty)
 			if err != nil {
 				return err
 			}
 			lastWrite = took
 			w.progressed(s)
 		}
-		burst = burst[:0]
-		clear(burstTicks)
-		closing = false
+		burst.reset()
 		if pending != nil {
 			if dirty.Len() > 0 || held != nil || inFlight != nil {
 				held = pending
@@ -430,7 +423,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	for {
 		calls++
 		b := rd.next()
-		batch, invalidate, n, err := b.leaves, b.invalidate, b.n, b.err
+		invalidate, n, err := b.invalidate, b.n, b.err
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutdown: finish what the stream delivered; the token stays after it.
@@ -444,21 +437,12 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 			return err
 		}
 		if n > 0 {
-			if len(burst) == 0 {
-				burstStart = time.Now()
-			}
-			burst = append(burst, batch...)
-			for _, p := range b.progress {
-				burstTicks[p.key] += p.n
-				if p.remaining > 0 && p.remaining <= burstTicks[p.key] {
-					closing = true
-				}
-			}
+			burst.add(b)
 		}
 		if b.token != nil {
 			pending = b.token
 		}
-		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst), time.Since(burstStart), lastWrite, closing, rd.ready()) {
+		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst.leaves), time.Since(burst.start), lastWrite, burst.closing, rd.ready()) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -467,7 +451,7 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		if err := finishFlush(ending || dirty.Len() >= w.opts.MaxTierBuckets); err != nil {
 			return err
 		}
-		if len(burst) == 0 && inFlight == nil && tiersDue(n == 0 || ending) {
+		if len(burst.leaves) == 0 && inFlight == nil && tiersDue(n == 0 || ending) {
 			if err := startFlush(ending); err != nil {
 				return err
 			}
@@ -491,17 +475,50 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		}
 		emptyResumes = 0
 		switch {
-		case len(burst) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token):
+		case len(burst.leaves) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token):
 			if err := w.save(work, s, s.token); err != nil {
 				return err
 			}
 			if calls > 1 {
 				w.progressed(s)
 			}
-		case n == 0 && len(burst) == 0 && calls > 1:
+		case n == 0 && len(burst.leaves) == 0 && calls > 1:
 			w.progressed(s) // caught up, nothing to save yet
 		}
 	}
+}
+
+// burstState is the leaves of the batches gathered for the next recompute: when the first came and,
+// per (project, tick), how many of its leaves the burst holds, so that it knows when a tick is
+// closing — no more of its leaves to come than the burst holds of it (see burstEnds).
+type burstState struct {
+	leaves  []store.Leaf
+	start   time.Time
+	ticks   map[tickKey]int
+	closing bool
+}
+
+func newBurst() *burstState { return &burstState{ticks: map[tickKey]int{}} }
+
+// add gathers the leaves of a batch (its progress from the stream's completion tracker).
+func (b *burstState) add(sb streamBatch) {
+	if len(b.leaves) == 0 {
+		b.start = time.Now()
+	}
+	b.leaves = append(b.leaves, sb.leaves...)
+	for _, p := range sb.progress {
+		b.ticks[p.key] += p.n
+		if p.remaining > 0 && p.remaining <= b.ticks[p.key] {
+			b.closing = true
+		}
+	}
+}
+
+// reset empties the burst once it is written (keeping its capacity).
+func (b *burstState) reset() {
+	b.leaves = b.leaves[:0]
+	clear(b.ticks)
+	b.closing = false
 }
 
 // burstEnds reports whether the burst ends after a batch of n events (0: an empty getMore, the
