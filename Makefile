@@ -7,6 +7,10 @@ GOBIN ?= $(shell go env GOPATH)/bin
 # The repository's Go modules: the service (.) and the embedded server (embedded/, its own
 # module, used from here through go.work and the replace in go.mod).
 MODULES := . embedded
+# The test of the Kubernetes manifests (deploy/k8s): its own module, outside go.work, so that
+# k8s.io/api and the Prometheus Operator's types never enter rollup's dependency graph. Every
+# go command on it runs with GOWORK=off.
+K8S_MODULE := deploy/k8s
 
 .DEFAULT_GOAL := help
 
@@ -15,25 +19,31 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: ## Run every test of both modules with the race detector.
+test: ## Run every test of both modules and of the Kubernetes manifests with the race detector.
 	go test -race ./... ./embedded/...
+	cd $(K8S_MODULE) && GOWORK=off go test -race ./...
 
 .PHONY: test-embedded
 test-embedded: ## Test the embedded module on its own (its go.mod only, no workspace).
 	cd embedded && GOWORK=off go test -race ./...
+
+.PHONY: test-k8s
+test-k8s: ## Decode the Kubernetes manifests of deploy/k8s strictly with the official types.
+	cd $(K8S_MODULE) && GOWORK=off go test -race ./...
 
 .PHONY: test-service
 test-service: ## Test the service module (everything but embedded/).
 	go test -race ./...
 
 .PHONY: lint
-lint: tidy-lint ## Run golangci-lint on both modules and check their go.mod/go.sum are tidy.
+lint: tidy-lint ## Run golangci-lint on every module and check their go.mod/go.sum are tidy.
 	@set -e; for m in $(MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(GOBIN)/golangci-lint run ./...); done
+	@echo "golangci-lint: $(K8S_MODULE)"; cd $(K8S_MODULE) && GOWORK=off $(GOBIN)/golangci-lint run ./...
 
 .PHONY: tidy-lint
 tidy-lint: ## Fail when go mod tidy would change a module's go.mod or go.sum.
-	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
-	git diff --exit-code -- go.mod go.sum embedded/go.mod embedded/go.sum
+	@set -e; for m in $(MODULES) $(K8S_MODULE); do (cd $$m && GOWORK=off go mod tidy); done
+	git diff --exit-code -- go.mod go.sum embedded/go.mod embedded/go.sum $(K8S_MODULE)/go.mod $(K8S_MODULE)/go.sum
 
 .PHONY: tools
 tools: ## Install the pinned lint tool and promtool (the alert rules' tests).
