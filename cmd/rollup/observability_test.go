@@ -208,9 +208,11 @@ func TestPrometheusRules(t *testing.T) {
 	if !strings.Contains(out, "SUCCESS") {
 		t.Fatalf("promtool test rules:\n%s", out)
 	}
-	out = promtool(t, bin, prometheusDir, "check", "config", "prometheus.yml")
-	if !strings.Contains(out, "rules.yml") {
-		t.Fatalf("promtool check config did not check rules.yml:\n%s", out)
+	for _, conf := range []string{"prometheus.yml", "prometheus-sharded.yml"} {
+		out = promtool(t, bin, prometheusDir, "check", "config", conf)
+		if !strings.Contains(out, "rules.yml") {
+			t.Fatalf("promtool check config %s did not check rules.yml:\n%s", conf, out)
+		}
 	}
 }
 
@@ -423,13 +425,13 @@ func promtoolVersion(t *testing.T) (module, release string) {
 	return "v0." + m[1] + "." + m[2], fmt.Sprintf("v%d.%d.%s", minor/100, minor%100, m[2])
 }
 
-// servePorts returns "service:port" of every compose service of the default stack that runs
-// rollup serve (the demo's Prometheus does not scrape the sharded profile's, which may be off).
-func servePorts(t *testing.T, c composeFile) []string {
+// servePorts returns "service:port" of every compose service in exactly the given profiles
+// that runs rollup serve: each stack's Prometheus scrapes its own stack's instances.
+func servePorts(t *testing.T, c composeFile, profiles []string) []string {
 	t.Helper()
 	var out []string
 	for name, s := range c.Services {
-		if s.Image != rollupImage || len(s.Command) == 0 || s.Command[0] != "serve" || len(s.Profiles) > 0 {
+		if s.Image != rollupImage || len(s.Command) == 0 || s.Command[0] != "serve" || !slices.Equal(s.Profiles, profiles) {
 			continue
 		}
 		for _, kv := range os.Environ() { // only the container's environment counts
@@ -456,16 +458,41 @@ func servePorts(t *testing.T, c composeFile) []string {
 	return out
 }
 
-// TestComposePrometheus: the prometheus service runs the release of the pinned promtool,
-// keeps more than a week (the weekly drop alert), and its config — read through its bind
-// mount — loads the tested rules file and scrapes every rollup serve instance under job
-// "rollup" (the rules' job).
+// composePrometheuses are the compose file's Prometheus services, one per stack: each runs in
+// its stack's profiles and scrapes exactly that stack's rollup serve instances. One Prometheus
+// for both would see targets of a stack that is off (RollupInstanceDown) and mix the two
+// stacks' project "demo" in the rules' max by (project).
+var composePrometheuses = []struct {
+	service  string
+	profiles []string
+}{
+	{"prometheus", nil},
+	{shardedPrefix + "prometheus", []string{shardedProfile}},
+}
+
+// TestComposePrometheus: each stack's prometheus service runs the release of the pinned
+// promtool, keeps more than a week (the weekly drop alert), and its config — read through its
+// bind mount — loads the tested rules file and scrapes every rollup serve instance of its
+// stack, and only those, under job "rollup" (the rules' job).
 func TestComposePrometheus(t *testing.T) {
 	c := loadCompose(t)
-	prom, ok := c.Services["prometheus"]
-	if !ok {
-		t.Fatal("no prometheus service")
+	for _, p := range composePrometheuses {
+		t.Run(p.service, func(t *testing.T) {
+			prom, ok := c.Services[p.service]
+			if !ok {
+				t.Fatalf("no %s service", p.service)
+			}
+			if !slices.Equal(prom.Profiles, p.profiles) {
+				t.Errorf("%s: profiles %q, want %q (its stack's)", p.service, prom.Profiles, p.profiles)
+			}
+			checkComposePrometheus(t, prom, servePorts(t, c, p.profiles))
+		})
 	}
+}
+
+// checkComposePrometheus checks one Prometheus service, which must scrape the targets want.
+func checkComposePrometheus(t *testing.T, prom composeService, want []string) {
+	t.Helper()
 	_, release := promtoolVersion(t)
 	if prom.Image != "prom/prometheus:"+release {
 		t.Errorf("prometheus image %s, want prom/prometheus:%s (the release of the promtool the rules are tested with)", prom.Image, release)
@@ -519,9 +546,8 @@ func TestComposePrometheus(t *testing.T) {
 		tested = tested || filepath.Clean(repo) == filepath.Clean(filepath.Join(prometheusDir, "rules.yml"))
 	}
 	if !tested {
-		t.Errorf("prometheus.yml rule_files %v do not load deploy/prometheus/rules.yml", conf.RuleFiles)
+		t.Errorf("%s rule_files %v do not load deploy/prometheus/rules.yml", repoConf, conf.RuleFiles)
 	}
-	want := servePorts(t, c)
 	var jobs []string
 	for _, sc := range conf.ScrapeConfigs {
 		jobs = append(jobs, sc.JobName)
@@ -537,7 +563,7 @@ func TestComposePrometheus(t *testing.T) {
 		}
 		slices.Sort(targets)
 		if !slices.Equal(targets, want) {
-			t.Errorf("job %s scrapes %v, want every rollup serve service %v", rollupJob, targets, want)
+			t.Errorf("job %s scrapes %v, want every rollup serve service of its stack %v", rollupJob, targets, want)
 		}
 	}
 	if !slices.Contains(jobs, rollupJob) {
