@@ -1,4 +1,7 @@
 GOLANGCI_LINT_VERSION := v2.6.2
+# actionlint checks .github/workflows (make actionlint; .ci/run runs it). With shellcheck on the
+# PATH it also checks the workflows' run: scripts.
+ACTIONLINT_VERSION := v1.7.12
 # promtool of Prometheus v3.16.0 (the module is versioned v0.3XX.Y for v3.XX.Y); the compose
 # file's prom/prometheus image is the same release. remove_all_sd leaves out the service
 # discovery plugins promtool does not need here (half the modules, half the build time).
@@ -46,11 +49,17 @@ tidy-lint: ## Fail when go mod tidy would change a module's go.mod or go.sum.
 	git diff --exit-code -- go.mod go.sum embedded/go.mod embedded/go.sum $(K8S_MODULE)/go.mod $(K8S_MODULE)/go.sum
 
 .PHONY: tools
-tools: ## Install the pinned lint tool and promtool (the alert rules' tests).
+tools: ## Install the pinned lint tools (golangci-lint, actionlint) and promtool (the alert rules' tests).
 	test -x $(GOBIN)/golangci-lint && $(GOBIN)/golangci-lint version | grep -q $(patsubst v%,%,$(GOLANGCI_LINT_VERSION)) || \
 		go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	test -x $(GOBIN)/promtool && go version -m $(GOBIN)/promtool | grep -q 'mod[[:space:]]*github.com/prometheus/prometheus[[:space:]]*$(PROMTOOL_VERSION)' || \
 		go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	test -x $(GOBIN)/actionlint && $(GOBIN)/actionlint -version | grep -qx $(ACTIONLINT_VERSION) || \
+		go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+.PHONY: actionlint
+actionlint: ## Check the GitHub workflows (.github/workflows) with the pinned actionlint.
+	$(GOBIN)/actionlint
 
 .PHONY: spec
 spec: ## Run MongoDB's spec suites against the embedded server; fail below embedded/spec-baseline.txt.

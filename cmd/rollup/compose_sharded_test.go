@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // The compose check of the "sharded" profile: the same demo as the default stack on a
@@ -350,5 +354,81 @@ func TestComposeShardedScripts(t *testing.T) {
 	}
 	if calls := runScript(t, node, "mongo-sharded-shards.js", "initiated"); len(calls) != 0 {
 		t.Errorf("shards already added: %+v, want no addShard", calls)
+	}
+}
+
+// composeCIOverridePath is the override .ci/compose-sharded starts the sharded profile with for
+// the tests against real MongoDB (.github/workflows/mongodb.yml).
+const (
+	composeCIOverridePath = "../../.ci/compose-sharded-ci.yml"
+	composeCIScriptPath   = "../../.ci/compose-sharded"
+)
+
+// TestComposeShardedCIOverride: the CI override turns test commands on for every mongod and the
+// mongos of the sharded profile — each command exactly docker-compose.yml's with
+// --setParameter enableTestCommands=1 appended, so the two cannot drift — and publishes the
+// mongos on the loopback port whose URI .ci/compose-sharded prints. Strict decoding: any other
+// key (an override that changes more than it says) fails.
+func TestComposeShardedCIOverride(t *testing.T) {
+	c := loadCompose(t)
+	data, err := os.ReadFile(composeCIOverridePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		Services map[string]struct {
+			Command []string `yaml:"command"`
+			Ports   []string `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&o); err != nil {
+		t.Fatalf("%s: %v", composeCIOverridePath, err)
+	}
+	var want []string // every mongod and mongos of the profile
+	for name, s := range c.Services {
+		if slices.Contains(s.Profiles, shardedProfile) && len(s.Command) > 0 && (s.Command[0] == "mongod" || s.Command[0] == "mongos") {
+			want = append(want, name)
+		}
+	}
+	slices.Sort(want)
+	got := slices.Sorted(maps.Keys(o.Services))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s overrides %v, want every mongod and mongos of the sharded profile %v", composeCIOverridePath, got, want)
+	}
+	for name, s := range o.Services {
+		base, ok := c.Services[name]
+		if !ok {
+			continue
+		}
+		if w := append(slices.Clone(base.Command), "--setParameter", "enableTestCommands=1"); !slices.Equal(s.Command, w) {
+			t.Errorf("%s: command %q, want docker-compose.yml's with test commands: %q", name, s.Command, w)
+		}
+		if name != shardedMongos && len(s.Ports) > 0 {
+			t.Errorf("%s: ports %q: only the mongos is published", name, s.Ports)
+		}
+	}
+	ports := o.Services[shardedMongos].Ports
+	if len(ports) != 1 || !strings.HasPrefix(ports[0], "127.0.0.1:") || !strings.HasSuffix(ports[0], ":27017") {
+		t.Fatalf("%s: ports %q, want one 127.0.0.1:PORT:27017", shardedMongos, ports)
+	}
+	hostPort := strings.Split(ports[0], ":")[1]
+	for name, s := range c.Services { // the demo's published ports stay free
+		for _, p := range s.Ports {
+			if h, _, _ := strings.Cut(p, ":"); h == hostPort {
+				t.Errorf("%s publishes %s too", name, hostPort)
+			}
+		}
+	}
+	script, err := os.ReadFile(composeCIScriptPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uri := "mongodb://127.0.0.1:" + hostPort + "/"; !bytes.Contains(script, []byte(`echo "`+uri+`"`)) {
+		t.Errorf("%s does not print the mongos's URI %s", composeCIScriptPath, uri)
+	}
+	if !bytes.Contains(script, []byte("-f .ci/compose-sharded-ci.yml --profile "+shardedProfile)) {
+		t.Errorf("%s does not start compose with %s", composeCIScriptPath, composeCIOverridePath)
 	}
 }
