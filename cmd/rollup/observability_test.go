@@ -580,22 +580,35 @@ type dashboardQuery struct {
 	expr  string
 }
 
+// composeGrafanas are the compose file's Grafana services, one per stack, each with its
+// stack's Prometheus as the dashboards' data source.
+var composeGrafanas = []struct {
+	service, prometheus string
+}{
+	{"grafana", "prometheus"},
+	{shardedPrefix + "grafana", shardedPrefix + "prometheus"},
+}
+
 // grafanaDashboards returns the dashboards the grafana service provisions, checking the
 // provisioning on the way: a Prometheus data source with the dashboards' uid at the
-// prometheus service, and a file provider whose path is the bind-mounted dashboards folder.
-func grafanaDashboards(t *testing.T) (files []string, queries []dashboardQuery) {
+// prometheus service (its URL expanded with the service's environment, as Grafana does), and
+// a file provider whose path is the bind-mounted dashboards folder.
+func grafanaDashboards(t *testing.T, grafana, prometheus string) (files []string, queries []dashboardQuery) {
 	t.Helper()
 	c := loadCompose(t)
-	g, ok := c.Services["grafana"]
+	g, ok := c.Services[grafana]
 	if !ok {
-		t.Fatal("no grafana service")
+		t.Fatalf("no %s service", grafana)
 	}
-	if g.DependsOn["prometheus"].Condition == "" {
-		t.Error("grafana does not depend on prometheus")
+	if g.DependsOn[prometheus].Condition == "" {
+		t.Errorf("%s does not depend on %s", grafana, prometheus)
+	}
+	if !slices.Equal(g.Profiles, c.Services[prometheus].Profiles) {
+		t.Errorf("%s: profiles %q, %s's are %q", grafana, g.Profiles, prometheus, c.Services[prometheus].Profiles)
 	}
 	prov, ok := mountedPath(g, "/etc/grafana/provisioning")
 	if !ok {
-		t.Fatal("grafana: /etc/grafana/provisioning is not bind-mounted")
+		t.Fatalf("%s: /etc/grafana/provisioning is not bind-mounted", grafana)
 	}
 	if _, err := os.Stat(prov); err != nil {
 		t.Fatal(err)
@@ -618,10 +631,17 @@ func grafanaDashboards(t *testing.T) (files []string, queries []dashboardQuery) 
 				continue
 			}
 			found = true
-			host, port, _ := strings.Cut(strings.TrimPrefix(d.URL, "http://"), ":")
+			url := os.Expand(d.URL, func(k string) string {
+				v, ok := g.Environment[k]
+				if !ok {
+					t.Errorf("%s: data source URL %s names $%s, which %s's environment does not set", f, d.URL, k, grafana)
+				}
+				return v
+			})
+			host, port, _ := strings.Cut(strings.TrimPrefix(url, "http://"), ":")
 			p, ok := c.Services[host]
-			if d.Type != "prometheus" || !ok || port != prometheusPort || !strings.HasPrefix(p.Image, "prom/prometheus:") {
-				t.Errorf("data source %s: type %s url %s, want prometheus at http://<the prometheus service>:%s", d.UID, d.Type, d.URL, prometheusPort)
+			if d.Type != "prometheus" || !ok || host != prometheus || port != prometheusPort || !strings.HasPrefix(p.Image, "prom/prometheus:") {
+				t.Errorf("%s: data source %s: type %s url %s (%s), want prometheus at http://%s:%s", grafana, d.UID, d.Type, d.URL, url, prometheus, prometheusPort)
 			}
 			if v, ok := flagArg(p.Command, "--web.listen-address"); ok && !strings.HasSuffix(v, ":"+prometheusPort) {
 				t.Errorf("prometheus listens on %s, the data source says %s", v, prometheusPort)
@@ -749,8 +769,17 @@ func grafanaDashboards(t *testing.T) (files []string, queries []dashboardQuery) 
 // source's uid, their queries read only metrics rollup exports, and together they show
 // every rollup series.
 func TestComposeGrafana(t *testing.T) {
+	for _, g := range composeGrafanas[1:] { // the first is checked below
+		t.Run(g.service, func(t *testing.T) {
+			files, _ := grafanaDashboards(t, g.service, g.prometheus)
+			first, _ := grafanaDashboards(t, composeGrafanas[0].service, composeGrafanas[0].prometheus)
+			if !slices.Equal(files, first) {
+				t.Errorf("%s provisions %v, %s %v: want the same dashboards", g.service, files, composeGrafanas[0].service, first)
+			}
+		})
+	}
 	exported, families := exportedMetrics(t)
-	_, queries := grafanaDashboards(t)
+	_, queries := grafanaDashboards(t, composeGrafanas[0].service, composeGrafanas[0].prometheus)
 	used := map[string]bool{}
 	for _, q := range queries {
 		for _, n := range checkMetricNames(t, q.where, q.expr, exported) {
@@ -769,7 +798,7 @@ func TestComposeGrafana(t *testing.T) {
 // $__rate_interval replaced by a duration).
 func TestDashboardQueriesParse(t *testing.T) {
 	bin := promtoolPath(t)
-	_, queries := grafanaDashboards(t)
+	_, queries := grafanaDashboards(t, composeGrafanas[0].service, composeGrafanas[0].prometheus)
 	r := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")
 	for _, q := range queries {
 		promtool(t, bin, ".", "--experimental", "promql", "format", r.Replace(q.expr))
