@@ -47,6 +47,7 @@ var unauthenticatedCommands = map[string]bool{
 // conversation in progress.
 type authState struct {
 	user, db string // "" until authenticated
+	drops    int64  // userStore.drops when the user authenticated or was last found
 	conv     *saslConv
 	lastID   int32
 }
@@ -60,6 +61,7 @@ type saslConv struct {
 	// message); proven: the proof checked and the final message went, the empty exchange is
 	// what remains.
 	skipEmpty, proven bool
+	drops             int64 // userStore.drops before the user was looked up
 }
 
 func connAuth(c *clientconn.Conn) *authState {
@@ -78,13 +80,27 @@ func (s *Server) checkAuth(cs *clientconn.Conn, name string, body bson.D) error 
 	if !s.cfg.Auth || unauthenticatedCommands[name] {
 		return nil
 	}
-	if a, ok := cs.Auth.(*authState); ok && a.user != "" {
+	if a, ok := cs.Auth.(*authState); ok && a.user != "" && s.stillExists(a) {
 		return nil
 	}
 	if db, _ := bsonval.Get(body, "$db"); name == "createUser" && db == usersDB && isLoopbackAddr(cs.Remote) && !s.users.any() {
 		return nil
 	}
 	return mongoerr.New(mongoerr.Unauthorized, "command %s requires authentication", name)
+}
+
+// stillExists reports whether a's user exists, looking it up only after a dropUser.
+func (s *Server) stillExists(a *authState) bool {
+	drops := s.users.drops.Load()
+	if drops == a.drops {
+		return true
+	}
+	if _, ok := s.users.lookup(a.db, a.user); !ok {
+		a.user, a.db = "", ""
+		return false
+	}
+	a.drops = drops
+	return true
 }
 
 func isLoopbackAddr(hostport string) bool {
@@ -124,6 +140,7 @@ func (s *Server) saslStart(cs *clientconn.Conn, db string, cmd bson.D) (bson.D, 
 	if err != nil {
 		return nil, fmt.Errorf("scram server: %w", err)
 	}
+	drops := s.users.drops.Load() // before the lookup: a drop after it is seen by checkAuth
 	conv := srv.NewConversation()
 	resp, err := conv.Step(string(payload))
 	if err != nil {
@@ -131,7 +148,7 @@ func (s *Server) saslStart(cs *clientconn.Conn, db string, cmd bson.D) (bson.D, 
 		return nil, errAuthFailed
 	}
 	a.lastID++
-	c := &saslConv{id: a.lastID, db: db, scram: conv}
+	c := &saslConv{id: a.lastID, db: db, scram: conv, drops: drops}
 	if opts, ok := bsonval.Get(cmd, "options"); ok {
 		if v, ok := bsonval.Get(asDoc(opts), "skipEmptyExchange"); ok {
 			c.skipEmpty = boolArg(v)
@@ -184,7 +201,7 @@ func (s *Server) saslContinue(cs *clientconn.Conn, db string, cmd bson.D) (bson.
 }
 
 func (s *Server) authenticated(cs *clientconn.Conn, a *authState, c *saslConv) {
-	a.user, a.db, a.conv = c.scram.Username(), c.db, nil
+	a.user, a.db, a.drops, a.conv = c.scram.Username(), c.db, c.drops, nil
 	s.log.Debug("authenticated", zap.Int64("conn", cs.ID), zap.String("remote", cs.Remote),
 		zap.String("user", a.user), zap.String("db", a.db), zap.String("mechanism", scramMech))
 }

@@ -242,7 +242,8 @@ func TestAuthSASLProtocol(t *testing.T) {
 }
 
 // TestAuthUsersDurable: a user createUser made survives a restart of a durable server (its
-// stored SCRAM keys, never the password); usersInfo lists it; dropUser removes it; users of
+// stored SCRAM keys, never the password); usersInfo lists it; dropUser removes it and ends
+// what its authenticated connections may do; users of
 // the Config (a password, or credentials usersInfo printed) authenticate too and cannot be
 // dropped or created again.
 func TestAuthUsersDurable(t *testing.T) {
@@ -330,8 +331,14 @@ func TestAuthUsersDurable(t *testing.T) {
 	if err := createRoot(ctx, alice, "frank", "frank's password"); err != nil {
 		t.Fatal(err)
 	}
+	frank := dialClient(t, userURI(srv, "frank", "frank's password"), 10*time.Second)
+	roundTrip(ctx, t, frank)
 	if err := admin.RunCommand(ctx, bson.D{{Key: "dropUser", Value: "frank"}}).Err(); err != nil {
 		t.Fatalf("dropUser: %v", err)
+	}
+	// frank's connections authenticated before the drop: they may do nothing more.
+	if err := frank.Database("tlsauth").RunCommand(ctx, bson.D{{Key: "find", Value: "docs"}}).Err(); errCode(err) != 13 {
+		t.Fatalf("a dropped user's connection: %v, want 13 Unauthorized", err)
 	}
 	if err := admin.RunCommand(ctx, bson.D{{Key: "dropUser", Value: "frank"}}).Err(); errCode(err) != 11 {
 		t.Fatalf("dropUser twice: %v, want 11 UserNotFound", err)

@@ -165,3 +165,24 @@ func TestLoadTLSBadFiles(t *testing.T) {
 		t.Fatalf("good files: %v", err)
 	}
 }
+
+// TestTLSClientCertificates: with a CA file, a client certificate the CA signed is accepted,
+// one of another CA fails the handshake, and a client without one is accepted.
+func TestTLSClientCertificates(t *testing.T) {
+	f := embeddedtest.WriteTLSFiles(t, t.TempDir())
+	other := embeddedtest.WriteTLSFiles(t, t.TempDir())
+	tc, err := embedded.LoadTLS(embedded.TLSFiles{CertFile: f.CertFile, KeyFile: f.KeyFile, CAFile: f.CAFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, embedded.Config{TLS: tc})
+	ctx := ctxFor(t)
+	roundTrip(ctx, t, dialClient(t, srv.URI(), 10*time.Second, options.Client().SetTLSConfig(f.ClientCertConfig(t))))
+	roundTrip(ctx, t, dialClient(t, srv.URI(), 10*time.Second, options.Client().SetTLSConfig(f.ClientConfig())))
+	foreign := f.ClientConfig()
+	foreign.Certificates = other.ClientCertConfig(t).Certificates
+	err = dialClient(t, srv.URI(), time.Second, options.Client().SetTLSConfig(foreign)).Ping(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "tls") {
+		t.Fatalf("client certificate of another CA: %v, want a TLS error", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -102,6 +103,9 @@ type userDoc struct {
 type userStore struct {
 	engine *storage.Engine
 	config map[string]userDoc // by userKey
+	// drops counts dropUser commands: a connection authenticated before the last one checks
+	// that its user still exists (as mongod, dropping a user ends what its sessions may do).
+	drops atomic.Int64
 }
 
 func userKey(db, name string) string { return db + "." + name }
@@ -256,6 +260,7 @@ func (us *userStore) drop(ctx context.Context, db, name string) (storage.OpTime,
 	if _, ok := us.config[key]; ok {
 		return storage.OpTime{}, mongoerr.New(mongoerr.IllegalOperation, "User \"%s@%s\" comes from the server's configuration (--users FILE): remove it there", name, db)
 	}
+	defer us.drops.Add(1)
 	return us.engine.Write(ctx, func(w *storage.Writer) error {
 		doc, ok := w.Get(usersDB, usersColl, key)
 		if !ok {

@@ -24,6 +24,8 @@ import (
 //	    db: admin
 //	    credentials:
 //	      SCRAM-SHA-256: {iterationCount: 15000, salt: "…", storedKey: "…", serverKey: "…"}
+//
+// The users of the file are not stored: they exist while the file names them.
 type usersFile struct {
 	Users []usersFileEntry `yaml:"users"`
 }

@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// TLSFiles are PEM files a test generated: a CA, and a server certificate it signed for
-// 127.0.0.1, ::1 and localhost, with its key.
+// TLSFiles are PEM files a test generated: a CA, and a certificate it signed for 127.0.0.1,
+// ::1 and localhost, with its key, good for a server and for a client.
 type TLSFiles struct {
 	// CAFile, CertFile and KeyFile are the paths of the PEM files.
 	CAFile, CertFile, KeyFile string
@@ -57,7 +57,7 @@ func WriteTLSFiles(t testing.TB, dir string) TLSFiles {
 		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
 	if err != nil {
@@ -97,4 +97,16 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ClientCertConfig is ClientConfig presenting the certificate as the client's.
+func (f TLSFiles) ClientCertConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.ClientConfig()
+	c.Certificates = []tls.Certificate{cert}
+	return c
 }
