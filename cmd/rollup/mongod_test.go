@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -174,4 +175,21 @@ func findPython(t *testing.T) string {
 	}
 	t.Skip("no python3 with pymongo: apt-get install python3-pymongo, as .ci/run does")
 	return ""
+}
+
+// TestServeOnSecuredMongod: rollup serve runs on a `rollup mongod --auth --tls-cert …` store
+// given a URI with the user's password, tls=true and tlsCAFile: it becomes ready (migrations,
+// change streams and writes all pass authentication).
+func TestServeOnSecuredMongod(t *testing.T) {
+	dir := t.TempDir()
+	f := embeddedtest.WriteTLSFiles(t, dir)
+	users := writeUsersFile(t, dir, "users:\n  - user: rollup\n    password: \"serve's password\"\n", 0o600)
+	uri := mongodInProcess(t, "--listen", "127.0.0.1:0", "--memory", "--auth", "--users", users,
+		"--tls-cert", f.CertFile, "--tls-key", f.KeyFile, "--log-level", "warn")
+	s := serveInProcess(t, "--mongodb-uri", withUser(uri, "rollup", "serve's password", "&tlsCAFile="+url.QueryEscape(f.CAFile)),
+		"--listen", "127.0.0.1:0", "--log-level", "warn")
+	waitUntil(t, 30*time.Second, "serve on the secured store to be ready", func() bool {
+		code, _ := readyz(s.url)
+		return code == http.StatusOK
+	})
 }
