@@ -22,15 +22,28 @@ import (
 var ErrNoAuthBeyondLoopback = errors.New("listening beyond loopback without authentication")
 
 // checkExposure refuses a listener that is not on a loopback address unless clients must
-// authenticate or the Config says to allow it.
-func checkExposure(a net.Addr, cfg Config) error {
+// authenticate or the Config says to allow it. Before binding (bound nil) it judges the
+// configured host when that is an IP address or empty; after, the bound address.
+func checkExposure(cfg Config, bound net.Addr) error {
 	if cfg.Auth || cfg.InsecureNoAuth {
 		return nil
 	}
-	if tcp, ok := a.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+	var ip net.IP
+	if bound == nil {
+		host, _, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil // Listen reports it
+		}
+		if ip = net.ParseIP(host); ip == nil && host != "" {
+			return nil // a host name: judged once bound
+		}
+	} else if tcp, ok := bound.(*net.TCPAddr); ok {
+		ip = tcp.IP
+	}
+	if ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("refusing to listen on %s (%s): %w", cfg.Listen, a, ErrNoAuthBeyondLoopback)
+	return fmt.Errorf("refusing to listen on %s: %w", cfg.Listen, ErrNoAuthBeyondLoopback)
 }
 
 // errAuthFailed is mongod's answer to every failed authentication, whatever the reason (the

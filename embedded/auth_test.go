@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -360,6 +361,7 @@ func TestListenBeyondLoopback(t *testing.T) {
 		{"wildcard without auth", embedded.Config{Listen: "0.0.0.0:0"}, false},
 		{"empty host without auth", embedded.Config{Listen: ":0"}, false},
 		{"loopback without auth", embedded.Config{Listen: "127.0.0.1:0"}, true},
+		{"localhost without auth", embedded.Config{Listen: "localhost:0"}, true},
 		{"wildcard with auth", embedded.Config{Listen: "0.0.0.0:0", Auth: true}, true},
 		{"wildcard insecure", embedded.Config{Listen: "0.0.0.0:0", InsecureNoAuth: true}, true},
 	} {
@@ -378,6 +380,16 @@ func TestListenBeyondLoopback(t *testing.T) {
 			}
 			if !errors.Is(err, embedded.ErrNoAuthBeyondLoopback) || !strings.Contains(err.Error(), tc.cfg.Listen) {
 				t.Fatalf("New = %v, want ErrNoAuthBeyondLoopback naming %s", err, tc.cfg.Listen)
+			}
+			// Refused before the data directory is touched.
+			dir := t.TempDir()
+			cfg := tc.cfg
+			cfg.DataDir = dir
+			if _, err := embedded.New(cfg); !errors.Is(err, embedded.ErrNoAuthBeyondLoopback) {
+				t.Fatalf("New with a data directory = %v", err)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				t.Fatalf("a refused start wrote to the data directory: %v", entries)
 			}
 		})
 	}

@@ -92,6 +92,14 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// Refusals that need no socket come before storage is opened (and written to).
+	users, err := configUsers(cfg.Users)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExposure(cfg, nil); err != nil {
+		return nil, err
+	}
 	so := cfg.Storage
 	so.Dir = cfg.DataDir
 	so.Logger = log.Named("storage")
@@ -114,10 +122,7 @@ func New(cfg Config) (*Server, error) {
 		startTime: time.Now(),
 		closing:   make(chan struct{}),
 	}
-	if s.users, err = newUserStore(engine, cfg.Users); err != nil {
-		_ = engine.Close()
-		return nil, err
-	}
+	s.users = &userStore{engine: engine, config: users}
 	var opts []clientconn.Option
 	if cfg.TLS != nil {
 		opts = append(opts, clientconn.WithTLS(cfg.TLS))
@@ -127,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		_ = engine.Close()
 		return nil, err
 	}
-	if err := checkExposure(ln.Addr(), cfg); err != nil {
+	if err := checkExposure(cfg, ln.Addr()); err != nil { // a host name, now resolved
 		_ = ln.Close()
 		_ = engine.Close()
 		return nil, err

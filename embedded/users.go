@@ -110,14 +110,6 @@ type userStore struct {
 
 func userKey(db, name string) string { return db + "." + name }
 
-func newUserStore(e *storage.Engine, users []User) (*userStore, error) {
-	config, err := configUsers(users)
-	if err != nil {
-		return nil, err
-	}
-	return &userStore{engine: e, config: config}, nil
-}
-
 // CheckUsers reports the first user of users that New would refuse (a bad name, neither or
 // both of a password and credentials, credentials that do not decode, a duplicate).
 func CheckUsers(users []User) error {
