@@ -58,7 +58,10 @@ func DeriveSCRAMCredentials(name, password string) (SCRAMCredentials, error) {
 	}
 	salt := make([]byte, scramSaltLen)
 	_, _ = rand.Read(salt)
-	c := client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: scramIterations})
+	c, err := client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: scramIterations})
+	if err != nil {
+		return SCRAMCredentials{}, fmt.Errorf("derive SCRAM keys: %w", err)
+	}
 	enc := base64.StdEncoding.EncodeToString
 	return SCRAMCredentials{IterationCount: scramIterations, Salt: enc(salt), StoredKey: enc(c.StoredKey), ServerKey: enc(c.ServerKey)}, nil
 }
