@@ -70,6 +70,7 @@ func cmdHello(ctx context.Context, s *Server, r *request) (result, error) {
 		bson.E{Key: "maxWireVersion", Value: int32(maxWireVersion)},
 		bson.E{Key: "readOnly", Value: false},
 	)
+	f = append(f, s.helloAuth(r)...)
 	return result{fields: f}, nil
 }
 

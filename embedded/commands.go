@@ -109,6 +109,12 @@ func commandTable() map[string]commandSpec {
 		"distinct":           {run: cmdDistinct, fields: []string{"key", "query", "collation", "hint"}},
 		"aggregate":          {run: cmdAggregate, fields: []string{"pipeline", "cursor", "allowDiskUse", "collation", "hint", "let", "bypassDocumentValidation"}},
 		"configureFailPoint": {run: cmdConfigureFailPoint, fields: []string{"mode", "data"}, testOnly: true},
+		// Authentication (auth.go) and users (cmd_users.go).
+		"saslStart":    {run: cmdSaslStart, fields: []string{"mechanism", "payload", "autoAuthorize", "options"}},
+		"saslContinue": {run: cmdSaslContinue, fields: []string{"conversationId", "payload"}},
+		"createUser":   {run: cmdCreateUser, fields: createUserFields, write: true},
+		"dropUser":     {run: cmdDropUser, write: true},
+		"usersInfo":    {run: cmdUsersInfo, fields: usersInfoFields},
 	}
 }
 
@@ -136,6 +142,9 @@ func (s *Server) execute(ctx context.Context, cs *clientconn.Conn, body bson.D) 
 			return s.errorReply(mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", name), bson.Timestamp{}), nil
 		}
 		return s.errorReply(mongoerr.NotImplementedf("command '%s'", name), bson.Timestamp{}), nil
+	}
+	if err := s.checkAuth(cs, name, body); err != nil {
+		return s.errorReply(err, bson.Timestamp{}), nil
 	}
 	r, err := s.parseRequest(cs, name, body, spec)
 	if err != nil {

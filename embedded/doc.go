@@ -13,5 +13,13 @@
 // blackpipe and embeddedtest are for tests. Anything outside the subset answers 238
 // NotImplemented naming it, never a silent wrong answer.
 //
-// It does not do authentication, TLS, compression, transactions or sharding.
+// With Config.TLS its listener speaks TLS only (tls.go loads the PEM files); with Config.Auth
+// clients authenticate with SCRAM-SHA-256 (auth.go: saslStart, saslContinue, hello's
+// speculativeAuthenticate) as users of createUser, stored in admin.system.users as SCRAM keys,
+// or of Config.Users (users.go, cmd_users.go). Every user has all privileges: roles are not
+// enforced, so createUser takes root only. Without Auth, New refuses to listen beyond
+// loopback unless Config.InsecureNoAuth.
+//
+// It does not do authorization by role, x509 or SCRAM-SHA-1 authentication, compression,
+// transactions or sharding.
 package embedded

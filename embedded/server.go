@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -36,6 +37,18 @@ type Config struct {
 	// TTLMonitorInterval is how often the TTL monitor deletes the documents TTL indexes say
 	// have expired; default 60 s, as MongoDB's ttlMonitorSleepSecs. Negative disables it.
 	TTLMonitorInterval time.Duration
+	// TLS, when set, makes the server accept TLS connections only (LoadTLS reads one from
+	// PEM files); URI then says tls=true.
+	TLS *tls.Config
+	// Auth requires clients to authenticate (SCRAM-SHA-256) before any command but the
+	// handshake's (auth.go). Users are created with createUser or given in Users.
+	Auth bool
+	// Users exist besides those createUser stored in admin.system.users, for as long as the
+	// Config says so: they are not stored.
+	Users []User
+	// InsecureNoAuth allows listening beyond loopback without Auth; New refuses otherwise
+	// (ErrNoAuthBeyondLoopback).
+	InsecureNoAuth bool
 }
 
 // Server is one embedded server: a listener (package clientconn) whose connections' commands
@@ -49,6 +62,7 @@ type Server struct {
 	cursors  *cursorRegistry
 	sessions *sessionRegistry
 	fail     *failPoints
+	users    *userStore
 
 	cmdOnce  sync.Once
 	cmdTable map[string]commandSpec
@@ -78,6 +92,14 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// Refusals that need no socket come before storage is opened (and written to).
+	users, err := configUsers(cfg.Users)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExposure(cfg, nil); err != nil {
+		return nil, err
+	}
 	so := cfg.Storage
 	so.Dir = cfg.DataDir
 	so.Logger = log.Named("storage")
@@ -100,8 +122,18 @@ func New(cfg Config) (*Server, error) {
 		startTime: time.Now(),
 		closing:   make(chan struct{}),
 	}
-	ln, err := clientconn.Listen(cfg.Listen, connHandler{s}, log)
+	s.users = &userStore{engine: engine, config: users}
+	var opts []clientconn.Option
+	if cfg.TLS != nil {
+		opts = append(opts, clientconn.WithTLS(cfg.TLS))
+	}
+	ln, err := clientconn.Listen(cfg.Listen, connHandler{s}, log, opts...)
 	if err != nil {
+		_ = engine.Close()
+		return nil, err
+	}
+	if err := checkExposure(cfg, ln.Addr()); err != nil { // a host name, now resolved
+		_ = ln.Close()
 		_ = engine.Close()
 		return nil, err
 	}
@@ -128,7 +160,11 @@ func (s *Server) Addr() string { return s.addr }
 
 // URI returns a connection string for the official driver, with replica-set discovery.
 func (s *Server) URI() string {
-	return "mongodb://" + s.addr + "/?replicaSet=" + s.cfg.ReplSetName
+	uri := "mongodb://" + s.addr + "/?replicaSet=" + s.cfg.ReplSetName
+	if s.cfg.TLS != nil {
+		uri += "&tls=true"
+	}
+	return uri
 }
 
 // Engine returns the storage engine (for tests that inspect server internals).

@@ -39,6 +39,9 @@ type Conn struct {
 	// Remote is the client's address.
 	Remote  string
 	appName string
+	// Auth is the connection's authentication state, owned by the Handler (nil until it
+	// sets one).
+	Auth any
 }
 
 // AppName is the application name the client's handshake gave (SetAppName), "" if none.
@@ -53,13 +56,21 @@ func (l *Listener) serve(ctx context.Context, nc net.Conn) {
 	cs := &Conn{ID: l.connIDs.Add(1), Remote: nc.RemoteAddr().String()}
 	log := l.log.With(zap.Int64("conn", cs.ID))
 	log.Debug("connection accepted", zap.String("remote", cs.Remote))
-	r := bufio.NewReaderSize(nc, 64<<10)
+	st, ok := l.transport(ctx, nc, log)
+	if !ok {
+		return
+	}
+	h := l.h
+	if st.refuse != nil {
+		h = refuser{l.h, st.refuse}
+	}
+	r := bufio.NewReaderSize(st.r, 64<<10)
 	// Requests are read into the last one's buffer: the command is done with a request (it
 	// keeps decoded copies, never its bytes) before the next is read.
 	in := wire.NewMessageReader(r, wire.DefaultMaxMessageSize)
 	var out []byte // the last reply's buffer, reused
 	for {
-		h, msg, err := in.Next()
+		hdr, msg, err := in.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				log.Debug("connection read failed", zap.Error(err))
@@ -68,13 +79,13 @@ func (l *Listener) serve(ctx context.Context, nc net.Conn) {
 		}
 		out = out[:0]
 		var reply []byte
-		switch h.OpCode {
+		switch hdr.OpCode {
 		case wire.OpMsg:
-			reply, err = l.handleMsg(ctx, cs, h, msg, out)
+			reply, err = l.handleMsg(ctx, h, cs, hdr, msg, out)
 		case wire.OpQuery:
-			reply, err = l.handleQuery(ctx, cs, h, msg, out)
+			reply, err = l.handleQuery(ctx, h, cs, hdr, msg, out)
 		default:
-			log.Debug("unsupported op code, closing", zap.Int32("opCode", h.OpCode))
+			log.Debug("unsupported op code, closing", zap.Int32("opCode", hdr.OpCode))
 			return
 		}
 		if err != nil {
@@ -86,7 +97,7 @@ func (l *Listener) serve(ctx context.Context, nc net.Conn) {
 		if reply == nil {
 			continue // moreToCome request: no reply
 		}
-		if _, err := nc.Write(reply); err != nil {
+		if _, err := st.w.Write(reply); err != nil || st.refuse != nil {
 			return
 		}
 		out = reply
@@ -95,7 +106,7 @@ func (l *Listener) serve(ctx context.Context, nc net.Conn) {
 
 // handleMsg runs one OP_MSG command and returns the encoded reply (nil when the client set
 // moreToCome, i.e. an unacknowledged write).
-func (l *Listener) handleMsg(ctx context.Context, cs *Conn, h wire.Header, msg, out []byte) ([]byte, error) {
+func (l *Listener) handleMsg(ctx context.Context, hd Handler, cs *Conn, h wire.Header, msg, out []byte) ([]byte, error) {
 	m, err := wire.ParseMsg(msg)
 	if err != nil {
 		if wire.IsConnectionFatal(err) {
@@ -107,7 +118,7 @@ func (l *Listener) handleMsg(ctx context.Context, cs *Conn, h wire.Header, msg, 
 	if err != nil {
 		return l.encodeMsgReply(out, h, l.h.ErrorReply(err))
 	}
-	reply, err := l.h.Handle(ctx, cs, body)
+	reply, err := hd.Handle(ctx, cs, body)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +145,7 @@ func (l *Listener) encodeMsgReply(out []byte, h wire.Header, reply bson.D) ([]by
 
 // handleQuery answers the legacy OP_QUERY handshake (hello/isMaster on admin.$cmd). Any
 // other OP_QUERY is refused as mongod 5.1+ does.
-func (l *Listener) handleQuery(ctx context.Context, cs *Conn, h wire.Header, msg, out []byte) ([]byte, error) {
+func (l *Listener) handleQuery(ctx context.Context, hd Handler, cs *Conn, h wire.Header, msg, out []byte) ([]byte, error) {
 	q, err := wire.ParseQuery(msg)
 	if err != nil {
 		return nil, err
@@ -151,7 +162,7 @@ func (l *Listener) handleQuery(ctx context.Context, cs *Conn, h wire.Header, msg
 		} else {
 			db, _, _ := strings.Cut(q.FullCollectionName, ".")
 			body = bsonval.Set(body, "$db", db)
-			if reply, err = l.h.Handle(ctx, cs, body); err != nil {
+			if reply, err = hd.Handle(ctx, cs, body); err != nil {
 				return nil, err
 			}
 		}
@@ -184,4 +195,14 @@ func decodeCommand(m wire.Msg) (bson.D, error) {
 		body = append(body, bson.E{Key: seq.Identifier, Value: arr})
 	}
 	return body, nil
+}
+
+// refuser answers every command with err (a connection refused after its first request).
+type refuser struct {
+	Handler
+	err error
+}
+
+func (r refuser) Handle(context.Context, *Conn, bson.D) (bson.D, error) {
+	return r.ErrorReply(r.err), nil
 }

@@ -2,6 +2,7 @@ package clientconn
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -21,10 +22,19 @@ type Listener struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	closing chan struct{}
+	tls     *tls.Config // nil: plain TCP
 }
 
+// Option configures a Listener.
+type Option func(*Listener)
+
+// WithTLS makes the listener speak TLS with cfg (which holds the server's certificate): a
+// plain client's first request is answered with SSLHandshakeFailed (141) and its connection
+// closed. Without it a TLS client's handshake gets a handshake_failure alert.
+func WithTLS(cfg *tls.Config) Option { return func(l *Listener) { l.tls = cfg } }
+
 // Listen binds addr (e.g. "127.0.0.1:0"), so Addr is known before Run.
-func Listen(addr string, h Handler, log *zap.Logger) (*Listener, error) {
+func Listen(addr string, h Handler, log *zap.Logger, opts ...Option) (*Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -32,7 +42,11 @@ func Listen(addr string, h Handler, log *zap.Logger) (*Listener, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Listener{ln: ln, h: h, log: log, conns: map[net.Conn]struct{}{}, closing: make(chan struct{})}, nil
+	l := &Listener{ln: ln, h: h, log: log, conns: map[net.Conn]struct{}{}, closing: make(chan struct{})}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // Addr is the address the listener is bound to.

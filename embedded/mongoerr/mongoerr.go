@@ -57,6 +57,10 @@ const (
 	UnknownReplWriteConcern   int32 = 79
 	TransactionTooOld         int32 = 225
 	NoMatchingDocument        int32 = 47
+	UserNotFound              int32 = 11
+	AuthenticationFailed      int32 = 18
+	SSLHandshakeFailed        int32 = 141
+	MechanismUnavailable      int32 = 334
 	// IDLUnknownField is mongod's (unnamed) code for a field a command's schema does not know.
 	IDLUnknownField int32 = 40415
 )
@@ -162,6 +166,14 @@ func Name(code int32) string {
 		return "TransactionTooOld"
 	case NoMatchingDocument:
 		return "NoMatchingDocument"
+	case UserNotFound:
+		return "UserNotFound"
+	case AuthenticationFailed:
+		return "AuthenticationFailed"
+	case SSLHandshakeFailed:
+		return "SSLHandshakeFailed"
+	case MechanismUnavailable:
+		return "MechanismUnavailable"
 	case 6:
 		return "HostUnreachable"
 	case 7:

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -68,6 +70,9 @@ func (c Config) Validate() error {
 	}
 	if c.MongoURI == "" {
 		if err := settings.CheckListenAddr(c.EmbeddedListen); err != nil {
+			return settings.Invalid("embedded-listen", "%w", err)
+		}
+		if err := checkLoopback(c.EmbeddedListen); err != nil {
 			return settings.Invalid("embedded-listen", "%w", err)
 		}
 		if err := embedded.CheckOplogSizeMB(c.EmbeddedOplogMB); err != nil {
@@ -226,4 +231,14 @@ func (c Retention) logFields() []zap.Field {
 		zap.Bool("retention", c.Enabled), zap.Duration("retention_interval", c.Interval),
 		zap.Int("retention_batch", c.Batch), zap.Int("retention_rate", c.Rate),
 	}
+}
+
+// checkLoopback refuses an in-process store address beyond loopback: that store has no
+// authentication (rollup mongod --auth is the one to share).
+func checkLoopback(addr string) error {
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("the in-process store has no authentication, so it listens on loopback only (127.0.0.1, ::1 or localhost), got %q; to share a store run rollup mongod --auth and pass its URI with --mongodb-uri", addr)
 }
