@@ -6,6 +6,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,7 @@ type Options struct {
 	Clock Clock
 	// Reloads asks for a reload (SIGHUP); Reload makes the new settings. A failed Reload is
 	// logged and counted, and the running settings stay.
-	Reloads <-chan struct{}
+	Reloads <-chan os.Signal
 	Reload  func() (Settings, error)
 
 	hooks hooks
@@ -63,7 +64,8 @@ type hooks struct {
 	// crashAfterSend, when it returns true, ends the flush after a 200 as a crash would:
 	// the record stays in the spool.
 	crashAfterSend func(Record) bool
-	// afterRound runs after each tick's sample-and-send and each retry.
+	// afterRound runs once Run has sent the spool at start, and after each tick's
+	// sample-and-send and each retry, when the timers of the next wait are set.
 	afterRound func()
 }
 
@@ -113,15 +115,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	schedule(a.flush(ctx))
 	tickC := a.clock.After(a.untilNext())
+	a.round()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-a.opts.Reloads:
-			a.reload()
-			tickC = a.clock.After(a.untilNext())
+			a.reload() // a new interval applies from the next boundary on
 		case <-retryC:
 			schedule(a.flush(ctx))
+			if ctx.Err() != nil {
+				return nil
+			}
 			a.round()
 		case <-tickC:
 			if !a.wait(ctx, a.jitter()) {
@@ -134,6 +139,9 @@ func (a *Agent) Run(ctx context.Context) error {
 				return nil
 			}
 			schedule(a.flush(ctx))
+			if ctx.Err() != nil {
+				return nil
+			}
 			tickC = a.clock.After(a.untilNext())
 			a.round()
 		}

@@ -54,7 +54,7 @@ func TestSpoolBoundAndOrder(t *testing.T) {
 	}{
 		{"in order", 10 * size, []Record{rec(0, time.Second), rec(1, time.Second), rec(2, time.Second)}, []string{"10:00", "10:05", "10:10"}, nil, nil},
 		{"out of order", 10 * size, []Record{rec(2, time.Second), rec(0, time.Second), rec(1, time.Second)}, []string{"10:00", "10:05", "10:10"}, nil, nil},
-		{"same tick twice, two observations", 10 * size, []Record{rec(0, 2 * time.Second), rec(0, time.Second)}, []string{"10:00", "10:00"}, nil, nil},
+		{"same tick twice, two observations", 10 * size, []Record{rec(0, 2*time.Second), rec(0, time.Second)}, []string{"10:00", "10:00"}, nil, nil},
 		{"full: oldest dropped", 2 * size, []Record{rec(0, time.Second), rec(1, time.Second), rec(2, time.Second), rec(3, time.Second)}, []string{"10:10", "10:15"}, []string{"10:00", "10:05"}, nil},
 		{"too large for the bound", size - 1, []Record{rec(0, time.Second)}, nil, nil, ErrTooLarge},
 	}
