@@ -102,10 +102,12 @@ type ConfigError struct {
 	Err   error
 }
 
+// Error names the file and the key.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("agent config %s: %s: %v", e.Path, e.Field, e.Err)
 }
 
+// Unwrap returns what is wrong with the value.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // LoadFile reads and validates the agent configuration at path, filling in defaults.
