@@ -6,6 +6,8 @@ require (
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/gameops/rollup/embedded v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.20.5
+	github.com/prometheus/client_model v0.6.1
+	github.com/prometheus/common v0.55.0
 	github.com/sourcegraph/conc v0.3.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 	go.uber.org/goleak v1.3.0
@@ -20,8 +22,6 @@ require (
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/prometheus/client_model v0.6.1 // indirect
-	github.com/prometheus/common v0.55.0 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect
 	github.com/xdg-go/pbkdf2 v1.0.0 // indirect
 	github.com/xdg-go/scram v1.2.0 // indirect

@@ -48,6 +48,7 @@ func commands() map[string]command {
 
 		"migrate": {summary: "apply or show schema migrations (up [--dry-run], status)", run: runMigrate},
 		"submit":  {summary: "send one tick's counts to a rollup server (for shell agents)", run: runSubmit},
+		"agent":   {summary: "run the ready-made agent: sources → on-disk spool → rollup, nothing lost (--config FILE)", run: runAgent},
 		"token":   {summary: "create or list a project's API tokens (create, list)", run: runToken},
 
 		"tree": {summary: "import, show or validate a project's tree (import FILE, show --project P, validate FILE)", run: runTree},

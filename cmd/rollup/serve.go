@@ -25,6 +25,7 @@ out with backoff, never fatal; only configuration errors end it (exit status 1).
 
 Examples:
   rollup serve --demo                                   # in memory, demo project, token and agents
+  rollup serve --demo --demo-agent                      # the same, the agents running 'rollup agent''s code
   rollup serve --data ./rollup-data                     # embedded store, durable
   rollup serve --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0' --listen :8080
 
@@ -47,6 +48,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.StringVar(&c.DataDir, "data", "rollup-data", "data directory of the embedded server")
 	fs.BoolVar(&c.Demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
 	fs.IntVar(&c.DemoAgents, "demo-agents", 20, "simulated agents in --demo")
+	fs.BoolVar(&c.DemoAgent, "demo-agent", false, "with --demo: run the simulated agents through 'rollup agent' (its sources, on-disk spool in a temporary directory, and sender)")
 	fs.StringVar(&c.EmbeddedListen, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
 	fs.IntVar(&c.EmbeddedOplogMB, "embedded-oplog-size-mb", embedded.DefaultOplogSizeMB, "the embedded server's retained oplog in MiB (see rollup mongod --oplog-size-mb)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")

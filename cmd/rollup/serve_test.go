@@ -52,6 +52,7 @@ func TestParseServeConfig(t *testing.T) {
 		{"bad listen from the file", []string{"--config", writeFile(t, "bad.yaml", "listen: nowhere\n")}, nil, nil,
 			[]string{"--listen (from config file", "line 1", "host:port"}},
 		{"bad log level", []string{"--log-level", "loud"}, nil, nil, []string{"--log-level (from flag)", `"loud"`}},
+		{"demo agent without the demo", []string{"--demo-agent"}, nil, nil, []string{"--demo-agent (from flag)", "add --demo"}},
 		{"bad demo agents", nil, map[string]string{"ROLLUP_DEMO_AGENTS": "0"}, nil, []string{"--demo-agents (from environment variable ROLLUP_DEMO_AGENTS)"}},
 		{"unparsable demo agents", nil, map[string]string{"ROLLUP_DEMO_AGENTS": "x"}, nil, []string{"--demo-agents (from environment variable ROLLUP_DEMO_AGENTS)"}},
 		{"bad database", []string{"--database", "a.b"}, nil, nil, []string{"--database (from flag)"}},

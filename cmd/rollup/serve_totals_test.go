@@ -93,14 +93,21 @@ func (b *lineBuffer) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // TestServeExportsTotals runs serve --demo in process and scrapes /metrics from outside, as
 // Prometheus does, until the demo project's last complete tick is exported complete: the
-// simulated agents report every leaf, so its completeness is 1 and its total positive.
+// simulated agents report every leaf, so its completeness is 1 and its total positive. With
+// --demo-agent the agents are package agent's (spooled backfill drained at start, then a
+// sample every 15 s), and the result must be the same.
 func TestServeExportsTotals(t *testing.T) {
+	t.Run("agentsim", func(t *testing.T) { checkServeExportsTotals(t) })
+	t.Run("demo-agent", func(t *testing.T) { checkServeExportsTotals(t, "--demo-agent") })
+}
+
+func checkServeExportsTotals(t *testing.T, extra ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout := newLineBuffer()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, &env{stdout: stdout, stderr: io.Discard}, []string{"serve", "--demo", "--listen", "127.0.0.1:0",
-			"--log-level", "error", "--totals-refresh", "1s", "--totals-groups", "demo"})
+		done <- run(ctx, &env{stdout: stdout, stderr: io.Discard}, append([]string{"serve", "--demo", "--listen", "127.0.0.1:0",
+			"--log-level", "error", "--totals-refresh", "1s", "--totals-groups", "demo"}, extra...))
 		_ = stdout.w.Close()
 	}()
 	defer func() {

@@ -24,11 +24,14 @@ import (
 // Config is the configuration of serve. Its settings are named like serve's flags, and
 // Validate's errors name them so (settings.Invalid).
 type Config struct {
-	MongoURI       string // "" starts the embedded server
-	Database       string
-	DataDir        string // the embedded server's data directory (unused with Demo)
-	Demo           bool   // embedded server in memory, a demo project, its token and simulated agents
-	DemoAgents     int
+	MongoURI   string // "" starts the embedded server
+	Database   string
+	DataDir    string // the embedded server's data directory (unused with Demo)
+	Demo       bool   // embedded server in memory, a demo project, its token and simulated agents
+	DemoAgents int
+	// DemoAgent runs the demo's simulated agents through package agent (the code of 'rollup
+	// agent': sources, on-disk spool, sender) instead of package agentsim's direct sends.
+	DemoAgent      bool
 	EmbeddedListen string // the embedded server's address
 	// EmbeddedOplogMB is the embedded server's retained oplog in MiB (embedded.CheckOplogSizeMB).
 	EmbeddedOplogMB int
@@ -49,6 +52,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Demo && c.MongoURI != "":
 		return settings.Invalid("mongodb-uri", "--demo runs on the embedded server: unset --mongodb-uri (or drop --demo)")
+	case c.DemoAgent && !c.Demo:
+		return settings.Invalid("demo-agent", "runs the --demo agents: add --demo (or drop --demo-agent)")
 	case c.DemoAgents < 1:
 		return settings.Invalid("demo-agents", "must be at least 1, got %d", c.DemoAgents)
 	case c.MongoURI == "" && !c.Demo && c.DataDir == "":
@@ -109,7 +114,7 @@ func (c Config) LogFields() []zap.Field {
 	}
 	return append([]zap.Field{
 		zap.String("mongodb_uri", uri), zap.String("database", c.Database), zap.String("data", c.DataDir),
-		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.String("embedded_listen", c.EmbeddedListen),
+		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.Bool("demo_agent", c.DemoAgent), zap.String("embedded_listen", c.EmbeddedListen),
 		zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
 	}, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }

@@ -30,12 +30,18 @@ type demo struct {
 	token   string
 	tree    *tree.Tree
 	sim     *agentsim.Sim
+	// viaAgent runs the simulated agents through package agent (spool and all): see
+	// runViaAgent.
+	viaAgent bool
+	agents   int
+	baseURL  string
+	log      *zap.Logger
 }
 
 // demoBackfill is how many past ticks the demo agents report at start (three hours).
 const demoBackfill = 36
 
-func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, agents int, log *zap.Logger) (*demo, error) {
+func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
 	nodes := tree.Generate(demoProject, demoGroups, demoServers, demoProcesses)
 	t, err := tree.Build(demoProject, nodes)
 	if err != nil {
@@ -66,8 +72,13 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 		Seed:     1,
 		Logger:   log,
 	})
-	return &demo{project: demoProject, token: token, tree: t, sim: sim}, nil
+	return &demo{project: demoProject, token: token, tree: t, sim: sim, viaAgent: viaAgent, agents: agents, baseURL: baseURL, log: log}, nil
 }
 
 // Run runs the simulated agents until ctx is done.
-func (d *demo) Run(ctx context.Context) error { return d.sim.Run(ctx) }
+func (d *demo) Run(ctx context.Context) error {
+	if d.viaAgent {
+		return d.runViaAgent(ctx)
+	}
+	return d.sim.Run(ctx)
+}

@@ -194,7 +194,7 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 			if !waitFor(ctx, migrated) {
 				return nil
 			}
-			demo, err := startDemo(ctx, db, trees, baseURL, cfg.DemoAgents, log.Named("demo"))
+			demo, err := startDemo(ctx, db, trees, baseURL, cfg.DemoAgents, cfg.DemoAgent, log.Named("demo"))
 			if err != nil || demo == nil {
 				return err
 			}

@@ -72,6 +72,8 @@ type FlagSet struct {
 	usage    string
 	sources  map[string]string
 	flagOnly map[string]bool
+	// ownConfig: --config names the command's own file (OwnConfig), not a file of settings.
+	ownConfig bool
 }
 
 // New returns the flag set of the subcommand name with --config defined: errors and --help
@@ -93,6 +95,15 @@ func (fs *FlagSet) FlagOnly(names ...string) {
 	for _, n := range names {
 		fs.flagOnly[n] = true
 	}
+}
+
+// OwnConfig makes --config (or ROLLUP_CONFIG) name a file the command reads itself, in its
+// own format (rollup agent's YAML of sources): the flag set reads no settings from it, and
+// the other flags are set by the command line or the environment only. usage replaces the
+// flag's help text.
+func (fs *FlagSet) OwnConfig(usage string) {
+	fs.ownConfig = true
+	fs.Lookup(ConfigFlag).Usage = usage
 }
 
 // Parse parses args, which must be flags only, then applies the environment and the file.
@@ -185,7 +196,7 @@ func (fs *FlagSet) apply(lookupEnv LookupEnv) error {
 	}
 	path := fs.Lookup(ConfigFlag).Value.String()
 	var file []fileSetting
-	if path != "" {
+	if path != "" && !fs.ownConfig {
 		var err error
 		if file, err = readConfigFile(path); err != nil {
 			return err
@@ -259,7 +270,11 @@ func (fs *FlagSet) printUsage() {
 		}
 		b.WriteByte('\n')
 	}
-	b.WriteString("\n" + sourcesHelp)
+	if fs.ownConfig {
+		b.WriteString("\nEvery flag marked \"env\" can also be set by that environment variable.\nPrecedence: flag > environment > default.\n")
+	} else {
+		b.WriteString("\n" + sourcesHelp)
+	}
 	_, _ = io.WriteString(fs.out, b.String())
 }
 

@@ -322,3 +322,41 @@ func TestCheckListenAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnConfig: with OwnConfig, --config (or ROLLUP_CONFIG) is the command's own file: a file
+// no settings parser could read is not read, the other flags still come from the environment,
+// and --help says so.
+func TestOwnConfig(t *testing.T) {
+	own := writeFile(t, "agent.yaml", "sources:\n  - name: x\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"--config", []string{"--config", own}, map[string]string{"ROLLUP_A_STRING": "env"}},
+		{"ROLLUP_CONFIG", nil, map[string]string{"ROLLUP_CONFIG": own, "ROLLUP_A_STRING": "env"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFlags()
+			f.fs.OwnConfig("the agent's YAML file")
+			if err := f.fs.Parse(tc.args, mapEnv(tc.env)); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.fs.Lookup(ConfigFlag).Value.String(); got != own {
+				t.Errorf("--config = %q, want %q", got, own)
+			}
+			if f.str != "env" {
+				t.Errorf("a-string = %q, want env", f.str)
+			}
+		})
+	}
+	var out strings.Builder
+	fs := New("x", "usage: rollup x\n", &out)
+	fs.OwnConfig("the agent's YAML file")
+	if err := fs.Parse([]string{"--help"}, mapEnv(nil)); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(out.String(), "the agent's YAML file") || strings.Contains(out.String(), "> file >") {
+		t.Errorf("help:\n%s", out.String())
+	}
+}
