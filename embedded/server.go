@@ -49,6 +49,7 @@ type Server struct {
 	cursors  *cursorRegistry
 	sessions *sessionRegistry
 	fail     *failPoints
+	turns    *writeTurns
 
 	cmdOnce  sync.Once
 	cmdTable map[string]commandSpec
@@ -96,6 +97,7 @@ func New(cfg Config) (*Server, error) {
 		cursors:   newCursorRegistry(),
 		sessions:  newSessionRegistry(),
 		fail:      newFailPoints(),
+		turns:     newWriteTurns(),
 		processID: bson.NewObjectID(),
 		startTime: time.Now(),
 		closing:   make(chan struct{}),
