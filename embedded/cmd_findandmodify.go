@@ -109,7 +109,13 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	}
 	var value any
 	lastErr := bson.D{}
+	turn, err := s.turns.take(ctx, 1)
+	if err != nil {
+		return result{}, err
+	}
+	defer turn()
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		turn() // under the lock: see writeTurns
 		target, err := findOne(&w.Reader, r.db, a.collection, a.q, a.filter, a.sort)
 		if err != nil {
 			return err

@@ -63,6 +63,7 @@ type Server struct {
 	sessions *sessionRegistry
 	fail     *failPoints
 	users    *userStore
+	turns    *writeTurns
 
 	cmdOnce  sync.Once
 	cmdTable map[string]commandSpec
@@ -118,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 		cursors:   newCursorRegistry(),
 		sessions:  newSessionRegistry(),
 		fail:      newFailPoints(),
+		turns:     newWriteTurns(),
 		processID: bson.NewObjectID(),
 		startTime: time.Now(),
 		closing:   make(chan struct{}),

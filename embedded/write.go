@@ -59,7 +59,13 @@ func (t *writeTotals) add(i int, o stmtOutcome) {
 func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered bool, run func(w *storage.Writer, i int) (stmtOutcome, error)) (writeTotals, bson.Timestamp, bson.A, error) {
 	var tot writeTotals
 	var writeErrors bson.A
+	turn, err := s.turns.take(ctx, n)
+	if err != nil {
+		return tot, bson.Timestamp{}, nil, err
+	}
+	defer turn()
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
+		turn() // under the lock: see writeTurns
 		for i := range n {
 			if o, ok := r.retry.done(i); ok {
 				tot.add(i, o)

@@ -1,0 +1,152 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/gameops/rollup/embedded/storage"
+)
+
+// TestSmallWriteSkipsLargeWriteQueue: while the engine's write lock is held, eight large
+// insert commands (more than largeWrite documents each) arrive one after the other, then a
+// one-document insert; once the lock is free, the small insert is applied after at most one of
+// the large commands, not after all eight (the order is the oplog's). Without write turns every
+// queued command waits for every one queued before it, so a watcher's parents waited for every
+// leaf batch of every serve instance. Arrivals are observed from the goroutine stacks: a
+// command is queued once its handler is blocked in writeStatements.
+func TestSmallWriteSkipsLargeWriteQueue(t *testing.T) {
+	s, c := startInternal(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	coll := c.Database("turns").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "first"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A client per command, connected beforehand: a new connection's handshake reads the
+	// engine, which waits while the test holds the write lock.
+	const large = 8
+	colls := make([]*mongo.Collection, large+1)
+	for i := range colls {
+		ci, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetHeartbeatInterval(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ci.Disconnect(context.Background()) })
+		colls[i] = ci.Database("turns").Collection("c")
+		if err := colls[i].Database().RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := s.engine.LastOpTime()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failure before the end must not leave the lock held
+	holdDone := make(chan error, 1)
+	go func() {
+		_, err := s.engine.Write(ctx, func(*storage.Writer) error {
+			close(held)
+			<-release
+			return nil
+		})
+		holdDone <- err
+	}()
+	<-held
+	errs := make(chan error, large+1)
+	for i := range large {
+		docs := make([]any, largeWrite+1)
+		for j := range docs {
+			docs[j] = bson.D{{Key: "_id", Value: fmt.Sprintf("L%d-%d", i, j)}}
+		}
+		go func() {
+			_, err := colls[i].InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+			errs <- err
+		}()
+		waitQueuedWrites(t, i+1) // one at a time: their arrival order is known
+	}
+	go func() {
+		_, err := colls[large].InsertOne(ctx, bson.D{{Key: "_id", Value: "small"}})
+		errs <- err
+	}()
+	waitQueuedWrites(t, large+1)
+	free()
+	for range large + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-holdDone; err != nil {
+		t.Fatal(err)
+	}
+
+	before := map[string]bool{} // large commands with a document applied before the small one
+	found := false
+	for _, re := range s.engine.OplogAfterRaw(start, 0) {
+		e, err := re.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Coll != "c" || e.Op != storage.OpInsert {
+			continue
+		}
+		id, _ := e.DocKey[0].Value.(string)
+		if id == "small" {
+			found = true
+			break
+		}
+		before[strings.SplitN(id, "-", 2)[0]] = true
+	}
+	if !found {
+		t.Fatal("the small insert is not in the oplog")
+	}
+	if len(before) > 1 {
+		t.Fatalf("the small insert was applied after %d large commands queued before it (%v), want at most 1", len(before), before)
+	}
+}
+
+// waitQueuedWrites waits until n write commands are blocked in writeStatements: waiting for
+// the engine's write lock (which the test holds) or for their turn.
+func waitQueuedWrites(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		for {
+			m := runtime.Stack(buf, true)
+			if m < len(buf) {
+				buf = buf[:m]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		got := 0
+		for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+			header, _, _ := bytes.Cut(g, []byte("\n"))
+			blocked := bytes.Contains(header, []byte("[sync.Mutex.Lock")) || bytes.Contains(header, []byte("[sync.RWMutex.Lock")) ||
+				bytes.Contains(header, []byte("[select")) || bytes.Contains(header, []byte("[chan send"))
+			if blocked && bytes.Contains(g, []byte("embedded.(*Server).writeStatements(")) {
+				got++
+			}
+		}
+		buf = buf[:cap(buf)]
+		if got == n {
+			return
+		}
+		if got > n || time.Now().After(deadline) {
+			t.Fatalf("%d write commands queued, want %d", got, n)
+		}
+		pause := time.NewTimer(time.Millisecond)
+		<-pause.C
+	}
+}
