@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/internal/hist"
 )
 
 // Stats are the writer's counters since New, for the metrics layer.

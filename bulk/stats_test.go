@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/internal/hist"
 )
 
 // TestStats drives a writer through the store (and fail points) and checks its counters.

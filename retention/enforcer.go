@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/lease"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
 )

@@ -14,8 +14,8 @@ import (
 
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"

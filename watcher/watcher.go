@@ -103,7 +103,7 @@ func isHistoryLost(err error) bool {
 //
 // Partitions: each partition runs its own stream and checkpoint as described above, all at
 // once; a permanent failure of one stops the others. With Options.Leases, Run instead runs
-// only the partitions whose lease it holds (see runLeased in lease_run.go).
+// only the partitions whose lease it holds (see runLeased in leased.go).
 //
 // Status (Options.Status) is ready when every partition this instance leads has a stream
 // that made progress since its last failure and every other partition is held by another

@@ -19,10 +19,10 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/hist"
 	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/metrics"
-	"github.com/gameops/rollup/metrics/hist"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"

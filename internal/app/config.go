@@ -12,7 +12,7 @@ import (
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/internal/settings"
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/tree"
