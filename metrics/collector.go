@@ -210,7 +210,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(d.bulkReissued, s.Reissued)
 		counter(d.bulkConflicts, s.Conflicts)
-		for _, cl := range []bulk.Class{bulk.ClassUnknownOutcome, bulk.ClassWriteConcern} {
+		for _, cl := range []store.Class{store.ClassUnknownOutcome, store.ClassWriteConcern} {
 			counter(d.bulkRetries, s.Retries[cl], cl.String())
 		}
 		for cl, n := range s.Failures {

@@ -75,7 +75,7 @@ func exportedMetrics(t *testing.T) (names map[string]bool, families []string) {
 		},
 		Bulk: func() bulk.Stats {
 			return bulk.Stats{Batches: 1, BatchOps: h, Items: map[bulk.Outcome]int64{bulk.OutcomeApplied: 1},
-				Retries: map[bulk.Class]int64{}, Failures: map[bulk.Class]int64{bulk.ClassUnknownOutcome: 1}}
+				Retries: map[store.Class]int64{}, Failures: map[store.Class]int64{store.ClassUnknownOutcome: 1}}
 		},
 		Watcher: func() watcher.Stats { return watcher.Stats{Events: 1, LastEventTime: now} },
 		Progress: func() watcher.Progress {
