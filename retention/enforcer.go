@@ -98,7 +98,7 @@ type Enforcer struct {
 	log       *zap.Logger
 	overrides Store
 	horizons  store.Horizons
-	tiers     map[store.Tier]tierDocs
+	tiers     map[store.Tier]store.TierDocs
 	pace      pacer
 
 	leader   atomic.Bool
@@ -131,9 +131,9 @@ type tierState struct {
 func New(db *mongo.Database, opts Options, log *zap.Logger) *Enforcer {
 	opts = opts.withDefaults()
 	e := &Enforcer{db: db, opts: opts, log: log, overrides: NewStore(db), horizons: store.NewHorizons(db),
-		tiers: map[store.Tier]tierDocs{}, pace: pacer{rate: opts.Rate}, state: map[tierKey]*tierState{}, invalid: map[string]string{}}
+		tiers: map[store.Tier]store.TierDocs{}, pace: pacer{rate: opts.Rate}, state: map[tierKey]*tierState{}, invalid: map[string]string{}}
 	for _, t := range store.Tiers() {
-		e.tiers[t] = newTierDocs(db, t)
+		e.tiers[t] = store.NewTierDocs(db, t)
 		e.deleted.Store(t, new(atomic.Int64))
 	}
 	return e
@@ -325,7 +325,7 @@ func (e *Enforcer) project(ctx context.Context, project string, pol Policy, hz s
 		}
 		due := Horizon(t, period, now)
 		target, blockedAt := due, time.Time{}
-		if built, ok := Built(t); ok && built != store.Tier5m {
+		if built, ok := store.Built(t); ok && built != store.Tier5m {
 			// 5-minute parents are written by the watcher as the leaves arrive; the hourly
 			// and daily summaries may be missing (history from before they existed).
 			start := hz.Of(t)
@@ -349,7 +349,7 @@ func (e *Enforcer) project(ctx context.Context, project string, pol Policy, hz s
 		}
 		st := e.update(k, func(st *tierState) {
 			if !st.blockedAt.Equal(blockedAt) && !blockedAt.IsZero() {
-				built, _ := Built(t)
+				built, _ := store.Built(t)
 				e.log.Warn("retention held back: the tier built from these documents has no summary yet; "+
 					"build it with 'rollup replay' over the window, then retention goes on",
 					zap.String("project", project), zap.String("tier", string(t)), zap.String("built", string(built)),
@@ -374,14 +374,14 @@ func (e *Enforcer) project(ctx context.Context, project string, pol Policy, hz s
 // Callers start from no earlier than the built tier's own horizon: its summaries before it
 // may have been deleted by its own retention, so nothing needs the sources there.
 func (e *Enforcer) covered(ctx context.Context, project string, src, built store.Tier, from, to time.Time) (time.Time, error) {
-	size := Bucket(built)
+	size := store.Bucket(built)
 	for cursor := from; cursor.Before(to); {
-		ts, ok, err := e.tiers[src].oldest(ctx, project, cursor, to)
+		ts, ok, err := e.tiers[src].Oldest(ctx, project, cursor, to)
 		if err != nil || !ok {
 			return to, err
 		}
 		b := ts.Truncate(size)
-		has, err := e.tiers[built].at(ctx, project, b)
+		has, err := e.tiers[built].At(ctx, project, b)
 		if err != nil {
 			return from, err
 		}
@@ -408,7 +408,7 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 	var total int64
 	logged := time.Now()
 	for {
-		ids, first, last, err := docs.batch(ctx, k.project, from, h, e.opts.Batch)
+		ids, first, last, err := docs.Batch(ctx, k.project, from, h, e.opts.Batch)
 		if err != nil {
 			return total, err
 		}
@@ -426,7 +426,7 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 		if !last.Before(h) { // the find's bound, checked again: never delete at or after h
 			return total, fmt.Errorf("find expired documents of %s: the store returned one at %s, not before the horizon %s", k.project, last.Format(time.RFC3339), h.Format(time.RFC3339))
 		}
-		n, err := docs.remove(ctx, k.project, ids, first, last)
+		n, err := docs.Remove(ctx, k.project, ids, first, last)
 		total += n
 		counter.(*atomic.Int64).Add(n)
 		if err != nil {
