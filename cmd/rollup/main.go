@@ -58,6 +58,7 @@ func commands() map[string]command {
 		"verify": {summary: "check a project's rollups for a time window; exit 1 on any violation", run: runVerify},
 
 		"retention": {summary: "show or change how long each tier is kept (show, set, clear)", run: runRetention},
+		"version":   {summary: "print the module version and VCS revision of this binary", run: runVersion},
 	}
 }
 
