@@ -109,7 +109,7 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 	case c.sub == "validate":
 		return c, nil // a file alone: no deployment
 	}
-	return c, c.store.required(fs, "tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+	return c, c.store.required(fs, "tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); "+
 		"'rollup tree validate FILE' checks a file without one")
 }
 
