@@ -28,3 +28,18 @@ func Context(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// WaitFor polls cond every 5 ms until it holds, and fails t naming what it waited for if
+// Deadline(t) passes first. It is for conditions nothing signals (a stored document, another
+// process's state), never a substitute for a signal the test could wait on.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := Deadline(t)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		tm := time.NewTimer(5 * time.Millisecond) // a bounded poll interval
+		<-tm.C
+	}
+}
