@@ -22,9 +22,10 @@ import (
 )
 
 // outage is how long the watcher-level outages last (the serve tests hold them 60 s).
-const outage = 15 * time.Second
+// outage is how long TestRunRidesOutOutages holds each fault (3 s under -short).
+var outage = testctx.Window(15*time.Second, 3*time.Second)
 
-// TestRunRidesOutOutages holds a fault on the watcher's commands for 15 s while leaves keep
+// TestRunRidesOutOutages holds a fault on the watcher's commands for outage (15 s) while leaves keep
 // arriving (written by another client): NotWritablePrimary on every write, as in an election,
 // and closeConnection on every command. Run never returns; its status turns not ready, naming
 // the failure, and ready again after; the store sees a bounded number of commands (backoff);

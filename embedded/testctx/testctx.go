@@ -43,3 +43,13 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		<-tm.C
 	}
 }
+
+// Window is how long a test holds a fixed window (a fault, an outage, a wait that proves
+// nothing happens): full normally, short under go test -short. Tests name their windows as
+// package variables set from it, so every fixed wait of a package is in one place.
+func Window(full, short time.Duration) time.Duration {
+	if testing.Short() {
+		return short
+	}
+	return full
+}

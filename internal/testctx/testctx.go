@@ -21,3 +21,6 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	etestctx.WaitFor(t, what, cond)
 }
+
+// Window is full normally and short under go test -short (embedded/testctx.Window).
+func Window(full, short time.Duration) time.Duration { return etestctx.Window(full, short) }
