@@ -151,7 +151,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	var held lease.Lease
 	var renewAt, nextPass time.Time
 	failures := 0
-	var logged time.Time
+	var warn retry.Throttle
 	defer func() {
 		if e.leader.Load() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -218,9 +218,8 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		case err != nil:
 			failures++
 			e.opts.Status.NotReady("retention: " + err.Error())
-			if time.Since(logged) >= 30*time.Second {
+			if warn.Allow(time.Now()) {
 				e.log.Warn("retention pass failed; retrying", zap.Int("attempt", failures), zap.Error(err))
-				logged = time.Now()
 			}
 			if e.opts.Backoff.Wait(ctx, failures) != nil {
 				return nil
@@ -406,7 +405,8 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 	docs := e.tiers[k.tier]
 	counter, _ := e.deleted.Load(k.tier)
 	var total int64
-	logged := time.Now()
+	progress := retry.Throttle{Every: progressEvery}
+	progress.Allow(time.Now()) // the first progress line comes progressEvery after the start
 	for {
 		ids, first, last, err := docs.Batch(ctx, k.project, from, h, e.opts.Batch)
 		if err != nil {
@@ -434,10 +434,9 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 		}
 		from = last
 		e.update(k, func(st *tierState) { st.through = last })
-		if time.Since(logged) >= progressEvery {
+		if progress.Allow(time.Now()) {
 			e.log.Info("deleting expired documents", zap.String("project", k.project), zap.String("tier", string(k.tier)),
 				zap.Int64("deleted", total), zap.Time("at", last), zap.Time("horizon", h))
-			logged = time.Now()
 		}
 		if len(ids) < e.opts.Batch {
 			break

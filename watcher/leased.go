@@ -145,7 +145,7 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 
 	interval := w.opts.LeaseTTL / 3
 	failures := 0
-	var logged time.Time
+	var warn retry.Throttle
 	for ctx.Err() == nil && failed == nil {
 		if pause := knobs.BeforeLeaseRound; pause != nil {
 			pause()
@@ -220,9 +220,8 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 			failures++
 			wait = min(interval, w.opts.Backoff.Delay(failures))
 			w.leaders.block("lease store: " + roundErr.Error())
-			if time.Since(logged) >= 30*time.Second {
+			if warn.Allow(time.Now()) {
 				w.log.Warn("lease round failed; retrying", zap.Int("attempt", failures), zap.Error(roundErr))
-				logged = time.Now()
 			}
 		} else if tried {
 			if failures > 0 {

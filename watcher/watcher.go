@@ -167,7 +167,7 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 		return err
 	}
 	attempt := 0
-	var logged time.Time
+	var warn retry.Throttle
 	for {
 		s.progress = false
 		err := w.runStream(ctx, work, s)
@@ -197,10 +197,9 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 		attempt++
 		w.failing(err)
 		delay := w.opts.Backoff.Delay(attempt)
-		if attempt == 1 || time.Since(logged) >= 30*time.Second {
+		if warn.Allow(time.Now()) || attempt == 1 {
 			w.log.Warn("watcher failed; restarting from the last safe position",
 				zap.Int("attempt", attempt), zap.Duration("backoff", delay), zap.Error(err))
-			logged = time.Now()
 		}
 		if s.token != nil {
 			s.resume = s.token
