@@ -147,67 +147,12 @@ var errLeaseLost = errors.New("retention lease lost")
 // passes and between batches. Store errors are retried with backoff for as long as ctx lives
 // (reported on Options.Status); only permanent ones (retry.IsPermanent) end it.
 func (e *Enforcer) Run(ctx context.Context) error {
-	leases := lease.NewLeases(e.db, e.opts.Owner, e.opts.LeaseTTL, nil)
-	var held lease.Lease
-	var renewAt, nextPass time.Time
+	r := &leadership{e: e, h: lease.NewLeases(e.db, e.opts.Owner, e.opts.LeaseTTL, nil).Holder(LeaseID, 0, nil)}
+	defer r.release(ctx)
 	failures := 0
 	var warn retry.Throttle
-	defer func() {
-		if e.leader.Load() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := leases.Release(rctx, held); err != nil {
-				e.log.Warn("could not release the retention lease; a standby takes over when it expires", zap.Error(err))
-			}
-			e.leader.Store(false)
-		}
-	}()
-	keep := func(ctx context.Context) error {
-		if !e.leader.Load() {
-			return errLeaseLost
-		}
-		if time.Now().Before(renewAt) {
-			return nil
-		}
-		l, ok, err := leases.Renew(ctx, held)
-		switch {
-		case err != nil && time.Now().After(held.Expires):
-			e.leader.Store(false)
-			return err
-		case err != nil:
-			return err
-		case !ok:
-			e.leader.Store(false)
-			return errLeaseLost
-		}
-		held, renewAt = l, time.Now().Add(e.opts.LeaseTTL/3)
-		return nil
-	}
 	for ctx.Err() == nil {
-		err := func() error {
-			if !e.leader.Load() {
-				l, ok, err := leases.Acquire(ctx, LeaseID)
-				if err != nil || !ok {
-					return err
-				}
-				held, renewAt, nextPass = l, time.Now().Add(e.opts.LeaseTTL/3), time.Now()
-				e.leader.Store(true)
-				e.log.Info("enforcing retention", zap.String("owner", e.opts.Owner), zap.Int64("term", l.Term))
-			}
-			if err := keep(ctx); err != nil {
-				return err
-			}
-			if time.Now().Before(nextPass) {
-				return nil
-			}
-			rep, err := e.pass(ctx, keep)
-			if err != nil {
-				return err
-			}
-			nextPass = time.Now().Add(e.opts.Interval)
-			e.logPass(rep)
-			return nil
-		}()
+		err := r.step(ctx)
 		switch {
 		case ctx.Err() != nil:
 		case errors.Is(err, errLeaseLost):
@@ -232,11 +177,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 			failures = 0
 			e.opts.Status.Ready()
 		}
-		wait := e.opts.LeaseTTL / 3
-		if e.leader.Load() {
-			wait = min(time.Until(nextPass), time.Until(renewAt))
-		}
-		t := time.NewTimer(max(wait, 0))
+		t := time.NewTimer(max(r.next(), 0))
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -244,6 +185,88 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
+}
+
+// leadership is the enforcer's hold of the retention lease: when to renew it and when the
+// next pass is due.
+type leadership struct {
+	e                 *Enforcer
+	h                 *lease.Holder
+	renewAt, nextPass time.Time
+}
+
+// step takes the lease if it is free, keeps it, and runs a pass when one is due.
+func (r *leadership) step(ctx context.Context) error {
+	e := r.e
+	if !e.leader.Load() {
+		if ok, err := r.h.Acquire(ctx); err != nil || !ok {
+			return err
+		}
+		r.renewAt, r.nextPass = time.Now().Add(e.opts.LeaseTTL/3), time.Now()
+		e.leader.Store(true)
+		e.log.Info("enforcing retention", zap.String("owner", e.opts.Owner), zap.Int64("term", r.h.Lease().Term))
+	}
+	if err := r.keep(ctx); err != nil {
+		return err
+	}
+	if time.Now().Before(r.nextPass) {
+		return nil
+	}
+	rep, err := e.pass(ctx, r.keep)
+	if err != nil {
+		return err
+	}
+	r.nextPass = time.Now().Add(e.opts.Interval)
+	e.logPass(rep)
+	return nil
+}
+
+// keep renews the lease when a renewal is due; errLeaseLost once it is lost (taken over, or
+// expired while the store failed).
+func (r *leadership) keep(ctx context.Context) error {
+	e := r.e
+	if !e.leader.Load() {
+		return errLeaseLost
+	}
+	if time.Now().Before(r.renewAt) {
+		return nil
+	}
+	ok, err := r.h.Renew(ctx)
+	switch {
+	case err != nil && time.Now().After(r.h.Lease().Expires):
+		r.h.Drop()
+		e.leader.Store(false)
+		return err
+	case err != nil:
+		return err
+	case !ok:
+		e.leader.Store(false)
+		return errLeaseLost
+	}
+	r.renewAt = time.Now().Add(e.opts.LeaseTTL / 3)
+	return nil
+}
+
+// next is how long until the next step: the next renewal or pass while leading, else the
+// next try to take the lease (LeaseTTL/3).
+func (r *leadership) next() time.Duration {
+	if r.e.leader.Load() {
+		return min(time.Until(r.nextPass), time.Until(r.renewAt))
+	}
+	return r.e.opts.LeaseTTL / 3
+}
+
+// release gives the lease back at the end of Run, so a standby takes over at once.
+func (r *leadership) release(ctx context.Context) {
+	if !r.e.leader.Load() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.h.Release(rctx); err != nil {
+		r.e.log.Warn("could not release the retention lease; a standby takes over when it expires", zap.Error(err))
+	}
+	r.e.leader.Store(false)
 }
 
 // PassReport is what one pass did.

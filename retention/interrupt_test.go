@@ -83,7 +83,7 @@ func TestFaultMidBatch(t *testing.T) {
 	// The fault lasts: every delete of the enforcer fails.
 	stop := start(t, enf)
 	testctx.WaitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
-	faultFor := testctx.Window(20*time.Second, 2*time.Second)
+	faultFor := testctx.Window{Full: 20 * time.Second, Short: 2 * time.Second}.D()
 	proxy.ResetStats()
 	began := time.Now()
 	testctx.WaitFor(t, "the fault to last", func() bool { return time.Since(began) >= faultFor })

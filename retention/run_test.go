@@ -169,7 +169,7 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 		Now: func() time.Time { return t0 }, Rate: retention.Unlimited, Status: tr,
 		Backoff: retry.Backoff{Base: 50 * time.Millisecond, Max: time.Second}}, zaptest.NewLogger(t))
 	stop := start(t, enf)
-	faultFor := testctx.Window(30*time.Second, 3*time.Second)
+	faultFor := testctx.Window{Full: 30 * time.Second, Short: 3 * time.Second}.D()
 	testctx.WaitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
 	proxy.ResetStats()
 	began := time.Now()

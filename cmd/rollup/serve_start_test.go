@@ -46,7 +46,7 @@ func directDB(t *testing.T, addr, name string) *mongo.Database {
 }
 
 // storeAway is how long TestServeStartsBeforeStore keeps the store away (2 s under -short).
-var storeAway = testctx.Window(10*time.Second, 2*time.Second)
+var storeAway = testctx.Window{Full: 10 * time.Second, Short: 2 * time.Second}
 
 // TestServeStartsBeforeStore starts serve against an address where nothing listens: its HTTP
 // port answers at once (/healthz 200, /readyz 503 naming what waits, ingest 503 with
@@ -85,7 +85,7 @@ func TestServeStartsBeforeStore(t *testing.T) {
 		t.Fatalf("submission with the store down = %v, want 503 with Retry-After", err)
 	}
 	// The store stays away for storeAway: serve keeps answering and waiting.
-	for start := time.Now(); time.Since(start) < storeAway; {
+	for start := time.Now(); time.Since(start) < storeAway.D(); {
 		if err, done := s.exited(); done {
 			t.Fatalf("serve exited while waiting for the store: %v", err)
 		}

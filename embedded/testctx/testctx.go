@@ -45,11 +45,15 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // Window is how long a test holds a fixed window (a fault, an outage, a wait that proves
-// nothing happens): full normally, short under go test -short. Tests name their windows as
-// package variables set from it, so every fixed wait of a package is in one place.
-func Window(full, short time.Duration) time.Duration {
+// nothing happens): Full normally, Short under go test -short. Tests name their windows as
+// package variables of this type, so every fixed wait of a package is in one place; D reads
+// the flag when the test runs (not at package initialization, before flags are parsed).
+type Window struct{ Full, Short time.Duration }
+
+// D is the window's length in this run.
+func (w Window) D() time.Duration {
 	if testing.Short() {
-		return short
+		return w.Short
 	}
-	return full
+	return w.Full
 }

@@ -17,14 +17,3 @@ func Layers() [][]string {
 		{"cmd/rollup"},
 	}
 }
-
-// floorOf maps each package of Layers to its floor.
-func floorOf() map[string]int {
-	m := map[string]int{}
-	for i, floor := range Layers() {
-		for _, p := range floor {
-			m[p] = i
-		}
-	}
-	return m
-}

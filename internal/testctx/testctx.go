@@ -22,5 +22,6 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 	etestctx.WaitFor(t, what, cond)
 }
 
-// Window is full normally and short under go test -short (embedded/testctx.Window).
-func Window(full, short time.Duration) time.Duration { return etestctx.Window(full, short) }
+// Window is a fixed window of a test: Full normally, Short under -short
+// (embedded/testctx.Window).
+type Window = etestctx.Window
