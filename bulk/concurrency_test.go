@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // TestConcurrentAgents: many agents submit overlapping keys with random versions at once,
@@ -128,7 +130,7 @@ func TestBackpressure(t *testing.T) {
 		r, err := w.Submit(context.Background(), []Item{item("a", 1, 1), item("b", 1, 1), item("c", 1, 1), item("d", 1, 1)})
 		first <- answer{r, err}
 	}()
-	pollUntil(t, func() bool { return e.proxy.Stats().Commands["update"] >= 1 }) // first batch is blocked in the store
+	testctx.WaitFor(t, "the first update to reach the store", func() bool { return e.proxy.Stats().Commands["update"] >= 1 }) // first batch is blocked in the store
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -140,7 +142,7 @@ func TestBackpressure(t *testing.T) {
 		r, err := w.Submit(context.Background(), []Item{item("f", 1, 1)})
 		late <- answer{r, err}
 	}()
-	pollUntil(t, func() bool { w.sem.mu.Lock(); defer w.sem.mu.Unlock(); return len(w.sem.waiters) == 1 })
+	testctx.WaitFor(t, "a second batch to wait for the semaphore", func() bool { w.sem.mu.Lock(); defer w.sem.mu.Unlock(); return len(w.sem.waiters) == 1 })
 	select {
 	case a := <-first:
 		t.Fatalf("first submit returned while the store was blocked: %v", a)

@@ -1,6 +1,6 @@
 // Package bulk is the unordered bulk writer of leaf counts: Writer coalesces the items of many
 // concurrent Submit calls into unordered BulkWrites of guarded, absolute upserts, and resolves
-// only the failed indices of a BulkWriteException; Classify is the one place driver errors
+// only the failed indices of a BulkWriteException; store.Classify is the one place driver errors
 // are interpreted.
 //
 // The one idea: every item is an upsert of an absolute value guarded by its version

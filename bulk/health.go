@@ -13,7 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
+	"github.com/gameops/rollup/store"
 )
 
 // Bounds of the Retry-After the writer suggests during an outage: half the outage so far,
@@ -417,3 +418,12 @@ func (w *Writer) RetryAfter() time.Duration { return w.health.retryAfter() }
 // Tracker returns the writer's readiness: ready until a store fault makes it refuse writes,
 // not ready (with the error) until a write or a probe succeeds.
 func (w *Writer) Tracker() *status.Tracker { return w.health.tracker }
+
+// classify is store.Classify, but for the writer's own cancellations of a command (an
+// attempt's timeout, the probe's, the store going down), whose outcome is unknown.
+func classify(err error) store.Class {
+	if errors.Is(err, errAttemptTimeout) || errors.Is(err, errProbeTimeout) || errors.Is(err, errStoreDown) {
+		return store.ClassUnknownOutcome
+	}
+	return store.Classify(err)
+}

@@ -10,7 +10,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // fakeProbe answers the health's probes with err, optionally holding each until released.
@@ -95,7 +96,7 @@ func TestHealthCheck(t *testing.T) {
 	for range callers {
 		go func() { errs <- h.check(ctx) }()
 	}
-	pollUntil(t, func() bool { return p.calls.Load() > before })
+	testctx.WaitFor(t, "another probe", func() bool { return p.calls.Load() > before })
 	close(hold)
 	for range callers {
 		if err := <-errs; err != nil {
@@ -181,9 +182,9 @@ func TestHealthRun(t *testing.T) {
 		h.run(ctx)
 	}()
 	h.failed(errStore)
-	pollUntil(t, func() bool { return p.calls.Load() >= 4 })
+	testctx.WaitFor(t, "four probes", func() bool { return p.calls.Load() >= 4 })
 	p.set(nil, nil)
-	pollUntil(t, h.up)
+	testctx.WaitFor(t, "the store to be up", h.up)
 	n := p.calls.Load()
 	cancel()
 	<-done
@@ -205,7 +206,7 @@ func TestHealthFreshProbe(t *testing.T) {
 	h.mu.Lock()
 	old := h.startLocked()
 	h.mu.Unlock()
-	pollUntil(t, func() bool { return p.calls.Load() == 1 })
+	testctx.WaitFor(t, "the first probe", func() bool { return p.calls.Load() == 1 })
 	h.mu.Lock()
 	old.started = old.started.Add(-2 * maxJoinAge) // it began a while ago
 	h.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // TestStoreDownGate: a batch that meets NotWritablePrimary on every update ends unavailable
@@ -18,7 +20,7 @@ import (
 func TestStoreDownGate(t *testing.T) {
 	e := newEnv(t)
 	w := startWriter(t, e.coll, Options{Workers: 1})
-	pollUntil(t, func() bool { return w.Tracker().State().Ready }) // once Run started
+	testctx.WaitFor(t, "the writer to be ready", func() bool { return w.Tracker().State().Ready }) // once Run started
 	if st := w.Tracker().State(); st.Component != "bulk" {
 		t.Fatalf("tracker of a running writer: %+v", st)
 	}

@@ -2,7 +2,7 @@ package bulk
 
 import "time"
 
-// policy decides when pending items become a batch (see "Batching policy" in doc.go). It is
+// policy decides when pending items become a batch (see "Batching policy" in docs/design/ingest.md). It is
 // pure: every time it needs is passed in, so it is table-tested without a clock.
 type policy struct {
 	maxBatch int

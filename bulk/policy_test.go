@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 func TestPolicyCut(t *testing.T) {
@@ -183,7 +185,7 @@ func (c *fakeClock) armed() []time.Duration {
 // waitArmed waits until Run has armed exactly one timer, for tick0+at.
 func (c *fakeClock) waitArmed(t *testing.T, at time.Duration) {
 	t.Helper()
-	pollUntil(t, func() bool { return slices.Equal(c.armed(), []time.Duration{at}) })
+	testctx.WaitFor(t, "the batch timer to be armed", func() bool { return slices.Equal(c.armed(), []time.Duration{at}) })
 }
 
 // sentBatch is one batch the recording writer was asked to write.
@@ -309,7 +311,7 @@ func submitAsync(t *testing.T, w *Writer, items ...Item) (wait func() []Result) 
 
 func (w *Writer) waitPending(t *testing.T, n int) {
 	t.Helper()
-	pollUntil(t, func() bool { return w.pendingLen() == n })
+	testctx.WaitFor(t, "n pending items", func() bool { return w.pendingLen() == n })
 }
 
 func ids(prefix string, n int) []Item {
@@ -382,7 +384,7 @@ func TestBatchingFillsWhileBusy(t *testing.T) {
 	w, c, rec := fakeWriter(t, Options{MaxBatch: 10, MaxDelay: 10 * ms, IdleGap: 2 * ms, Workers: 2}, true)
 
 	first := submitAsync(t, w, ids("a", 10)...) // full: sent at once, held in the store
-	pollUntil(t, func() bool { return len(rec.sent()) == 1 })
+	testctx.WaitFor(t, "one batch sent", func() bool { return len(rec.sent()) == 1 })
 
 	// Trickling singles while the first batch is in flight: a worker is free, yet nothing
 	// goes, and no deadline is armed, however much time passes.
@@ -403,7 +405,7 @@ func TestBatchingFillsWhileBusy(t *testing.T) {
 			w.waitPending(t, i+1)
 		}
 	}
-	pollUntil(t, func() bool { return len(rec.sent()) == 2 })
+	testctx.WaitFor(t, "the condition", func() bool { return len(rec.sent()) == 2 })
 	third := submitAsync(t, w, ids("c", 3)...)
 	w.waitPending(t, 3)
 
@@ -424,7 +426,7 @@ func TestBatchingFillsWhileBusy(t *testing.T) {
 	// The three c items are 100ms old, yet they get the idle gap from 150ms.
 	c.waitArmed(t, 152*ms)
 	c.advance(2 * ms)
-	pollUntil(t, func() bool { return len(rec.sent()) == 3 })
+	testctx.WaitFor(t, "the condition", func() bool { return len(rec.sent()) == 3 })
 	rec.release(2)
 	third()
 	got := rec.sent()
@@ -451,11 +453,11 @@ func TestBatchingDrain(t *testing.T) {
 	go func() { done <- w.Run(ctx) }()
 
 	full := submitAsync(t, w, ids("a", 4)...)
-	pollUntil(t, func() bool { return len(rec.sent()) == 1 })
+	testctx.WaitFor(t, "one batch sent", func() bool { return len(rec.sent()) == 1 })
 	partial := submitAsync(t, w, ids("b", 3)...)
 	w.waitPending(t, 3)
 	cancel()
-	pollUntil(t, func() bool { return len(rec.sent()) == 2 })
+	testctx.WaitFor(t, "the condition", func() bool { return len(rec.sent()) == 2 })
 	rec.releaseAll()
 	full()
 	partial()

@@ -70,11 +70,11 @@ func (w *Writer) resolve(ctx context.Context, b *batch, items []Item, dups []int
 	w.stats.conflicts.Add(int64(len(dups)))
 	docs, err := w.lookup(ctx, items, dups)
 	if err != nil {
-		class := Classify(err)
+		class := classify(err)
 		if ctx.Err() != nil {
-			class = ClassContext
+			class = store.ClassContext
 		}
-		if class == ClassUnknownOutcome || class == ClassWriteConcern {
+		if class == store.ClassUnknownOutcome || class == store.ClassWriteConcern {
 			w.health.failed(err)
 		}
 		w.stats.failures[classIndex(class)].Add(1)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // TestSemaphoreRandom: concurrent acquires of random sizes, some with contexts that expire,
@@ -66,11 +68,11 @@ func TestSemaphoreFIFOAndStop(t *testing.T) {
 	}
 	bigDone := make(chan error, 1)
 	go func() { bigDone <- s.acquire(ctx, stop, 4) }()
-	pollUntil(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waiters) == 1 })
+	testctx.WaitFor(t, "the condition", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waiters) == 1 })
 	// One unit is free, but a small acquire must queue behind the big one (no starvation).
 	smallDone := make(chan error, 1)
 	go func() { smallDone <- s.acquire(ctx, stop, 1) }()
-	pollUntil(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waiters) == 2 })
+	testctx.WaitFor(t, "the condition", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waiters) == 2 })
 	s.release(3)
 	if err := <-bigDone; err != nil {
 		t.Fatal(err)

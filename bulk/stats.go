@@ -4,7 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/internal/hist"
+	"github.com/gameops/rollup/store"
 )
 
 // Stats are the writer's counters since New, for the metrics layer.
@@ -23,11 +24,11 @@ type Stats struct {
 	// version of their own project, or no document).
 	Reissued int64
 	// Retries counts whole BulkWrites resent once because their outcome was unknown, by the
-	// Class of the error (ClassUnknownOutcome or ClassWriteConcern).
-	Retries map[Class]int64
-	// Failures counts BulkWrites whose items ended unavailable (OutcomeUnknown), by the Class
+	// store.Class of the error (store.ClassUnknownOutcome or store.ClassWriteConcern).
+	Retries map[store.Class]int64
+	// Failures counts BulkWrites whose items ended unavailable (OutcomeUnknown), by the store.Class
 	// of the last error.
-	Failures map[Class]int64
+	Failures map[store.Class]int64
 	// Refused counts items answered unavailable without a write because the store was known
 	// to be down (refused Submits and batches).
 	Refused int64
@@ -41,8 +42,8 @@ type Stats struct {
 // numOutcomes is the number of Outcome values.
 const numOutcomes = int(OutcomeRejected) + 1
 
-// numClasses is the number of Class values.
-const numClasses = int(ClassContext) + 1
+// numClasses is the number of store.Class values.
+const numClasses = int(store.ClassContext) + 1
 
 // BatchOpsBounds returns the upper bounds of the Stats.BatchOps buckets.
 func BatchOpsBounds() []float64 {
@@ -69,9 +70,9 @@ func (c *counters) outcome(o Outcome) {
 	}
 }
 
-func classIndex(c Class) int {
+func classIndex(c store.Class) int {
 	if c < 0 || int(c) >= numClasses {
-		return int(ClassUnknownOutcome)
+		return int(store.ClassUnknownOutcome)
 	}
 	return int(c)
 }
@@ -83,8 +84,8 @@ func (c *counters) snapshot() Stats {
 		BatchOps:  c.batchOps.Snapshot(),
 		Reissued:  c.reissued.Load(),
 		Conflicts: c.conflicts.Load(),
-		Retries:   map[Class]int64{},
-		Failures:  map[Class]int64{},
+		Retries:   map[store.Class]int64{},
+		Failures:  map[store.Class]int64{},
 		Refused:   c.refused.Load(),
 	}
 	for i := range c.items {
@@ -92,10 +93,10 @@ func (c *counters) snapshot() Stats {
 	}
 	for i := range numClasses {
 		if n := c.retries[i].Load(); n > 0 {
-			s.Retries[Class(i)] = n
+			s.Retries[store.Class(i)] = n
 		}
 		if n := c.failures[i].Load(); n > 0 {
-			s.Failures[Class(i)] = n
+			s.Failures[store.Class(i)] = n
 		}
 	}
 	return s

@@ -9,7 +9,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/internal/hist"
+	"github.com/gameops/rollup/store"
 )
 
 // TestStats drives a writer through the store (and fail points) and checks its counters.
@@ -48,14 +49,14 @@ func TestStats(t *testing.T) {
 			failMode: bson.D{{Key: "times", Value: 1}}, failData: wce,
 			items: []Item{item("a", 1, 1), item("b", 2, 1)},
 			want: Stats{Batches: 1, Items: map[Outcome]int64{OutcomeStale: 2},
-				BatchOps: batchOps(1, 2), Conflicts: 2, Retries: map[Class]int64{ClassWriteConcern: 1}},
+				BatchOps: batchOps(1, 2), Conflicts: 2, Retries: map[store.Class]int64{store.ClassWriteConcern: 1}},
 		},
 		{
 			name:     "NotWritablePrimary always: a failed probe, no resend, a failure of class unknown_outcome",
 			failMode: "alwaysOn", failData: nwp,
 			items: []Item{item("a", 1, 1), item("b", 2, 1)},
 			want: Stats{Batches: 1, Items: map[Outcome]int64{OutcomeUnknown: 2},
-				BatchOps: batchOps(1, 2), Failures: map[Class]int64{ClassUnknownOutcome: 1}, StoreDown: true},
+				BatchOps: batchOps(1, 2), Failures: map[store.Class]int64{store.ClassUnknownOutcome: 1}, StoreDown: true},
 		},
 	}
 	for _, tc := range cases {
@@ -108,18 +109,18 @@ func batchOps(count uint64, sum float64) (s hist.Snapshot) {
 	return s
 }
 
-func nonNil(m map[Class]int64) map[Class]int64 {
+func nonNil(m map[store.Class]int64) map[store.Class]int64 {
 	if m == nil {
-		return map[Class]int64{}
+		return map[store.Class]int64{}
 	}
 	return m
 }
 
 func TestClassIndex(t *testing.T) {
 	for _, tc := range []struct {
-		in   Class
+		in   store.Class
 		want int
-	}{{ClassNone, 0}, {ClassContext, int(ClassContext)}, {Class(-1), int(ClassUnknownOutcome)}, {Class(99), int(ClassUnknownOutcome)}} {
+	}{{store.ClassNone, 0}, {store.ClassContext, int(store.ClassContext)}, {store.Class(-1), int(store.ClassUnknownOutcome)}, {store.Class(99), int(store.ClassUnknownOutcome)}} {
 		if got := classIndex(tc.in); got != tc.want {
 			t.Errorf("classIndex(%d) = %d, want %d", tc.in, got, tc.want)
 		}

@@ -9,6 +9,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/address"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // topo is a topology description whose servers have the given kinds.
@@ -88,7 +90,7 @@ func TestStoreMonitorGrace(t *testing.T) {
 	start := time.Now()
 	sm.TopologyDescriptionChanged(topo("Single", "Unknown"))
 	sm.TopologyDescriptionChanged(topo("Single", "Unknown")) // still down: no new timer
-	pollUntil(t, func() bool { return len(calls.get()) == 1 })
+	testctx.WaitFor(t, "the condition", func() bool { return len(calls.get()) == 1 })
 	if took := time.Since(start); took < grace {
 		t.Fatalf("reported after %v, before the grace of %v", took, grace)
 	}
@@ -97,7 +99,7 @@ func TestStoreMonitorGrace(t *testing.T) {
 		t.Fatalf("after an outage: %v, want one unwritable call", got)
 	}
 	sm.TopologyDescriptionChanged(topo("Single", "Standalone"))
-	pollUntil(t, func() bool { return len(calls.get()) == 2 })
+	testctx.WaitFor(t, "the condition", func() bool { return len(calls.get()) == 2 })
 	if got := calls.get(); !got[1] || !m.Writable() {
 		t.Fatalf("back: %v", got)
 	}
@@ -159,7 +161,7 @@ func TestHealthFollowsStoreMonitor(t *testing.T) {
 	p.set(nil, nil)
 	before := p.calls.Load()
 	sm.TopologyDescriptionChanged(topo("Single", "Standalone"))
-	pollUntil(t, h.up)
+	testctx.WaitFor(t, "the store to be up", h.up)
 	if p.calls.Load() == before {
 		t.Fatal("up without a probe")
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 )
 
 // ErrUnavailable reports that the store could not be reached, or did not confirm a write, after
@@ -85,7 +85,7 @@ type Result struct {
 // Options tune a Writer. Zero fields take their defaults.
 type Options struct {
 	// MaxBatch is the most operations in one BulkWrite (default 1000). A batch is sent as
-	// soon as MaxBatch items are pending and a worker is free; see "Batching policy" in doc.go
+	// soon as MaxBatch items are pending and a worker is free; see "Batching policy" in docs/design/ingest.md
 	// for partial batches.
 	MaxBatch int
 	// MaxDelay bounds how long a partial batch is held for more items once no batch is in
@@ -104,7 +104,7 @@ type Options struct {
 	// batches overlap: a partial batch waits until nothing is in flight.
 	Workers int
 	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included) with the
-	// writer's own timer, never a context deadline (see "Retry policy" in doc.go); a timeout
+	// writer's own timer, never a context deadline (see "Retry policy" in docs/design/ingest.md); a timeout
 	// counts as an unknown outcome. 0: only the client's server selection timeout applies.
 	AttemptTimeout time.Duration
 	// ProbeInterval is the least time between two probes of the store while it is down

@@ -52,7 +52,7 @@ func modelSize(it Item) int {
 // Either BulkWrite whose outcome is unknown (a write-concern error, or a command-level error
 // left after the driver's own retry) is re-sent whole once if the store answers a probe; if
 // that fails too, its items end as OutcomeUnknown with an error wrapping ErrUnavailable. A
-// command-level error a resend cannot fix (ClassPermanent, e.g. Unauthorized) ends them the
+// command-level error a resend cannot fix (store.ClassPermanent, e.g. Unauthorized) ends them the
 // same way without a resend, so agents keep their data and resend later.
 //
 // The models, their encoded documents and the results live in b (see batch); the results
@@ -124,11 +124,11 @@ func (w *Writer) phase(ctx context.Context, b *batch, idx []int) []int {
 			w.health.succeeded()
 			return w.perIndex(bwe, idx, res)
 		}
-		class := Classify(err)
+		class := classify(err)
 		if ctx.Err() != nil {
-			class = ClassContext
+			class = store.ClassContext
 		}
-		storeFault := class == ClassUnknownOutcome || class == ClassWriteConcern
+		storeFault := class == store.ClassUnknownOutcome || class == store.ClassWriteConcern
 		if attempt == 0 && storeFault {
 			// One resend, if the store answers a probe; otherwise it is down and the resend
 			// would only wait for it. Known down already (this attempt was ended for it, or
@@ -220,8 +220,8 @@ func (w *Writer) perIndex(bwe mongo.BulkWriteException, idx []int, res []Result)
 		}
 		i := idx[we.Index]
 		failed[we.Index] = true
-		switch ClassifyWriteError(we.WriteError) {
-		case ClassDuplicateKey:
+		switch store.ClassifyWriteError(we.WriteError) {
+		case store.ClassDuplicateKey:
 			dups = append(dups, i)
 		default:
 			res[i] = Result{Outcome: OutcomeRejected, Err: fmt.Errorf("rejected by the store: %w", we.WriteError)}

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 )
 
 // Writer coalesces submitted items into unordered BulkWrites of guarded upserts. Its methods
@@ -116,7 +116,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		return errors.New("bulk writer: Run called twice")
 	}
 	// No deadline on the writes' context: the driver then retries a failed write once, not
-	// for as long as a deadline allows (see "Retry policy" in doc.go).
+	// for as long as a deadline allows (see "Retry policy" in docs/design/ingest.md).
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWrites()
 	w.health.tracker.Ready()
@@ -152,7 +152,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer close(runDone)
 
 	// Batches are cut only while a worker is free to send them at once, as the policy says
-	// (see "Batching policy" in doc.go); until then pending items keep collecting.
+	// (see "Batching policy" in docs/design/ingest.md); until then pending items keep collecting.
 	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
 	finished := make(chan struct{}, w.opts.Workers) // one per batch written
 	inFlight, idleSince := 0, w.clock.now()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 func TestWriterVersions(t *testing.T) {
@@ -112,7 +114,7 @@ func TestSubmitEmptyAndClosed(t *testing.T) {
 		r, err := w.Submit(context.Background(), []Item{item("a", 1, 1), item("b", 2, 1)})
 		got <- answer{r, err}
 	}()
-	pollUntil(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.pending.len() == 2 })
+	testctx.WaitFor(t, "the condition", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.pending.len() == 2 })
 	cancel()
 	a := <-got
 	if a.err != nil || !slices.Equal(outcomes(a.res), []Outcome{OutcomeApplied, OutcomeApplied}) {
@@ -129,18 +131,6 @@ func TestSubmitEmptyAndClosed(t *testing.T) {
 	}
 	if err := w.Run(context.Background()); err == nil {
 		t.Fatal("second Run succeeded")
-	}
-}
-
-// pollUntil waits for cond with a deadline.
-func pollUntil(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
-	"github.com/gameops/rollup/embedded/internal/testctx"
+	"github.com/gameops/rollup/embedded/testctx"
 )
 
 // csDoc builds a bson.D from alternating keys and values.

@@ -16,7 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
-	"github.com/gameops/rollup/embedded/internal/testctx"
+	"github.com/gameops/rollup/embedded/testctx"
 )
 
 // commandLog records the command events of one client.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
-	"github.com/gameops/rollup/metrics/hist"
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/hist"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
@@ -210,7 +210,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(d.bulkReissued, s.Reissued)
 		counter(d.bulkConflicts, s.Conflicts)
-		for _, cl := range []bulk.Class{bulk.ClassUnknownOutcome, bulk.ClassWriteConcern} {
+		for _, cl := range []store.Class{store.ClassUnknownOutcome, store.ClassWriteConcern} {
 			counter(d.bulkRetries, s.Retries[cl], cl.String())
 		}
 		for cl, n := range s.Failures {

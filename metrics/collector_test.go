@@ -19,9 +19,9 @@ import (
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/hist"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/metrics/hist"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/store"
@@ -74,8 +74,8 @@ func TestCollectorFakes(t *testing.T) {
 		Bulk: func() bulk.Stats {
 			return bulk.Stats{Batches: 2, BatchOps: ops.Snapshot(), Reissued: 4, Conflicts: 9,
 				Items:     map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
-				Retries:   map[bulk.Class]int64{bulk.ClassWriteConcern: 1},
-				Failures:  map[bulk.Class]int64{bulk.ClassUnknownOutcome: 2},
+				Retries:   map[store.Class]int64{store.ClassWriteConcern: 1},
+				Failures:  map[store.Class]int64{store.ClassUnknownOutcome: 2},
 				StoreDown: true, DownSince: now.Add(-90 * time.Second), Refused: 40, ProbesOK: 1, ProbesFailed: 12}
 		},
 		Watcher: func() watcher.Stats {

@@ -17,8 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/migrations"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/retry"
 )
 

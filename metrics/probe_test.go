@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/retry"
 )
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/tree/treedb"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -1046,7 +1048,30 @@ func TestSummaryDuplicates(t *testing.T) {
 			}
 		}
 	}
-	if d, err := store.CheckIndexes(ctx, db); err != nil || len(d) != 0 {
+	if d, err := store.CheckIndexes(ctx, db, Catalog()); err != nil || len(d) != 0 {
 		t.Fatalf("drift after repair: %v, %v", d, err)
+	}
+}
+
+// TestCatalog checks the whole catalog: store's indexes and the trees', each named once.
+func TestCatalog(t *testing.T) {
+	seen := map[string]bool{}
+	for _, ix := range Catalog() {
+		k := ix.Collection + "." + ix.Name
+		if seen[k] {
+			t.Errorf("index %s twice in the catalog", k)
+		}
+		seen[k] = true
+	}
+	for _, want := range []string{"trees.project_1_effective_from_-1_version_-1", "tree_nodes.project_1_version_1",
+		"tree_nodes." + treedb.NodesIDIndex, "counts." + store.CountsKeyIndex, "tokens." + store.TokensProjectIndex} {
+		if !seen[want] {
+			t.Errorf("catalog lacks %s (has %v)", want, seen)
+		}
+	}
+	for _, ix := range treedb.Indexes() {
+		if ix.Name != store.DefaultIndexName(ix.Keys) || ix.Unique {
+			t.Errorf("tree index %+v: want a plain index named by the default rule", ix)
+		}
 	}
 }

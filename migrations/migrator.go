@@ -221,7 +221,7 @@ func (m *Migrator) Drift(ctx context.Context) ([]StepDrift, error) {
 
 // drift is Drift given the applied steps.
 func (m *Migrator) drift(ctx context.Context, done map[int]appliedDoc) ([]StepDrift, error) {
-	all, err := store.CheckIndexes(ctx, m.db)
+	all, err := store.CheckIndexes(ctx, m.db, Catalog())
 	if err != nil {
 		return nil, err
 	}

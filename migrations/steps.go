@@ -104,13 +104,20 @@ func summaryUniqueIndex(ctx context.Context, db *mongo.Database, coll string, r 
 // codeNamespaceExists is MongoDB's NamespaceExists error code.
 const codeNamespaceExists = 48
 
-// mustIndex returns the index of store's catalog named name on coll.
+// Catalog is every index rollup relies on: store's collections' (store.Indexes) and the
+// trees' (treedb.Indexes). The steps build them and the drift check compares them.
+func Catalog() []store.Index {
+	return append(store.Indexes(), treedb.Indexes()...)
+}
+
+// mustIndex returns the index of the Catalog named name on coll.
 func mustIndex(coll, name string) store.Index {
-	ix, ok := store.IndexNamed(coll, name)
-	if !ok {
-		panic(fmt.Sprintf("migrations: index %s.%s is not in store.Indexes", coll, name))
+	for _, ix := range Catalog() {
+		if ix.Collection == coll && ix.Name == name {
+			return ix
+		}
 	}
-	return ix
+	panic(fmt.Sprintf("migrations: index %s.%s is not in the Catalog", coll, name))
 }
 
 // ensureIndex makes ix exist as store defines it: nothing when it does, created when it is
@@ -268,7 +275,7 @@ func treeIndexNames() []string {
 // treeStepIndexes are the indexes of step 4 (see treeIndexNames).
 func treeStepIndexes() []store.Index {
 	var out []store.Index
-	for _, ix := range store.Indexes() {
+	for _, ix := range treedb.Indexes() {
 		switch {
 		case ix.Collection == treedb.NodesCollection && ix.Name == treedb.NodesIDIndex:
 		case ix.Collection == treedb.TreesCollection || ix.Collection == treedb.NodesCollection:

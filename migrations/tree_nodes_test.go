@@ -89,7 +89,7 @@ func TestTreeNodesIDIndex(t *testing.T) {
 		if err != nil || len(r.Applied) != 0 || len(r.Repaired) != 1 || r.Repaired[0].Step.Version != 10 || (len(r.Dropped) == 1) != redefine {
 			t.Fatalf("redefined %v: Up = %+v, %v", redefine, r, err)
 		}
-		if d, err := store.CheckIndexes(ctx, db); err != nil || len(d) != 0 {
+		if d, err := store.CheckIndexes(ctx, db, Catalog()); err != nil || len(d) != 0 {
 			t.Fatalf("redefined %v: drift after the repair: %v, %v", redefine, d, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
 )
 
@@ -59,12 +58,12 @@ func replayTiers(tiersOnly bool) []store.Tier {
 // needs sources before their horizon in h: the sources of t's bucket that from falls in.
 // A tier built from nothing (leaves) is never refused.
 func CheckRebuild(h store.Horizon, project string, t store.Tier, from, to time.Time) error {
-	src, ok := retention.SourceOf(t)
+	src, ok := store.SourceOf(t)
 	if !ok {
 		return nil
 	}
 	hz := h.Of(src)
-	if hz.IsZero() || !from.UTC().Truncate(retention.Bucket(t)).Before(hz) {
+	if hz.IsZero() || !from.UTC().Truncate(store.Bucket(t)).Before(hz) {
 		return nil
 	}
 	return &HorizonError{Project: project, Tier: t, Source: src, Horizon: hz, From: from, To: to}

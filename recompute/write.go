@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/lease"
 	"github.com/gameops/rollup/store"
 )
@@ -68,12 +67,12 @@ func writeGuarded(ctx context.Context, coll *mongo.Collection, what string, ws [
 		models[i] = w.model()
 	}
 	_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	switch c := bulk.Classify(err); c {
-	case bulk.ClassNone:
+	switch c := store.Classify(err); c {
+	case store.ClassNone:
 		return nil, nil
-	case bulk.ClassContext:
+	case store.ClassContext:
 		return nil, fmt.Errorf("write %s: %w", what, err)
-	case bulk.ClassWriteConcern, bulk.ClassUnknownOutcome:
+	case store.ClassWriteConcern, store.ClassUnknownOutcome:
 		return nil, fmt.Errorf("write %s: %w: %w", what, errUnknownOutcome, err)
 	}
 	var bwe mongo.BulkWriteException
@@ -85,7 +84,7 @@ func writeGuarded(ctx context.Context, coll *mongo.Collection, what string, ws [
 		if we.Index < 0 || we.Index >= len(ws) {
 			return nil, fmt.Errorf("write %s: write error for index %d of %d: %w", what, we.Index, len(ws), err)
 		}
-		if bulk.ClassifyWriteError(we.WriteError) != bulk.ClassDuplicateKey {
+		if store.ClassifyWriteError(we.WriteError) != store.ClassDuplicateKey {
 			return nil, fmt.Errorf("write %s %d (%s %s): %w", what, we.Index, ws[we.Index].key.ID, ws[we.Index].key.Tick.Format(time.RFC3339), err)
 		}
 		conflicts = append(conflicts, we.Index)

@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/lease"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
 )
@@ -98,7 +98,7 @@ type Enforcer struct {
 	log       *zap.Logger
 	overrides Store
 	horizons  store.Horizons
-	tiers     map[store.Tier]tierDocs
+	tiers     map[store.Tier]store.TierDocs
 	pace      pacer
 
 	leader   atomic.Bool
@@ -131,9 +131,9 @@ type tierState struct {
 func New(db *mongo.Database, opts Options, log *zap.Logger) *Enforcer {
 	opts = opts.withDefaults()
 	e := &Enforcer{db: db, opts: opts, log: log, overrides: NewStore(db), horizons: store.NewHorizons(db),
-		tiers: map[store.Tier]tierDocs{}, pace: pacer{rate: opts.Rate}, state: map[tierKey]*tierState{}, invalid: map[string]string{}}
+		tiers: map[store.Tier]store.TierDocs{}, pace: pacer{rate: opts.Rate}, state: map[tierKey]*tierState{}, invalid: map[string]string{}}
 	for _, t := range store.Tiers() {
-		e.tiers[t] = newTierDocs(db, t)
+		e.tiers[t] = store.NewTierDocs(db, t)
 		e.deleted.Store(t, new(atomic.Int64))
 	}
 	return e
@@ -147,67 +147,12 @@ var errLeaseLost = errors.New("retention lease lost")
 // passes and between batches. Store errors are retried with backoff for as long as ctx lives
 // (reported on Options.Status); only permanent ones (retry.IsPermanent) end it.
 func (e *Enforcer) Run(ctx context.Context) error {
-	leases := lease.NewLeases(e.db, e.opts.Owner, e.opts.LeaseTTL, nil)
-	var held lease.Lease
-	var renewAt, nextPass time.Time
+	r := &leadership{e: e, h: lease.NewLeases(e.db, e.opts.Owner, e.opts.LeaseTTL, nil).Holder(LeaseID, 0, nil)}
+	defer r.release(ctx)
 	failures := 0
-	var logged time.Time
-	defer func() {
-		if e.leader.Load() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := leases.Release(rctx, held); err != nil {
-				e.log.Warn("could not release the retention lease; a standby takes over when it expires", zap.Error(err))
-			}
-			e.leader.Store(false)
-		}
-	}()
-	keep := func(ctx context.Context) error {
-		if !e.leader.Load() {
-			return errLeaseLost
-		}
-		if time.Now().Before(renewAt) {
-			return nil
-		}
-		l, ok, err := leases.Renew(ctx, held)
-		switch {
-		case err != nil && time.Now().After(held.Expires):
-			e.leader.Store(false)
-			return err
-		case err != nil:
-			return err
-		case !ok:
-			e.leader.Store(false)
-			return errLeaseLost
-		}
-		held, renewAt = l, time.Now().Add(e.opts.LeaseTTL/3)
-		return nil
-	}
+	var warn retry.Throttle
 	for ctx.Err() == nil {
-		err := func() error {
-			if !e.leader.Load() {
-				l, ok, err := leases.Acquire(ctx, LeaseID)
-				if err != nil || !ok {
-					return err
-				}
-				held, renewAt, nextPass = l, time.Now().Add(e.opts.LeaseTTL/3), time.Now()
-				e.leader.Store(true)
-				e.log.Info("enforcing retention", zap.String("owner", e.opts.Owner), zap.Int64("term", l.Term))
-			}
-			if err := keep(ctx); err != nil {
-				return err
-			}
-			if time.Now().Before(nextPass) {
-				return nil
-			}
-			rep, err := e.pass(ctx, keep)
-			if err != nil {
-				return err
-			}
-			nextPass = time.Now().Add(e.opts.Interval)
-			e.logPass(rep)
-			return nil
-		}()
+		err := r.step(ctx)
 		switch {
 		case ctx.Err() != nil:
 		case errors.Is(err, errLeaseLost):
@@ -218,9 +163,8 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		case err != nil:
 			failures++
 			e.opts.Status.NotReady("retention: " + err.Error())
-			if time.Since(logged) >= 30*time.Second {
+			if warn.Allow(time.Now()) {
 				e.log.Warn("retention pass failed; retrying", zap.Int("attempt", failures), zap.Error(err))
-				logged = time.Now()
 			}
 			if e.opts.Backoff.Wait(ctx, failures) != nil {
 				return nil
@@ -233,11 +177,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 			failures = 0
 			e.opts.Status.Ready()
 		}
-		wait := e.opts.LeaseTTL / 3
-		if e.leader.Load() {
-			wait = min(time.Until(nextPass), time.Until(renewAt))
-		}
-		t := time.NewTimer(max(wait, 0))
+		t := time.NewTimer(max(r.next(), 0))
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -245,6 +185,88 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
+}
+
+// leadership is the enforcer's hold of the retention lease: when to renew it and when the
+// next pass is due.
+type leadership struct {
+	e                 *Enforcer
+	h                 *lease.Holder
+	renewAt, nextPass time.Time
+}
+
+// step takes the lease if it is free, keeps it, and runs a pass when one is due.
+func (r *leadership) step(ctx context.Context) error {
+	e := r.e
+	if !e.leader.Load() {
+		if ok, err := r.h.Acquire(ctx); err != nil || !ok {
+			return err
+		}
+		r.renewAt, r.nextPass = time.Now().Add(e.opts.LeaseTTL/3), time.Now()
+		e.leader.Store(true)
+		e.log.Info("enforcing retention", zap.String("owner", e.opts.Owner), zap.Int64("term", r.h.Lease().Term))
+	}
+	if err := r.keep(ctx); err != nil {
+		return err
+	}
+	if time.Now().Before(r.nextPass) {
+		return nil
+	}
+	rep, err := e.pass(ctx, r.keep)
+	if err != nil {
+		return err
+	}
+	r.nextPass = time.Now().Add(e.opts.Interval)
+	e.logPass(rep)
+	return nil
+}
+
+// keep renews the lease when a renewal is due; errLeaseLost once it is lost (taken over, or
+// expired while the store failed).
+func (r *leadership) keep(ctx context.Context) error {
+	e := r.e
+	if !e.leader.Load() {
+		return errLeaseLost
+	}
+	if time.Now().Before(r.renewAt) {
+		return nil
+	}
+	ok, err := r.h.Renew(ctx)
+	switch {
+	case err != nil && time.Now().After(r.h.Lease().Expires):
+		r.h.Drop()
+		e.leader.Store(false)
+		return err
+	case err != nil:
+		return err
+	case !ok:
+		e.leader.Store(false)
+		return errLeaseLost
+	}
+	r.renewAt = time.Now().Add(e.opts.LeaseTTL / 3)
+	return nil
+}
+
+// next is how long until the next step: the next renewal or pass while leading, else the
+// next try to take the lease (LeaseTTL/3).
+func (r *leadership) next() time.Duration {
+	if r.e.leader.Load() {
+		return min(time.Until(r.nextPass), time.Until(r.renewAt))
+	}
+	return r.e.opts.LeaseTTL / 3
+}
+
+// release gives the lease back at the end of Run, so a standby takes over at once.
+func (r *leadership) release(ctx context.Context) {
+	if !r.e.leader.Load() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.h.Release(rctx); err != nil {
+		r.e.log.Warn("could not release the retention lease; a standby takes over when it expires", zap.Error(err))
+	}
+	r.e.leader.Store(false)
 }
 
 // PassReport is what one pass did.
@@ -325,7 +347,7 @@ func (e *Enforcer) project(ctx context.Context, project string, pol Policy, hz s
 		}
 		due := Horizon(t, period, now)
 		target, blockedAt := due, time.Time{}
-		if built, ok := Built(t); ok && built != store.Tier5m {
+		if built, ok := store.Built(t); ok && built != store.Tier5m {
 			// 5-minute parents are written by the watcher as the leaves arrive; the hourly
 			// and daily summaries may be missing (history from before they existed).
 			start := hz.Of(t)
@@ -349,7 +371,7 @@ func (e *Enforcer) project(ctx context.Context, project string, pol Policy, hz s
 		}
 		st := e.update(k, func(st *tierState) {
 			if !st.blockedAt.Equal(blockedAt) && !blockedAt.IsZero() {
-				built, _ := Built(t)
+				built, _ := store.Built(t)
 				e.log.Warn("retention held back: the tier built from these documents has no summary yet; "+
 					"build it with 'rollup replay' over the window, then retention goes on",
 					zap.String("project", project), zap.String("tier", string(t)), zap.String("built", string(built)),
@@ -374,14 +396,14 @@ func (e *Enforcer) project(ctx context.Context, project string, pol Policy, hz s
 // Callers start from no earlier than the built tier's own horizon: its summaries before it
 // may have been deleted by its own retention, so nothing needs the sources there.
 func (e *Enforcer) covered(ctx context.Context, project string, src, built store.Tier, from, to time.Time) (time.Time, error) {
-	size := Bucket(built)
+	size := store.Bucket(built)
 	for cursor := from; cursor.Before(to); {
-		ts, ok, err := e.tiers[src].oldest(ctx, project, cursor, to)
+		ts, ok, err := e.tiers[src].Oldest(ctx, project, cursor, to)
 		if err != nil || !ok {
 			return to, err
 		}
 		b := ts.Truncate(size)
-		has, err := e.tiers[built].at(ctx, project, b)
+		has, err := e.tiers[built].At(ctx, project, b)
 		if err != nil {
 			return from, err
 		}
@@ -406,9 +428,10 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 	docs := e.tiers[k.tier]
 	counter, _ := e.deleted.Load(k.tier)
 	var total int64
-	logged := time.Now()
+	progress := retry.Throttle{Every: progressEvery}
+	progress.Allow(time.Now()) // the first progress line comes progressEvery after the start
 	for {
-		ids, first, last, err := docs.batch(ctx, k.project, from, h, e.opts.Batch)
+		ids, first, last, err := docs.Batch(ctx, k.project, from, h, e.opts.Batch)
 		if err != nil {
 			return total, err
 		}
@@ -426,7 +449,7 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 		if !last.Before(h) { // the find's bound, checked again: never delete at or after h
 			return total, fmt.Errorf("find expired documents of %s: the store returned one at %s, not before the horizon %s", k.project, last.Format(time.RFC3339), h.Format(time.RFC3339))
 		}
-		n, err := docs.remove(ctx, k.project, ids, first, last)
+		n, err := docs.Remove(ctx, k.project, ids, first, last)
 		total += n
 		counter.(*atomic.Int64).Add(n)
 		if err != nil {
@@ -434,10 +457,9 @@ func (e *Enforcer) deleteBelow(ctx context.Context, k tierKey, from, h time.Time
 		}
 		from = last
 		e.update(k, func(st *tierState) { st.through = last })
-		if time.Since(logged) >= progressEvery {
+		if progress.Allow(time.Now()) {
 			e.log.Info("deleting expired documents", zap.String("project", k.project), zap.String("tier", string(k.tier)),
 				zap.Int64("deleted", total), zap.Time("at", last), zap.Time("horizon", h))
-			logged = time.Now()
 		}
 		if len(ids) < e.opts.Batch {
 			break

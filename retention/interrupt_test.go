@@ -8,8 +8,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
@@ -83,10 +83,7 @@ func TestFaultMidBatch(t *testing.T) {
 	// The fault lasts: every delete of the enforcer fails.
 	stop := start(t, enf)
 	testctx.WaitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
-	faultFor := 20 * time.Second
-	if testing.Short() {
-		faultFor = 2 * time.Second
-	}
+	faultFor := testctx.Window{Full: 20 * time.Second, Short: 2 * time.Second}.D()
 	proxy.ResetStats()
 	began := time.Now()
 	testctx.WaitFor(t, "the fault to last", func() bool { return time.Since(began) >= faultFor })

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/store"
-	"github.com/gameops/rollup/tree"
 )
 
 // Period is how long a tier's documents are kept after their bucket starts; Forever keeps them.
@@ -135,51 +134,15 @@ type Limits struct {
 // DefaultLimits are serve's limits.
 func DefaultLimits() Limits { return Limits{LateWindow: DefaultLateWindow} }
 
-// Bucket returns the length of tier t's buckets: a tick (5 minutes) for leaves and 5-minute
-// parents, an hour, a UTC day.
-func Bucket(t store.Tier) time.Duration {
-	switch t {
-	case store.Tier1h:
-		return time.Hour
-	case store.Tier1d:
-		return day
-	}
-	return tree.DefaultTick
-}
-
-// Built returns the tier built from t's documents (5m from leaves, 1h from 5m, 1d from 1h);
-// ok is false for 1d, from which nothing is built.
-func Built(t store.Tier) (store.Tier, bool) {
-	switch t {
-	case store.TierLeaves:
-		return store.Tier5m, true
-	case store.Tier5m:
-		return store.Tier1h, true
-	case store.Tier1h:
-		return store.Tier1d, true
-	}
-	return "", false
-}
-
-// SourceOf returns the tier t is built from (the inverse of Built); ok is false for leaves.
-func SourceOf(t store.Tier) (store.Tier, bool) {
-	for _, s := range store.Tiers() {
-		if b, ok := Built(s); ok && b == t {
-			return s, true
-		}
-	}
-	return "", false
-}
-
 // Minimum is the shortest safe period of tier t: its documents are the sources of the tier
 // built from them, whose bucket can still change until the bucket ends plus the late window
 // (a late leaf changes its 5-minute parent, which changes the hour, which changes the day),
 // plus SafetyMargin. Daily summaries, the sources of nothing, are kept at least until their
 // own day is final.
 func (l Limits) Minimum(t store.Tier) Period {
-	b := Bucket(t)
-	if built, ok := Built(t); ok {
-		b = Bucket(built)
+	b := store.Bucket(t)
+	if built, ok := store.Built(t); ok {
+		b = store.Bucket(built)
 	}
 	return Period(b + l.LateWindow + SafetyMargin)
 }
@@ -214,11 +177,11 @@ func (p Policy) Validate(project string, l Limits) error {
 			return &PolicyError{Project: project, Tier: t, Reason: "no period set"}
 		}
 		if minimum := l.Minimum(t); v < minimum {
-			built, ok := Built(t)
+			built, ok := store.Built(t)
 			why := fmt.Sprintf("its %s buckets can change for %s after they end (the late-data window)", t, l.LateWindow)
 			if ok {
 				why = fmt.Sprintf("they are the sources of the %s tier, whose %s buckets can change for %s after they end (the late-data window)",
-					built, Bucket(built), l.LateWindow)
+					built, store.Bucket(built), l.LateWindow)
 			}
 			return &PolicyError{Project: project, Tier: t, Reason: fmt.Sprintf(
 				"%s is shorter than the minimum %s: %s, plus a %s margin", v, minimum, why, SafetyMargin)}
@@ -226,7 +189,7 @@ func (p Policy) Validate(project string, l Limits) error {
 	}
 	for _, t := range store.Tiers() {
 		v := p.Of(t)
-		if built, ok := Built(t); ok && p.Of(built) < v {
+		if built, ok := store.Built(t); ok && p.Of(built) < v {
 			return &PolicyError{Project: project, Tier: built, Reason: fmt.Sprintf(
 				"%s is shorter than the %s kept of its sources (%s): keep %s at least %s, or shorten %s",
 				p.Of(built), v, t, built, v, t)}
@@ -241,7 +204,7 @@ func Horizon(t store.Tier, p Period, now time.Time) time.Time {
 	if p == Forever || p <= 0 {
 		return time.Time{}
 	}
-	return now.Add(-time.Duration(p)).UTC().Truncate(Bucket(t))
+	return now.Add(-time.Duration(p)).UTC().Truncate(store.Bucket(t))
 }
 
 // ErrNoTiers is returned by ParseAssignments for an empty list.

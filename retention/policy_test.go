@@ -161,10 +161,10 @@ func TestTierRelations(t *testing.T) {
 		{store.Tier1h, time.Hour, store.Tier1d, store.Tier5m},
 		{store.Tier1d, day, "", store.Tier1h},
 	} {
-		b, _ := Built(tt.tier)
-		s, _ := SourceOf(tt.tier)
-		if Bucket(tt.tier) != tt.bucket || b != tt.built || s != tt.source {
-			t.Errorf("%s: bucket %s built %q source %q", tt.tier, Bucket(tt.tier), b, s)
+		b, _ := store.Built(tt.tier)
+		s, _ := store.SourceOf(tt.tier)
+		if store.Bucket(tt.tier) != tt.bucket || b != tt.built || s != tt.source {
+			t.Errorf("%s: bucket %s built %q source %q", tt.tier, store.Bucket(tt.tier), b, s)
 		}
 	}
 }

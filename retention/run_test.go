@@ -14,8 +14,8 @@ import (
 
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
@@ -169,10 +169,7 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 		Now: func() time.Time { return t0 }, Rate: retention.Unlimited, Status: tr,
 		Backoff: retry.Backoff{Base: 50 * time.Millisecond, Max: time.Second}}, zaptest.NewLogger(t))
 	stop := start(t, enf)
-	faultFor := 30 * time.Second
-	if testing.Short() {
-		faultFor = 3 * time.Second
-	}
+	faultFor := testctx.Window{Full: 30 * time.Second, Short: 3 * time.Second}.D()
 	testctx.WaitFor(t, "not ready", func() bool { return !tr.State().Ready && tr.State().Reason != "starting" })
 	proxy.ResetStats()
 	began := time.Now()

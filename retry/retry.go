@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 )
 
 // Backoff is a capped exponential backoff with jitter.
@@ -126,7 +126,7 @@ type Policy struct {
 	// Log gets a warning at the first failure and every LogEvery after, and a note at
 	// recovery (nil: no logs).
 	Log *zap.Logger
-	// LogEvery spaces the warnings of a long outage (default 30s).
+	// LogEvery spaces the warnings of a long outage (default: the package's LogEvery).
 	LogEvery time.Duration
 }
 
@@ -137,11 +137,8 @@ func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	every := p.LogEvery
-	if every <= 0 {
-		every = 30 * time.Second
-	}
-	var first, logged time.Time
+	warn := Throttle{Every: p.LogEvery}
+	var first time.Time
 	for attempt := 1; ; attempt++ {
 		err := op(ctx)
 		if err == nil {
@@ -163,9 +160,8 @@ func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 			first = now
 		}
 		p.Tracker.NotReady(fmt.Sprintf("%s: %v", p.What, err))
-		if now.Sub(logged) >= every {
+		if warn.Allow(now) {
 			log.Warn(p.What+" failed; retrying", zap.Int("attempt", attempt), zap.Duration("failing_for", now.Sub(first)), zap.Error(err))
-			logged = now
 		}
 		if err := p.Backoff.Wait(ctx, attempt); err != nil {
 			return err

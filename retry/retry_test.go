@@ -10,7 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 )
 
 func TestBackoffDelay(t *testing.T) {

@@ -27,7 +27,8 @@ const (
 	// in a parent's children map.
 	KindOrphan ViolationKind = "orphan"
 	// KindChild: a children map entry that is not a child of the node in the tree (by id and
-	// type), or whose value differs from the child's stored document.
+	// type), or whose value differs from the child's now: a leaf's stored document, a parent
+	// child's totals recomputed from its own children (staleChild).
 	KindChild ViolationKind = "child"
 	// KindMissing: a parent with reported leaves under it has no document.
 	KindMissing ViolationKind = "missing"

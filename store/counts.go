@@ -12,7 +12,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/rollup"
 )
 
@@ -44,7 +43,7 @@ func distinctTicks(ctx context.Context, coll *mongo.Collection, project string, 
 		{Key: FieldTimestamp, Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}},
 	})
 	var raw []bson.DateTime
-	if err := mongoconn.DistinctInto(res, &raw); err != nil {
+	if err := DistinctInto(res, &raw); err != nil {
 		return nil, fmt.Errorf("list ticks of %s: %w", project, err)
 	}
 	out := make([]time.Time, len(raw))

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
@@ -16,4 +17,15 @@ func DurableWriteConcern() *writeconcern.WriteConcern {
 // database's defaults: parents, checkpoints, leases and instances (DurableWriteConcern).
 func Durable() *options.CollectionOptionsBuilder {
 	return options.Collection().SetWriteConcern(DurableWriteConcern())
+}
+
+// DistinctInto decodes a distinct's values into out, returning the command's error first:
+// driver v2's DistinctResult.Decode ignores it and reports an undecodable empty result
+// ("error decoding key arr: unexpected EOF") instead, which hides a network error from the
+// retry logic.
+func DistinctInto(res *mongo.DistinctResult, out any) error {
+	if err := res.Err(); err != nil {
+		return err
+	}
+	return res.Decode(out)
 }

@@ -9,8 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/gameops/rollup/tree/treedb"
 )
 
 // Index names of the indexes rollup builds (package migrations builds them; the trees'
@@ -61,7 +59,8 @@ func CountsKey() bson.D {
 	return bson.D{{Key: FieldID, Value: int32(1)}, {Key: FieldType, Value: int32(1)}, {Key: FieldTimestamp, Value: int32(1)}}
 }
 
-// Indexes lists every index rollup relies on, the trees' included.
+// Indexes lists every index of store's collections rollup relies on; the trees' are
+// tree/treedb's (treedb.Indexes), and package migrations holds the whole catalog.
 func Indexes() []Index {
 	out := []Index{
 		{Collection: CountsCollection, Name: CountsKeyIndex, Keys: CountsKey(), Unique: true,
@@ -80,20 +79,6 @@ func Indexes() []Index {
 			Index{Collection: coll, Name: SummaryProjectTickIndex, Keys: bson.D{{Key: FieldProject, Value: int32(1)}, {Key: FieldTimestamp, Value: int32(1)}},
 				Purpose: "replay, verify and retention read a project's summaries by time"})
 	}
-	for _, ix := range treedb.Indexes() {
-		keys, _ := ix.Model.Keys.(bson.D)
-		name := defaultIndexName(keys)
-		if ix.Model.Options != nil {
-			var o options.IndexOptions
-			for _, set := range ix.Model.Options.List() {
-				_ = set(&o)
-			}
-			if o.Name != nil {
-				name = *o.Name
-			}
-		}
-		out = append(out, Index{Collection: ix.Collection, Name: name, Keys: keys, Purpose: ix.Purpose})
-	}
 	return out
 }
 
@@ -107,9 +92,9 @@ func IndexNamed(coll, name string) (Index, bool) {
 	return Index{}, false
 }
 
-// defaultIndexName is the name MongoDB gives an index created without one: each key and its
+// DefaultIndexName is the name MongoDB gives an index created without one: each key and its
 // value joined by "_".
-func defaultIndexName(keys bson.D) string {
+func DefaultIndexName(keys bson.D) string {
 	parts := make([]string, 0, 2*len(keys))
 	for _, k := range keys {
 		parts = append(parts, k.Key, fmt.Sprint(k.Value))
@@ -148,13 +133,13 @@ func (ix Index) describe() string {
 	return s + " (not sparse, not partial, no collation)"
 }
 
-// CheckIndexes compares every index of Indexes with the database and returns the drift, in
-// the order of Indexes (nil when everything is as rollup wants it). An index rollup wants that
+// CheckIndexes compares every index of catalog with the database and returns the drift, in
+// the order of catalog (nil when everything is as rollup wants it). An index rollup wants that
 // exists with the same definition under another name counts as present.
-func CheckIndexes(ctx context.Context, db *mongo.Database) ([]Drift, error) {
+func CheckIndexes(ctx context.Context, db *mongo.Database, catalog []Index) ([]Drift, error) {
 	specs := map[string][]bson.Raw{}
 	var out []Drift
-	for _, ix := range Indexes() {
+	for _, ix := range catalog {
 		have, ok := specs[ix.Collection]
 		if !ok {
 			var err error

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/gameops/rollup/tree/treedb"
 )
 
 func keyIndex() Index {
@@ -30,17 +28,12 @@ func TestIndexesNamed(t *testing.T) {
 		}
 		seen[ix.Collection+"."+ix.Name] = true
 	}
-	for _, want := range []string{"trees.project_1_effective_from_-1_version_-1", "tree_nodes.project_1_version_1",
-		"tree_nodes." + treedb.NodesIDIndex,
-		"counts." + CountsKeyIndex, "counts." + CountsWrittenAtIndex, "counts." + CountsProjectTickIndex, "tokens." + TokensProjectIndex} {
+	for _, want := range []string{"counts." + CountsKeyIndex, "counts." + CountsWrittenAtIndex, "counts." + CountsProjectTickIndex, "tokens." + TokensProjectIndex} {
 		if !seen[want] {
 			t.Errorf("catalog lacks %s (has %v)", want, seen)
 		}
 	}
-	if ix, ok := IndexNamed(treedb.NodesCollection, treedb.NodesIDIndex); !ok || defaultIndexName(ix.Keys) != ix.Name || ix.Unique {
-		t.Errorf("tree_nodes id index %+v: want a plain index named by the default rule", ix)
-	}
-	if ix := keyIndex(); !ix.Unique || defaultIndexName(ix.Keys) != CountsKeyIndex {
+	if ix := keyIndex(); !ix.Unique || DefaultIndexName(ix.Keys) != CountsKeyIndex {
 		t.Errorf("key index %+v", ix)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/gameops/rollup/internal/mongoconn"
 )
 
 // ProjectExists reports whether project has a document in the projects collection (created
@@ -30,7 +28,7 @@ func ProjectExists(ctx context.Context, db *mongo.Database, project string) (boo
 // Projects returns the names of the projects collection's documents, sorted.
 func Projects(ctx context.Context, db *mongo.Database) ([]string, error) {
 	var out []string
-	if err := mongoconn.DistinctInto(db.Collection(ProjectsCollection).Distinct(ctx, fieldMongoID, bson.D{}), &out); err != nil {
+	if err := DistinctInto(db.Collection(ProjectsCollection).Distinct(ctx, fieldMongoID, bson.D{}), &out); err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}
 	slices.Sort(out)

@@ -280,12 +280,6 @@ func idBytesProblems(nodes []Node, limit int) []Problem {
 // assemble builds the navigation structures of nodes that validate accepted.
 func assemble(project string, nodes []Node) *Tree {
 	n := len(nodes)
-	size := 0
-	for _, nd := range nodes {
-		size += len(nd.ID)
-	}
-	var ids strings.Builder
-	ids.Grow(size)
 	t := &Tree{
 		project:  project,
 		idOff:    make([]int32, n+1),
@@ -298,6 +292,21 @@ func assemble(project string, nodes []Node) *Tree {
 		leaves:   make([]int32, n),
 		depth:    make([]int32, n),
 	}
+	t.indexIDs(nodes)
+	t.link(nodes)
+	t.measure(n)
+	return t
+}
+
+// indexIDs stores the ids (one string) and types of nodes, and the id index (open
+// addressing on the ids' hashes).
+func (t *Tree) indexIDs(nodes []Node) {
+	size := 0
+	for _, nd := range nodes {
+		size += len(nd.ID)
+	}
+	var ids strings.Builder
+	ids.Grow(size)
 	typeIdx := map[string]uint32{}
 	for i, nd := range nodes {
 		ids.WriteString(nd.ID)
@@ -320,6 +329,11 @@ func assemble(project string, nodes []Node) *Tree {
 		}
 		t.slots[s] = h>>32<<32 | uint64(i+1)
 	}
+}
+
+// link sets each node's parent and the children lists (childOff, childIdx).
+func (t *Tree) link(nodes []Node) {
+	n := len(nodes)
 	counts := make([]int32, n)
 	for i, nd := range nodes {
 		if nd.Parent == "" {
@@ -342,6 +356,10 @@ func assemble(project string, nodes []Node) *Tree {
 			fill[p]++
 		}
 	}
+}
+
+// measure sets each node's depth, the levels and the leaves under each node.
+func (t *Tree) measure(n int) {
 	// Breadth-first from the root: order lists every node after its parent.
 	order := make([]int32, 0, n)
 	order = append(order, t.root)
@@ -371,7 +389,6 @@ func assemble(project string, nodes []Node) *Tree {
 		slices.Sort(lv)
 		t.levels[d] = slices.Clip(lv)
 	}
-	return t
 }
 
 // slotCount is the size of the id index of n nodes: a power of two, at least 2n (probes stay

@@ -94,15 +94,34 @@ func (e *ValidationError) Kinds() []ProblemKind {
 
 // validate returns every problem of nodes as the tree of project, nil when they form a tree.
 func validate(project string, nodes []Node) []Problem {
-	var (
-		ps                                    []Problem
-		badID, badType, dups, missing, cycles []Problem
-	)
+	var ps []Problem
 	if err := ValidateName("project", project); err != nil {
 		ps = append(ps, Problem{Kind: InvalidProject, Detail: fmt.Sprintf("project %q: %s", project, reason(err))})
 	}
-	first := make(map[string]int, len(nodes)) // id → first position
-	dupAt := map[string][]int{}
+	badID, badType, first, dupAt := checkNodes(nodes)
+	par, roots, missing := parents(nodes, first)
+	ps = append(ps, badID...)
+	ps = append(ps, badType...)
+	ps = append(ps, duplicates(nodes, dupAt)...)
+	ps = append(ps, missing...)
+	ps = append(ps, cycles(nodes, par)...)
+	switch {
+	case len(roots) > 1:
+		ps = append(ps, Problem{Kind: MultipleRoots, Nodes: roots,
+			Detail: fmt.Sprintf("%d nodes have no parent: %s", len(roots), quoteList(roots, 10))})
+	case len(roots) == 0 && len(nodes) == 0:
+		ps = append(ps, Problem{Kind: NoRoot, Detail: "the tree has no nodes"})
+	case len(roots) == 0:
+		ps = append(ps, Problem{Kind: NoRoot, Detail: "every node has a parent"})
+	}
+	return ps
+}
+
+// checkNodes checks every node's id, type and parent id, and finds each id's first position
+// and the positions of ids that appear more than once.
+func checkNodes(nodes []Node) (badID, badType []Problem, first map[string]int, dupAt map[string][]int) {
+	first = make(map[string]int, len(nodes)) // id → first position
+	dupAt = map[string][]int{}
 	for i, n := range nodes {
 		if err := ValidateID(n.ID); err != nil {
 			badID = append(badID, Problem{Kind: InvalidID, Nodes: []string{n.ID},
@@ -127,7 +146,12 @@ func validate(project string, nodes []Node) []Problem {
 		}
 		first[n.ID] = i
 	}
-	// Duplicates, in order of first appearance.
+	return badID, badType, first, dupAt
+}
+
+// duplicates reports each id of dupAt once, in order of first appearance.
+func duplicates(nodes []Node, dupAt map[string][]int) []Problem {
+	var dups []Problem
 	for i, n := range nodes {
 		at := dupAt[n.ID]
 		if len(at) == 0 || at[0] != i {
@@ -140,12 +164,16 @@ func validate(project string, nodes []Node) []Problem {
 		dups = append(dups, Problem{Kind: DuplicateID, Nodes: []string{n.ID},
 			Detail: fmt.Sprintf("node %q appears %d times (positions %s)", n.ID, len(at), strings.Join(pos, ", "))})
 	}
-	// The graph: the first node of each id; parent index -1 for a root, -2 for a missing parent.
-	par := make([]int, len(nodes))
-	var roots []string
+	return dups
+}
+
+// parents is the graph of the first node of each id: par[i] is the position of node i's
+// parent, -1 for a root, -2 for a missing parent, -3 for a duplicate (not in the graph).
+func parents(nodes []Node, first map[string]int) (par []int, roots []string, missing []Problem) {
+	par = make([]int, len(nodes))
 	for i, n := range nodes {
 		if first[n.ID] != i {
-			par[i] = -3 // duplicate: not part of the graph
+			par[i] = -3
 			continue
 		}
 		switch p, ok := first[n.Parent]; {
@@ -162,7 +190,13 @@ func validate(project string, nodes []Node) []Problem {
 			par[i] = p
 		}
 	}
-	// Cycles: walk parents with colours (0 new, 1 on the current walk, 2 done).
+	return par, roots, missing
+}
+
+// cycles walks parents with colours (0 new, 1 on the current walk, 2 done) and reports each
+// cycle once, from its smallest id.
+func cycles(nodes []Node, par []int) []Problem {
+	var out []Problem
 	colour := make([]uint8, len(nodes))
 	var path []int
 	for i := range nodes {
@@ -177,47 +211,36 @@ func validate(project string, nodes []Node) []Problem {
 			j = par[j]
 		}
 		if j >= 0 && colour[j] == 1 { // back on this walk: path from j on is a cycle
-			k := slices.Index(path, j)
-			cyc := path[k:]
-			m := 0
-			for x := range cyc {
-				if nodes[cyc[x]].ID < nodes[cyc[m]].ID {
-					m = x
-				}
-			}
-			ids := make([]string, 0, len(cyc)+1)
-			for x := range cyc {
-				ids = append(ids, nodes[cyc[(m+x)%len(cyc)]].ID)
-			}
-			detail := "node " + fmt.Sprintf("%q", ids[0]) + " is its own parent"
-			if len(ids) > 1 {
-				quoted := make([]string, 0, len(ids)+1)
-				for _, id := range append(ids, ids[0]) {
-					quoted = append(quoted, fmt.Sprintf("%q", id))
-				}
-				detail = "parents lead back: " + strings.Join(quoted, " → ")
-			}
-			cycles = append(cycles, Problem{Kind: Cycle, Nodes: ids, Detail: detail})
+			out = append(out, cycleProblem(nodes, path[slices.Index(path, j):]))
 		}
 		for _, x := range path {
 			colour[x] = 2
 		}
 	}
-	ps = append(ps, badID...)
-	ps = append(ps, badType...)
-	ps = append(ps, dups...)
-	ps = append(ps, missing...)
-	ps = append(ps, cycles...)
-	switch {
-	case len(roots) > 1:
-		ps = append(ps, Problem{Kind: MultipleRoots, Nodes: roots,
-			Detail: fmt.Sprintf("%d nodes have no parent: %s", len(roots), quoteList(roots, 10))})
-	case len(roots) == 0 && len(nodes) == 0:
-		ps = append(ps, Problem{Kind: NoRoot, Detail: "the tree has no nodes"})
-	case len(roots) == 0:
-		ps = append(ps, Problem{Kind: NoRoot, Detail: "every node has a parent"})
+	return out
+}
+
+// cycleProblem describes the cycle cyc (positions), starting from its smallest id.
+func cycleProblem(nodes []Node, cyc []int) Problem {
+	m := 0
+	for x := range cyc {
+		if nodes[cyc[x]].ID < nodes[cyc[m]].ID {
+			m = x
+		}
 	}
-	return ps
+	ids := make([]string, 0, len(cyc)+1)
+	for x := range cyc {
+		ids = append(ids, nodes[cyc[(m+x)%len(cyc)]].ID)
+	}
+	detail := "node " + fmt.Sprintf("%q", ids[0]) + " is its own parent"
+	if len(ids) > 1 {
+		quoted := make([]string, 0, len(ids)+1)
+		for _, id := range append(ids, ids[0]) {
+			quoted = append(quoted, fmt.Sprintf("%q", id))
+		}
+		detail = "parents lead back: " + strings.Join(quoted, " → ")
+	}
+	return Problem{Kind: Cycle, Nodes: ids, Detail: detail}
 }
 
 // reason returns the Reason of a *NameError, else the error text.

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 )
 
 // PartitionState is one partition as this instance sees it, for metrics (leader state).

@@ -1,10 +1,10 @@
 package watcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,19 +12,16 @@ import (
 	"github.com/gameops/rollup/lease"
 	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/retry"
+	"github.com/sourcegraph/conc/pool"
 )
 
 // led is a partition this instance runs under a lease.
 type led struct {
-	ls lease.Lease
+	h *lease.Holder
 	// stop ends the partition gracefully (shutdown); kill ends its writes at once (lost).
 	stop, kill context.CancelFunc
 	// lost says the lease is gone and the partition was killed; it is still exiting.
 	lost bool
-	// expiring fires kill shortly before the lease expires unless a renewal moves it;
-	// expired says it fired.
-	expiring *time.Timer
-	expired  atomic.Bool
 }
 
 // runLeased is Run with Options.Leases: it claims the instance id (lease.Instance.Claim), then
@@ -39,235 +36,324 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 	if owner == "" {
 		owner = lease.DefaultOwner()
 	}
-	knobs := w.opts.Knobs
-	in := lease.NewInstance(w.db, owner, w.opts.Heartbeat, w.now, &knobs.Lease)
+	in := lease.NewInstance(w.db, owner, w.opts.Heartbeat, w.now, &w.opts.Knobs.Lease)
 	if err := w.claim(ctx, in); err != nil {
 		return shutdownOr(ctx, err)
 	}
 	w.log.Info("claimed instance id", zap.String("owner", owner), zap.String("incarnation", in.Incarnation()))
+	r := newLeasedRun(w, owner, in)
 	beatCtx, stopBeat := context.WithCancel(ctx)
-	beatDone := make(chan error, 1)
-	go func() { beatDone <- in.Run(beatCtx, w.log) }()
 	defer stopBeat()
-
-	ls := lease.NewLeases(w.db, owner, w.opts.LeaseTTL, w.now)
-	parts := w.opts.Partitions
-	running := map[int]*led{}
-	exited := make(chan int, len(parts))
-	expiring := make(chan struct{}, 1)
-	results := make([]error, len(parts))
-	var failed error
-	// Start acquiring at an offset of our own, so instances do not all contend for the
-	// first partitions.
-	offset := int(projectHash(owner) % uint32(len(parts)))
-	margin := w.opts.LeaseTTL / 5
-
-	// arm (re)schedules the end of partition i shortly before its lease expires.
-	arm := func(i int, r *led) {
-		if r.expiring != nil {
-			r.expiring.Stop()
-		}
-		if knobs.WritePastExpiry {
-			r.expiring = time.NewTimer(time.Hour) // never fires before the test ends
-			return
-		}
-		term := r.ls.Term
-		r.expiring = time.AfterFunc(max(0, r.ls.Expires.Sub(w.now())-margin), func() {
-			r.expired.Store(true)
-			r.kill()
-			r.stop()
-			w.leaders.drop(i, term)
-			select {
-			case expiring <- struct{}{}:
-			default:
-			}
-		})
-	}
-	start := func(i int, l lease.Lease) {
-		f := &recompute.Fence{Term: l.Term, Check: func(ctx context.Context) error { return ls.Check(ctx, l) }}
-		pw := w.forPartition(i, parts[i], f)
-		pctx, stop := context.WithCancel(ctx)
-		hard, kill := context.WithCancel(context.WithoutCancel(ctx))
-		r := &led{ls: l, stop: stop, kill: kill}
-		running[i] = r
-		arm(i, r)
-		w.stats.takeovers.Add(1)
-		w.leaders.set(i, true, l.Term, w.now())
-		w.log.Info("leading partition", zap.String("lease", l.ID), zap.Int64("term", l.Term), zap.String("owner", owner))
-		go func() {
-			results[i] = pw.run(pctx, hard)
-			exited <- i
-		}()
-	}
-	lose := func(i int, why string, err error) {
-		r := running[i]
-		if r.lost {
-			return
-		}
-		r.lost = true
-		r.expiring.Stop()
-		r.kill()
-		r.stop()
-		w.stats.leaseLosses.Add(1)
-		w.leaders.set(i, false, 0, time.Time{})
-		w.log.Warn("lease lost; partition stopped", zap.String("lease", r.ls.ID), zap.Int64("term", r.ls.Term), zap.String("why", why), zap.Error(err))
-	}
-	// shutdownBy bounds the lease releases and the instance's stop once Run ends, with the
-	// partitions' own ShutdownTimeout, so a store that is down cannot hold the shutdown.
-	var shutdownBy time.Time
-	reap := func(i int) {
-		r := running[i]
-		r.expiring.Stop()
-		if r.expired.Load() && !r.lost {
-			lose(i, "not renewed before it expired", nil)
-		}
-		delete(running, i)
-		r.kill()
-		r.stop()
-		err := results[i]
-		switch {
-		case err == nil || errors.Is(err, lease.ErrFenced) || r.lost:
-			if errors.Is(err, lease.ErrFenced) && !r.lost {
-				w.stats.leaseLosses.Add(1)
-				w.log.Warn("partition fenced by a newer term; standing by", zap.String("lease", r.ls.ID), zap.Int64("term", r.ls.Term))
-			}
-			if err == nil && !r.lost {
-				w.releaseLease(ctx, ls, r.ls, shutdownBy)
-			}
-		default:
-			if failed == nil {
-				failed = fmt.Errorf("partition %s: %w", r.ls.ID, err)
-			}
-			w.releaseLease(ctx, ls, r.ls, shutdownBy)
-		}
-		w.leaders.set(i, false, 0, time.Time{})
-	}
-
-	interval := w.opts.LeaseTTL / 3
-	failures := 0
-	var logged time.Time
-	for ctx.Err() == nil && failed == nil {
-		if pause := knobs.BeforeLeaseRound; pause != nil {
+	r.group.Go(func() { r.beatDone <- in.Run(beatCtx, w.log) })
+	for ctx.Err() == nil && r.failed == nil {
+		if pause := w.opts.Knobs.BeforeLeaseRound; pause != nil {
 			pause()
 		}
-		var roundErr error
-		takenOver, tried := false, false
-		for i, r := range running {
-			if r.lost {
-				continue
-			}
-			if r.expired.Load() {
-				lose(i, "not renewed before it expired", nil)
-				continue
-			}
-			tried = true
-			nl, ok, err := ls.Renew(ctx, r.ls)
-			switch {
-			case err == nil && !ok:
-				lose(i, "taken over", nil)
-				takenOver = true
-			case err == nil:
-				r.ls = nl
-				arm(i, r)
-			case ctx.Err() == nil:
-				roundErr = err
-			}
+		err := r.round(ctx)
+		if r.failed != nil {
+			break
 		}
-		if takenOver {
-			// A lease of ours has a newer term: maybe our own id, run by another process.
-			// Ask the instance document before taking anything back.
-			var over *lease.TakenOverError
-			if err := in.Heartbeat(ctx); errors.As(err, &over) {
-				failed = err
-				for i := range running {
-					lose(i, "instance id taken over", err)
-				}
-				break
-			}
+		r.wait(ctx, err)
+	}
+	r.shutdown(ctx, stopBeat)
+	return r.failed
+}
+
+// leasedRun is the state of one runLeased: the partitions this instance leads, each under
+// its lease's Holder, and the rounds that renew and acquire the leases. Every goroutine it
+// starts (the partitions, the instance's heartbeat) belongs to group.
+type leasedRun struct {
+	w      *Watcher
+	owner  string
+	in     *lease.Instance
+	leases *lease.Leases
+	group  *pool.Pool
+
+	running  map[int]*led
+	results  []error       // of each partition's run, read once it exited
+	exited   chan int      // a partition's run returned
+	expiring chan struct{} // a lease's expiry callback killed its partition
+	beatDone chan error    // the heartbeat ended (nil once read)
+	failed   error         // Run's result: a permanent failure
+
+	offset     int           // the first partition this instance tries, so instances spread
+	margin     time.Duration // a partition stops this long before its unrenewed lease expires
+	failures   int           // consecutive failed rounds
+	warn       retry.Throttle
+	shutdownBy time.Time // bounds the releases once Run ends (zero until then)
+}
+
+func newLeasedRun(w *Watcher, owner string, in *lease.Instance) *leasedRun {
+	parts := len(w.opts.Partitions)
+	return &leasedRun{w: w, owner: owner, in: in, leases: lease.NewLeases(w.db, owner, w.opts.LeaseTTL, w.now),
+		group: pool.New(), running: map[int]*led{}, results: make([]error, parts), exited: make(chan int, parts),
+		expiring: make(chan struct{}, 1), beatDone: make(chan error, 1),
+		// Start acquiring at an offset of our own, so instances do not all contend for the
+		// first partitions.
+		offset: int(projectHash(owner) % uint32(parts)), margin: w.opts.LeaseTTL / 5}
+}
+
+// round renews the leases held and tries to take the others, up to MaxPartitions; it
+// returns the store error of the round (nil: every call answered) and whether it called the
+// store at all.
+func (r *leasedRun) round(ctx context.Context) (err error) {
+	tried := false
+	if e, t := r.renew(ctx); e != nil || t {
+		err, tried = e, true
+	}
+	if r.failed != nil {
+		return nil
+	}
+	if e, t := r.acquire(ctx); e != nil || t {
+		err, tried = cmp.Or(err, e), true
+	}
+	switch {
+	case err != nil:
+		r.failures++
+		r.w.leaders.block("lease store: " + err.Error())
+		if r.warn.Allow(time.Now()) {
+			r.w.log.Warn("lease round failed; retrying", zap.Int("attempt", r.failures), zap.Error(err))
 		}
-		leading := 0
-		for _, r := range running {
-			if !r.lost {
-				leading++
-			}
+	case tried:
+		if r.failures > 0 {
+			r.w.log.Info("lease rounds recovered", zap.Int("failed_rounds", r.failures))
 		}
-		for k := range parts {
-			i := (offset + k) % len(parts)
-			if running[i] != nil || ctx.Err() != nil {
-				continue
+		r.failures = 0
+		r.w.leaders.block("")
+	}
+	return err
+}
+
+// renew renews every lease held; one taken over makes it ask the instance document whether
+// another process runs with this instance's id (then Run fails).
+func (r *leasedRun) renew(ctx context.Context) (err error, tried bool) {
+	takenOver := false
+	for i, p := range r.running {
+		if p.lost {
+			continue
+		}
+		if p.h.Expired() {
+			r.lose(i, "not renewed before it expired", nil)
+			continue
+		}
+		tried = true
+		ok, e := p.h.Renew(ctx)
+		switch {
+		case e == nil && !ok:
+			r.lose(i, "taken over", nil)
+			takenOver = true
+		case e != nil && ctx.Err() == nil:
+			err = e
+		}
+	}
+	if takenOver {
+		// A lease of ours has a newer term: maybe our own id, run by another process.
+		// Ask the instance document before taking anything back.
+		var over *lease.TakenOverError
+		if e := r.in.Heartbeat(ctx); errors.As(e, &over) {
+			r.fail(e)
+		}
+	}
+	return err, tried
+}
+
+// acquire tries to take the leases of the partitions not running, from this instance's
+// offset on, while it leads fewer than MaxPartitions.
+func (r *leasedRun) acquire(ctx context.Context) (err error, tried bool) {
+	leading := 0
+	for _, p := range r.running {
+		if !p.lost {
+			leading++
+		}
+	}
+	parts := r.w.opts.Partitions
+	for k := range parts {
+		i := (r.offset + k) % len(parts)
+		if r.running[i] != nil || ctx.Err() != nil {
+			continue
+		}
+		if leading >= r.w.opts.MaxPartitions {
+			r.w.leaders.away(i, false, true)
+			continue
+		}
+		tried = true
+		p, pctx, hard := r.newLed(ctx, i)
+		ok, e := p.h.Acquire(ctx)
+		switch {
+		case e != nil:
+			if ctx.Err() == nil {
+				err = e
 			}
-			if leading >= w.opts.MaxPartitions {
-				w.leaders.away(i, false, true)
-				continue
-			}
-			tried = true
-			l, ok, err := ls.Acquire(ctx, parts[i].id(w.opts.Name))
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					roundErr = err
-				}
-				w.leaders.away(i, false, false)
-			case ok:
-				start(i, l)
-				leading++
+			r.w.leaders.away(i, false, false)
+		case ok:
+			r.start(i, p, pctx, hard)
+			leading++
+		default:
+			r.w.leaders.away(i, true, false)
+		}
+		if !ok {
+			p.stop()
+			p.kill()
+		}
+	}
+	return err, tried
+}
+
+// newLed returns partition i's led before its lease is taken: the contexts of its run (pctx
+// ends gracefully, hard at once) and the Holder whose expiry callback kills the run (unless
+// Knobs.WritePastExpiry keeps a paused leader writing, for the fencing tests).
+func (r *leasedRun) newLed(ctx context.Context, i int) (p *led, pctx, hard context.Context) {
+	p = &led{}
+	pctx, p.stop = context.WithCancel(ctx)
+	hard, p.kill = context.WithCancel(context.WithoutCancel(ctx))
+	var onExpiry func()
+	if !r.w.opts.Knobs.WritePastExpiry {
+		onExpiry = func() {
+			p.kill()
+			p.stop()
+			r.w.leaders.drop(i, p.h.Lease().Term)
+			select {
+			case r.expiring <- struct{}{}:
 			default:
-				w.leaders.away(i, true, false)
 			}
 		}
-		wait := interval
-		if roundErr != nil {
-			failures++
-			wait = min(interval, w.opts.Backoff.Delay(failures))
-			w.leaders.block("lease store: " + roundErr.Error())
-			if time.Since(logged) >= 30*time.Second {
-				w.log.Warn("lease round failed; retrying", zap.Int("attempt", failures), zap.Error(roundErr))
-				logged = time.Now()
-			}
-		} else if tried {
-			if failures > 0 {
-				w.log.Info("lease rounds recovered", zap.Int("failed_rounds", failures))
-			}
-			failures = 0
-			w.leaders.block("")
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case i := <-exited:
-			reap(i)
-		case <-expiring:
-		case err := <-beatDone:
-			beatDone = nil
-			if err != nil && failed == nil {
-				failed = err
-				for i := range running {
-					lose(i, "instance id taken over", err)
-				}
-			}
-		case <-t.C:
-		}
-		t.Stop()
 	}
-	// Shutdown (or a failure): every partition stops gracefully, then its lease is released.
-	shutdownBy = time.Now().Add(w.opts.ShutdownTimeout)
-	for _, r := range running {
-		r.stop()
+	p.h = r.leases.Holder(r.w.opts.Partitions[i].id(r.w.opts.Name), r.margin, onExpiry)
+	return p, pctx, hard
+}
+
+// start runs partition i, whose lease p holds, in the group.
+func (r *leasedRun) start(i int, p *led, pctx, hard context.Context) {
+	l := p.h.Lease()
+	f := &recompute.Fence{Term: l.Term, Check: func(ctx context.Context) error { return p.h.Check(ctx) }}
+	pw := r.w.forPartition(i, r.w.opts.Partitions[i], f)
+	r.running[i] = p
+	r.w.stats.takeovers.Add(1)
+	r.w.leaders.set(i, true, l.Term, r.w.now())
+	r.w.log.Info("leading partition", zap.String("lease", l.ID), zap.Int64("term", l.Term), zap.String("owner", r.owner))
+	r.group.Go(func() {
+		r.results[i] = pw.run(pctx, hard)
+		r.exited <- i
+	})
+}
+
+// lose stops partition i at once: its lease is gone (why).
+func (r *leasedRun) lose(i int, why string, err error) {
+	p := r.running[i]
+	if p.lost {
+		return
 	}
-	for len(running) > 0 {
-		reap(<-exited)
+	p.lost = true
+	l := p.h.Lease()
+	p.h.Drop()
+	p.kill()
+	p.stop()
+	r.w.stats.leaseLosses.Add(1)
+	r.w.leaders.set(i, false, 0, time.Time{})
+	r.w.log.Warn("lease lost; partition stopped", zap.String("lease", l.ID), zap.Int64("term", l.Term), zap.String("why", why), zap.Error(err))
+}
+
+// fail ends the run with err (the first failure wins), stopping every partition at once.
+func (r *leasedRun) fail(err error) {
+	if r.failed != nil {
+		return
+	}
+	r.failed = err
+	for i := range r.running {
+		r.lose(i, "instance id taken over", err)
+	}
+}
+
+// reap takes partition i's exit: a run that ended without losing its lease releases it; a
+// permanent failure ends Run.
+func (r *leasedRun) reap(ctx context.Context, i int) {
+	p := r.running[i]
+	if p.h.Expired() && !p.lost {
+		r.lose(i, "not renewed before it expired", nil)
+	}
+	delete(r.running, i)
+	p.kill()
+	p.stop()
+	l := p.h.Lease()
+	err := r.results[i]
+	switch {
+	case err == nil || errors.Is(err, lease.ErrFenced) || p.lost:
+		if errors.Is(err, lease.ErrFenced) && !p.lost {
+			r.w.stats.leaseLosses.Add(1)
+			r.w.log.Warn("partition fenced by a newer term; standing by", zap.String("lease", l.ID), zap.Int64("term", l.Term))
+			p.h.Drop()
+		}
+	default:
+		if r.failed == nil {
+			r.failed = fmt.Errorf("partition %s: %w", l.ID, err)
+		}
+	}
+	r.release(ctx, p.h)
+	r.w.leaders.set(i, false, 0, time.Time{})
+}
+
+// wait waits for the next round: LeaseTTL/3, sooner with backoff after a failed round, or
+// until a partition exits, a lease expires, the heartbeat ends or ctx is done.
+func (r *leasedRun) wait(ctx context.Context, roundErr error) {
+	wait := r.w.opts.LeaseTTL / 3
+	if roundErr != nil {
+		wait = min(wait, r.w.opts.Backoff.Delay(r.failures))
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case i := <-r.exited:
+		r.reap(ctx, i)
+	case <-r.expiring:
+	case err := <-r.beatDone:
+		r.beatDone = nil
+		if err != nil {
+			r.fail(err)
+		}
+	case <-t.C:
+	}
+}
+
+// shutdown stops every partition gracefully and releases its lease, then stops the
+// instance (unless another process took its id over), within the partitions'
+// ShutdownTimeout, so a store that is down cannot hold the shutdown.
+func (r *leasedRun) shutdown(ctx context.Context, stopBeat context.CancelFunc) {
+	r.shutdownBy = time.Now().Add(r.w.opts.ShutdownTimeout)
+	for _, p := range r.running {
+		p.stop()
+	}
+	for len(r.running) > 0 {
+		r.reap(ctx, <-r.exited)
 	}
 	stopBeat()
-	if beatDone != nil {
-		if err := <-beatDone; err != nil && failed == nil {
-			failed = err
+	if r.beatDone != nil {
+		if err := <-r.beatDone; err != nil && r.failed == nil {
+			r.failed = err
 		}
 	}
+	r.group.Wait()
 	var over *lease.TakenOverError
-	if !errors.As(failed, &over) {
-		in.Stop(ctx, shutdownBy, w.log)
+	if !errors.As(r.failed, &over) {
+		r.in.Stop(ctx, r.shutdownBy, r.w.log)
 	}
-	return failed
+}
+
+// release releases a held lease under a short context that outlives ctx (until shutdownBy,
+// once set); a failure only delays the takeover until the lease expires.
+func (r *leasedRun) release(ctx context.Context, h *lease.Holder) {
+	if !h.Held() {
+		return
+	}
+	by := r.shutdownBy
+	if by.IsZero() {
+		by = time.Now().Add(5 * time.Second)
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
+	defer cancel()
+	if err := h.Release(rctx); err != nil {
+		r.w.log.Warn("could not release the lease; a standby takes over when it expires", zap.String("lease", h.ID()), zap.Error(err))
+	}
 }
 
 // claim claims the instance id, retrying store errors with backoff until ctx ends.
@@ -283,17 +369,4 @@ func (w *Watcher) claim(ctx context.Context, in *lease.Instance) error {
 		}
 		return err
 	})
-}
-
-// releaseLease releases l under a short context that outlives ctx (until by, when set); a
-// failure only delays the takeover until the lease expires.
-func (w *Watcher) releaseLease(ctx context.Context, ls *lease.Leases, l lease.Lease, by time.Time) {
-	if by.IsZero() {
-		by = time.Now().Add(5 * time.Second)
-	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
-	defer cancel()
-	if err := ls.Release(rctx, l); err != nil {
-		w.log.Warn("could not release the lease; a standby takes over when it expires", zap.String("lease", l.ID), zap.Error(err))
-	}
 }

@@ -4,8 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/lease"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/retry"
 )

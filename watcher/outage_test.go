@@ -15,16 +15,16 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/store"
 )
 
-// outage is how long the watcher-level outages last (the serve tests hold them 60 s).
-const outage = 15 * time.Second
+// outage is how long TestRunRidesOutOutages holds each fault (3 s under -short).
+var outage = testctx.Window{Full: 15 * time.Second, Short: 3 * time.Second}
 
-// TestRunRidesOutOutages holds a fault on the watcher's commands for 15 s while leaves keep
+// TestRunRidesOutOutages holds a fault on the watcher's commands for outage (15 s) while leaves keep
 // arriving (written by another client): NotWritablePrimary on every write, as in an election,
 // and closeConnection on every command. Run never returns; its status turns not ready, naming
 // the failure, and ready again after; the store sees a bounded number of commands (backoff);
@@ -63,7 +63,7 @@ func TestRunRidesOutOutages(t *testing.T) {
 			f.e.store.FailPoint(t, f.e.client, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
 				{Key: "data", Value: append(bson.D{{Key: "appName", Value: app}}, tc.data...)}})
 			var notReady status.State
-			for time.Since(armed) < outage {
+			for time.Since(armed) < outage.D() {
 				f.submitRound() // leaves keep coming from the agents' side
 				if st := tracker.State(); !st.Ready && notReady.Reason == "" {
 					notReady = st
@@ -88,8 +88,8 @@ func TestRunRidesOutOutages(t *testing.T) {
 			correct := time.Since(back)
 			testctx.WaitFor(t, "ready again", func() bool { return tracker.State().Ready })
 			t.Logf("%s: %d commands in %v; status during: %q; totals correct %v after the fault ended, ready after %v",
-				tc.name, sent, outage, notReady.Reason, correct, time.Since(back))
-			if limit := int64(tc.perSecond) * int64(outage/time.Second); sent > limit {
+				tc.name, sent, outage.D(), notReady.Reason, correct, time.Since(back))
+			if limit := int64(tc.perSecond) * int64(outage.D()/time.Second); sent > limit {
 				t.Errorf("%d commands during the outage, want at most %d", sent, limit)
 			}
 			if correct > 5*time.Second {

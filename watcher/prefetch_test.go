@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/recompute"
 	"github.com/gameops/rollup/store"
@@ -114,7 +115,11 @@ func startHeld(t *testing.T, knobs func(hold func() bool) recompute.Knobs) heldR
 		}
 		return false
 	}
-	r := e.start(e.newWatcher(Options{Knobs: &Knobs{Recompute: knobs(hold)}}))
+	tracker := status.New("watcher", "starting")
+	r := e.start(e.newWatcher(Options{Status: tracker, Knobs: &Knobs{Recompute: knobs(hold)}}))
+	// The stream is open before the first leaf is written, so the leaf comes through it (a
+	// leaf written before would be replayed at start, with the reader not yet running).
+	testctx.WaitFor(t, "the watcher ready", func() bool { return tracker.State().Ready })
 	l := tr.Leaves()
 	e.submit(item("p", l[0].ID, l[0].Type, t0, 1, 1))
 	<-held

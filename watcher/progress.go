@@ -8,7 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/gameops/rollup/metrics/hist"
+	"github.com/gameops/rollup/internal/hist"
 )
 
 // Progress is where the watcher's streams are and how long recomputing takes, for the

@@ -103,7 +103,7 @@ func isHistoryLost(err error) bool {
 //
 // Partitions: each partition runs its own stream and checkpoint as described above, all at
 // once; a permanent failure of one stops the others. With Options.Leases, Run instead runs
-// only the partitions whose lease it holds (see runLeased in lease_run.go).
+// only the partitions whose lease it holds (see runLeased in leased.go).
 //
 // Status (Options.Status) is ready when every partition this instance leads has a stream
 // that made progress since its last failure and every other partition is held by another
@@ -167,7 +167,7 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 		return err
 	}
 	attempt := 0
-	var logged time.Time
+	var warn retry.Throttle
 	for {
 		s.progress = false
 		err := w.runStream(ctx, work, s)
@@ -197,10 +197,9 @@ func (w *Watcher) run(ctx, hard context.Context) error {
 		attempt++
 		w.failing(err)
 		delay := w.opts.Backoff.Delay(attempt)
-		if attempt == 1 || time.Since(logged) >= 30*time.Second {
+		if warn.Allow(time.Now()) || attempt == 1 {
 			w.log.Warn("watcher failed; restarting from the last safe position",
 				zap.Int("attempt", attempt), zap.Duration("backoff", delay), zap.Error(err))
-			logged = time.Now()
 		}
 		if s.token != nil {
 			s.resume = s.token

@@ -43,7 +43,7 @@ type env struct {
 func commands() map[string]command {
 	return map[string]command{
 		"mongod": {summary: "serve the embedded MongoDB-compatible server on its own", run: runMongod},
-		"bench":  {summary: "run a benchmark (mongod, changestream, ingest, baselines)", run: runBench},
+		"bench":  {summary: "run a benchmark (mongod, changestream, ingest, baselines, scale)", run: runBench},
 		"serve":  {summary: "run rollup (starts the embedded store without --mongodb-uri)", run: runServe},
 
 		"migrate": {summary: "apply or show schema migrations (up [--dry-run], status)", run: runMigrate},
@@ -59,6 +59,7 @@ func commands() map[string]command {
 		"verify": {summary: "check a project's rollups for a time window; exit 1 on any violation", run: runVerify},
 
 		"retention": {summary: "show or change how long each tier is kept (show, set, clear)", run: runRetention},
+		"version":   {summary: "print the module version and VCS revision of this binary", run: runVersion},
 	}
 }
 

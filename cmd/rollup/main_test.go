@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,33 @@ func checkParse[C comparable](t *testing.T, parse func(*env, []string) (C, error
 		if err != nil || got != tc.want {
 			t.Errorf("%v: got %+v, %v; want %+v", tc.args, got, err, tc.want)
 		}
+	}
+}
+
+// TestVersion: `rollup version` prints the module version, the revision and the Go version
+// from the build info, and refuses arguments.
+func TestVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		info debug.BuildInfo
+		want string
+	}{
+		{"checkout", debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "69d6559"}, {Key: "vcs.time", Value: "2026-11-28T06:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			"rollup v1.2.3 (69d6559, modified, 2026-11-28T06:00:00Z) go1.26.8\n"},
+		{"no vcs", debug.BuildInfo{GoVersion: "go1.26.8"}, "rollup (devel) (unknown) go1.26.8\n"},
+	} {
+		var b strings.Builder
+		printVersion(&b, &tc.info)
+		if b.String() != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+	var out, errb strings.Builder
+	if code := runMain(&env{stdout: &out, stderr: &errb}, []string{"version"}, run); code != 0 || !strings.HasPrefix(out.String(), "rollup ") {
+		t.Errorf("rollup version: exit %d, %q %q", code, out.String(), errb.String())
+	}
+	if code := runMain(&env{stdout: &out, stderr: &errb}, []string{"version", "x"}, run); code != 2 {
+		t.Errorf("rollup version x: exit %d, want 2", code)
 	}
 }

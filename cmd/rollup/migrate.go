@@ -79,7 +79,7 @@ func parseMigrate(e *env, args []string) (migrateConfig, error) {
 	case c.lockWait < 0:
 		return c, errors.New("--lock-wait must not be negative")
 	}
-	return c, c.store.required("migrations need a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+	return c, c.store.required(fs, "migrations need a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); "+
 		"with the embedded store, use 'rollup serve', which applies migrations at start")
 }
 

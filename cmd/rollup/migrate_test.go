@@ -26,11 +26,11 @@ func TestParseMigrate(t *testing.T) {
 		{args: []string{"status", "--mongodb-uri", "mongodb://h", "--lock-wait", "0s"}, want: migrateConfig{sub: "status", store: storeFlags{uri: "mongodb://h", database: "rollup"}, logLevel: "warn"}},
 		{args: []string{"up"}, wantErr: "pass --mongodb-uri"},
 		{args: []string{}, wantErr: "subcommand is required"},
-		{args: []string{"down", "--mongodb-uri", "m"}, wantErr: `unknown subcommand "down"`},
-		{args: []string{"status", "--dry-run", "--mongodb-uri", "m"}, wantErr: "--dry-run is for"},
-		{args: []string{"up", "--mongodb-uri", "m", "extra"}, wantErr: `unexpected argument "extra"`},
-		{args: []string{"up", "--mongodb-uri", "m", "--lock-wait", "-1s"}, wantErr: "must not be negative"},
-		{args: []string{"up", "--mongodb-uri", "m", "--database", ""}, wantErr: "--database"},
+		{args: []string{"down", "--mongodb-uri", "mongodb://m"}, wantErr: `unknown subcommand "down"`},
+		{args: []string{"status", "--dry-run", "--mongodb-uri", "mongodb://m"}, wantErr: "--dry-run is for"},
+		{args: []string{"up", "--mongodb-uri", "mongodb://m", "extra"}, wantErr: `unexpected argument "extra"`},
+		{args: []string{"up", "--mongodb-uri", "mongodb://m", "--lock-wait", "-1s"}, wantErr: "must not be negative"},
+		{args: []string{"up", "--mongodb-uri", "mongodb://m", "--database", ""}, wantErr: "--database"},
 		{args: []string{"up", "--bogus"}, wantErr: "bogus"},
 	}
 	checkParse(t, parseMigrate, tests)
@@ -154,5 +154,28 @@ func TestMigrateDrift(t *testing.T) {
 	}
 	if err := migrations.CheckSchema(ctx, db); err != nil {
 		t.Fatalf("schema after the repair: %v", err)
+	}
+}
+
+// TestStoreFlagErrors: a bad --mongodb-uri or --database names the setting and its source,
+// never the value, for every command on a deployment.
+func TestStoreFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"migrate", "status", "--mongodb-uri", "notauri"}, nil, `--mongodb-uri (from flag): want a connection string starting with "mongodb://"`},
+		{[]string{"token", "list", "--project", "p"}, map[string]string{"ROLLUP_MONGODB_URI": "postgres://u:secret@h"}, "--mongodb-uri (from environment variable ROLLUP_MONGODB_URI)"},
+		{[]string{"verify", "--project", "p", "--from", "2026-11-21T18:00:00Z", "--to", "2026-11-21T18:05:00Z", "--mongodb-uri", "mongodb://u:secret@127.0.0.1:0/"}, nil, "--mongodb-uri (from flag): the driver refuses it"},
+		{[]string{"retention", "show", "--mongodb-uri", "mongodb://127.0.0.1/", "--database", ""}, nil, "--database (from flag): must not be empty"},
+		{[]string{"verify", "--project", "p", "--from", "yesterday", "--to", "2026-11-21T18:05:00Z", "--mongodb-uri", "mongodb://127.0.0.1/"}, nil, `--from "yesterday": want RFC 3339, like 2026-11-21T18:05:00Z`},
+	} {
+		var out, errb strings.Builder
+		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+		code := runMain(&env{stdout: &out, stderr: &errb, lookupEnv: lookup}, tc.args, run)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) || strings.Contains(errb.String(), "secret") {
+			t.Errorf("%v: exit %d, want 2 with %q and no secret:\n%s", tc.args, code, tc.want, errb.String())
+		}
 	}
 }

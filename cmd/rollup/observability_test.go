@@ -19,10 +19,10 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
+	"github.com/gameops/rollup/internal/hist"
 	"github.com/gameops/rollup/internal/settings"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/metrics"
-	"github.com/gameops/rollup/metrics/hist"
-	"github.com/gameops/rollup/metrics/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
@@ -75,7 +75,7 @@ func exportedMetrics(t *testing.T) (names map[string]bool, families []string) {
 		},
 		Bulk: func() bulk.Stats {
 			return bulk.Stats{Batches: 1, BatchOps: h, Items: map[bulk.Outcome]int64{bulk.OutcomeApplied: 1},
-				Retries: map[bulk.Class]int64{}, Failures: map[bulk.Class]int64{bulk.ClassUnknownOutcome: 1}}
+				Retries: map[store.Class]int64{}, Failures: map[store.Class]int64{store.ClassUnknownOutcome: 1}}
 		},
 		Watcher: func() watcher.Stats { return watcher.Stats{Events: 1, LastEventTime: now} },
 		Progress: func() watcher.Progress {

@@ -228,18 +228,18 @@ func TestParseReplayVerify(t *testing.T) {
 		verify  verifyConfig
 		wantErr string
 	}{
-		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "m"},
-			replay: replayConfig{window: windowFlags{"p", t1, t1.Add(15 * time.Minute)}, progress: "auto", logLevel: "warn", store: storeFlags{"m", "rollup"}},
-			verify: verifyConfig{window: windowFlags{"p", t1, t1.Add(15 * time.Minute)}, max: 20, store: storeFlags{"m", "rollup"}}},
-		{args: []string{"--project", "p", "--from", from, "--to", to, "--mongodb-uri", "m"}, wantErr: "must be after --from"},
-		{args: []string{"--project", "p", "--from", from, "--to", "2024-07-01T00:00:00Z", "--mongodb-uri", "m"}, wantErr: "longer than"},
-		{args: []string{"--from", from, "--to", to, "--mongodb-uri", "m"}, wantErr: "--project is required"},
-		{args: []string{"--project", "p", "--to", to, "--mongodb-uri", "m"}, wantErr: "--from and --to are required"},
-		{args: []string{"--project", "p", "--from", "10:00", "--to", to, "--mongodb-uri", "m"}, wantErr: "--from"},
-		{args: []string{"--project", "p", "--from", from, "--to", "x", "--mongodb-uri", "m"}, wantErr: "--to"},
+		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "mongodb://m"},
+			replay: replayConfig{window: windowFlags{"p", t1, t1.Add(15 * time.Minute)}, progress: "auto", logLevel: "warn", store: storeFlags{"mongodb://m", "rollup"}},
+			verify: verifyConfig{window: windowFlags{"p", t1, t1.Add(15 * time.Minute)}, max: 20, store: storeFlags{"mongodb://m", "rollup"}}},
+		{args: []string{"--project", "p", "--from", from, "--to", to, "--mongodb-uri", "mongodb://m"}, wantErr: "must be after --from"},
+		{args: []string{"--project", "p", "--from", from, "--to", "2024-07-01T00:00:00Z", "--mongodb-uri", "mongodb://m"}, wantErr: "longer than"},
+		{args: []string{"--from", from, "--to", to, "--mongodb-uri", "mongodb://m"}, wantErr: "--project is required"},
+		{args: []string{"--project", "p", "--to", to, "--mongodb-uri", "mongodb://m"}, wantErr: "--from and --to are required"},
+		{args: []string{"--project", "p", "--from", "10:00", "--to", to, "--mongodb-uri", "mongodb://m"}, wantErr: "--from"},
+		{args: []string{"--project", "p", "--from", from, "--to", "x", "--mongodb-uri", "mongodb://m"}, wantErr: "--to"},
 		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z"}, wantErr: "pass --mongodb-uri"},
-		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "m", "--database", ""}, wantErr: "--database"},
-		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "m", "extra"}, wantErr: `unexpected argument "extra"`},
+		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "mongodb://m", "--database", ""}, wantErr: "--database"},
+		{args: []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "mongodb://m", "extra"}, wantErr: `unexpected argument "extra"`},
 		{args: []string{"--bogus"}, wantErr: "bogus"},
 	}
 	for _, tc := range tests {
@@ -261,7 +261,7 @@ func TestParseReplayVerify(t *testing.T) {
 			t.Errorf("verify %v: got %+v, %v; want %+v", tc.args, v, verr, tc.verify)
 		}
 	}
-	ok := []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "m"}
+	ok := []string{"--project", "p", "--from", from, "--to", "2024-05-01T10:15:00Z", "--mongodb-uri", "mongodb://m"}
 	for _, extra := range [][]string{{"--dry-run", "--progress", "lines"}, {"--progress", "bar"}, {"--progress", "none"}} {
 		if _, err := parseReplay(&env{stdout: io.Discard, stderr: io.Discard}, append(slices.Clone(ok), extra...)); err != nil {
 			t.Errorf("replay %v: %v", extra, err)

@@ -117,7 +117,7 @@ func parseRetention(e *env, args []string) (retentionConfig, error) {
 			return c, fmt.Errorf("--project: %w", err)
 		}
 	}
-	return c, c.store.required("retention overrides live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
+	return c, c.store.required(fs, "retention overrides live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI)")
 }
 
 func runRetention(ctx context.Context, e *env, args []string) error {

@@ -18,7 +18,7 @@ import (
 
 func TestParseRetention(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
-	const uri = "--mongodb-uri=m"
+	const uri = "--mongodb-uri=mongodb://m"
 	tests := []struct {
 		args    []string
 		want    string // sub project default dryRun set clear
@@ -85,6 +85,12 @@ func TestRetentionCommand(t *testing.T) {
 	wantAll(t, "show", out, "deployment default", "leaves  14d      built-in default", "1d      forever  built-in default", "no project overrides it")
 	if code != 0 {
 		t.Fatalf("show: exit %d", code)
+	}
+
+	// An unknown project is an error, as for verify and replay, not the defaults.
+	out, code = run("show", "--project", "nosuch")
+	if code != 1 || !strings.Contains(out, `unknown project "nosuch"`) {
+		t.Fatalf("show --project nosuch: exit %d, want 1 naming it:\n%s", code, out)
 	}
 
 	out, code = run("set", "--default", "5m=60d", "--dry-run")

@@ -45,6 +45,9 @@ func directDB(t *testing.T, addr, name string) *mongo.Database {
 	return es.Client(t).Database(name)
 }
 
+// storeAway is how long TestServeStartsBeforeStore keeps the store away (2 s under -short).
+var storeAway = testctx.Window{Full: 10 * time.Second, Short: 2 * time.Second}
+
 // TestServeStartsBeforeStore starts serve against an address where nothing listens: its HTTP
 // port answers at once (/healthz 200, /readyz 503 naming what waits, ingest 503 with
 // Retry-After), it keeps waiting (it used to exit after 5 s), and once the store appears it is
@@ -81,8 +84,8 @@ func TestServeStartsBeforeStore(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.RetryAfter <= 0 {
 		t.Fatalf("submission with the store down = %v, want 503 with Retry-After", err)
 	}
-	// The store stays away for 10 s: serve keeps answering and waiting.
-	for start := time.Now(); time.Since(start) < 10*time.Second; {
+	// The store stays away for storeAway: serve keeps answering and waiting.
+	for start := time.Now(); time.Since(start) < storeAway.D(); {
 		if err, done := s.exited(); done {
 			t.Fatalf("serve exited while waiting for the store: %v", err)
 		}
@@ -90,7 +93,7 @@ func TestServeStartsBeforeStore(t *testing.T) {
 			t.Fatalf("/healthz = %d while waiting for the store", code)
 		}
 		tick := time.NewTimer(200 * time.Millisecond)
-		<-tick.C // paces the probes over the fixed 10 s window
+		<-tick.C // paces the probes over the fixed storeAway window
 	}
 	startOwnedStore(t, addr, "")
 	appeared := time.Now()

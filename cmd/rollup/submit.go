@@ -95,15 +95,15 @@ func submitInput(c submitConfig, stdin io.Reader, now time.Time) (agentclient.Su
 	} else {
 		ts, err := time.Parse(time.RFC3339Nano, c.timestamp)
 		if err != nil {
-			return s, fmt.Errorf("--timestamp %q: want RFC 3339 such as 2024-05-01T10:05:00Z, or now", c.timestamp)
+			return s, fmt.Errorf("--timestamp %q: want RFC 3339, like 2026-11-21T18:05:00Z, or now", c.timestamp)
 		}
 		s.Timestamp = ts
 	}
 	s.ObservedAt = now
 	if c.observed != "" {
-		ts, err := time.Parse(time.RFC3339Nano, c.observed)
+		ts, err := parseTime("observed-at", c.observed)
 		if err != nil {
-			return s, fmt.Errorf("--observed-at %q: want RFC 3339 such as 2024-05-01T10:05:02Z", c.observed)
+			return s, err
 		}
 		s.ObservedAt = ts
 	}

@@ -69,7 +69,7 @@ func parseToken(e *env, args []string) (tokenConfig, error) {
 	case c.sub == "list" && c.readOnly:
 		return c, errors.New("--read-only is for 'token create'")
 	}
-	return c, c.store.required("tokens live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+	return c, c.store.required(fs, "tokens live in the MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); "+
 		"'rollup serve --demo' prints a demo token")
 }
 

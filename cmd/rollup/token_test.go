@@ -23,17 +23,17 @@ import (
 func TestParseToken(t *testing.T) {
 	t.Setenv("ROLLUP_MONGODB_URI", "")
 	tests := []parseCase[tokenConfig]{
-		{args: []string{"create", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "rollup"}, project: "p"}},
-		{args: []string{"--mongodb-uri", "m", "create", "--project", "p", "--name", "eu agents", "--database", "x"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "x"}, project: "p", name: "eu agents"}},
-		{args: []string{"list", "--project", "p", "--mongodb-uri", "m"}, want: tokenConfig{sub: "list", store: storeFlags{uri: "m", database: "rollup"}, project: "p"}},
+		{args: []string{"create", "--project", "p", "--mongodb-uri", "mongodb://m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "mongodb://m", database: "rollup"}, project: "p"}},
+		{args: []string{"--mongodb-uri", "mongodb://m", "create", "--project", "p", "--name", "eu agents", "--database", "x"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "mongodb://m", database: "x"}, project: "p", name: "eu agents"}},
+		{args: []string{"list", "--project", "p", "--mongodb-uri", "mongodb://m"}, want: tokenConfig{sub: "list", store: storeFlags{uri: "mongodb://m", database: "rollup"}, project: "p"}},
 		{args: []string{"create", "--project", "p"}, wantErr: "pass --mongodb-uri"},
-		{args: []string{"create", "--mongodb-uri", "m"}, wantErr: "--project is required"},
-		{args: []string{"list", "--project", "p", "--name", "n", "--mongodb-uri", "m"}, wantErr: "--name is for"},
-		{args: []string{"create", "--project", "p", "--read-only", "--mongodb-uri", "m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "m", database: "rollup"}, project: "p", readOnly: true}},
-		{args: []string{"list", "--project", "p", "--read-only", "--mongodb-uri", "m"}, wantErr: "--read-only is for"},
-		{args: []string{"revoke", "--project", "p", "--mongodb-uri", "m"}, wantErr: `unknown subcommand "revoke"`},
+		{args: []string{"create", "--mongodb-uri", "mongodb://m"}, wantErr: "--project is required"},
+		{args: []string{"list", "--project", "p", "--name", "n", "--mongodb-uri", "mongodb://m"}, wantErr: "--name is for"},
+		{args: []string{"create", "--project", "p", "--read-only", "--mongodb-uri", "mongodb://m"}, want: tokenConfig{sub: "create", store: storeFlags{uri: "mongodb://m", database: "rollup"}, project: "p", readOnly: true}},
+		{args: []string{"list", "--project", "p", "--read-only", "--mongodb-uri", "mongodb://m"}, wantErr: "--read-only is for"},
+		{args: []string{"revoke", "--project", "p", "--mongodb-uri", "mongodb://m"}, wantErr: `unknown subcommand "revoke"`},
 		{args: []string{}, wantErr: "subcommand is required"},
-		{args: []string{"list", "--project", "p", "--mongodb-uri", "m", "x"}, wantErr: "unexpected argument"},
+		{args: []string{"list", "--project", "p", "--mongodb-uri", "mongodb://m", "x"}, wantErr: "unexpected argument"},
 	}
 	checkParse(t, parseToken, tests)
 }

@@ -88,13 +88,13 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 		if c.sub != "import" {
 			return c, errors.New("--effective is for 'tree import'")
 		}
-		if c.effective, err = time.Parse(time.RFC3339, effective); err != nil {
-			return c, fmt.Errorf("--effective: %w", err)
+		if c.effective, err = parseTime("effective", effective); err != nil {
+			return c, err
 		}
 	}
 	if at != "" {
-		if c.at, err = time.Parse(time.RFC3339, at); err != nil {
-			return c, fmt.Errorf("--at: %w", err)
+		if c.at, err = parseTime("at", at); err != nil {
+			return c, err
 		}
 	}
 	switch {
@@ -109,7 +109,7 @@ func parseTree(e *env, args []string) (treeConfig, error) {
 	case c.sub == "validate":
 		return c, nil // a file alone: no deployment
 	}
-	return c, c.store.required("tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); " +
+	return c, c.store.required(fs, "tree versions live in a MongoDB deployment: pass --mongodb-uri (or set ROLLUP_MONGODB_URI); "+
 		"'rollup tree validate FILE' checks a file without one")
 }
 

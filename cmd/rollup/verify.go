@@ -24,7 +24,8 @@ and root (node, tick) it checks:
   expected   expected and tree_version match the tree; reported <= expected
   orphan     no orphan leaf (a leaf whose id is not in the tree) is in a children map
   child      every children map entry is a child of the node in the tree, with the value
-             of the child's own document
+             the child has now: a leaf's own document (online, version), a parent child's
+             totals recomputed from its own children (online, reported, expected)
   missing    a node with reported leaves under it has a document
   duplicate  at most one document per (id, type, timestamp) (the original system's dips)
   invalid    every parent document decodes
@@ -76,13 +77,13 @@ func (w *windowFlags) parse(from, to string) error {
 	case w.project == "":
 		return errors.New("--project is required")
 	case from == "" || to == "":
-		return errors.New("--from and --to are required (RFC3339, e.g. 2024-05-01T10:00:00Z)")
+		return errors.New("--from and --to are required (RFC 3339, like 2026-11-21T18:05:00Z)")
 	}
-	if w.from, err = time.Parse(time.RFC3339, from); err != nil {
-		return fmt.Errorf("--from: %w", err)
+	if w.from, err = parseTime("from", from); err != nil {
+		return err
 	}
-	if w.to, err = time.Parse(time.RFC3339, to); err != nil {
-		return fmt.Errorf("--to: %w", err)
+	if w.to, err = parseTime("to", to); err != nil {
+		return err
 	}
 	w.from, w.to = w.from.UTC(), w.to.UTC()
 	switch {
@@ -116,7 +117,7 @@ func parseWindowCommand(e *env, fs *settings.FlagSet, args []string, w *windowFl
 	if err := check(); err != nil {
 		return err
 	}
-	return s.required(noURI)
+	return s.required(fs, noURI)
 }
 
 // verifyConfig is the parsed command line of rollup verify.

@@ -18,7 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 
-	"github.com/gameops/rollup/embedded/internal/testctx"
+	"github.com/gameops/rollup/embedded/testctx"
 	"github.com/gameops/rollup/embedded/wire"
 )
 
@@ -238,20 +238,6 @@ func (c *client) mustCall(cmd string) []byte {
 	return reply
 }
 
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := testctx.Deadline(t)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtimeYield()
-	}
-}
-
-func runtimeYield() { <-time.After(time.Millisecond) }
-
 func TestForwardingIsByteExact(t *testing.T) {
 	srv := startFake(t)
 	p, _ := startProxy(t, srv.ln.Addr().String())
@@ -449,7 +435,7 @@ func TestRecordingIsBounded(t *testing.T) {
 	if _, err := c.conn.Write(stream); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "all requests", func() bool { return p.Stats().Requests == total })
+	testctx.WaitFor(t, "all requests", func() bool { return p.Stats().Requests == total })
 	got := p.Commands("insert")
 	if len(got) != MaxRecorded {
 		t.Fatalf("kept %d bodies, want %d", len(got), MaxRecorded)
@@ -504,7 +490,7 @@ func TestResetNextReply(t *testing.T) {
 			if !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatalf("client error %v, want connection reset", err)
 			}
-			eventually(t, "server to see the ping", func() bool {
+			testctx.WaitFor(t, "server to see the ping", func() bool {
 				cmds := srv.commands()
 				return len(cmds) > 0 && cmds[len(cmds)-1] == "ping"
 			})
@@ -574,7 +560,7 @@ func TestStallEndsWithRun(t *testing.T) {
 	c := dial(t, p.Addr())
 	p.Stall("", time.Hour)
 	c.send(wire.Msg{Body: pingBody})
-	eventually(t, "server to answer", func() bool { return len(srv.received()) == 1 })
+	testctx.WaitFor(t, "server to answer", func() bool { return len(srv.received()) == 1 })
 	start := time.Now()
 	stop() // Checks that Run returns nil promptly despite the stalled reply.
 	if _, _, err := wire.ReadMessage(c.conn, wire.DefaultMaxMessageSize); !errors.Is(err, io.EOF) {

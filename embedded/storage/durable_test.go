@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/embedded/bsonval"
-	"github.com/gameops/rollup/embedded/internal/testctx"
+	"github.com/gameops/rollup/embedded/testctx"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"

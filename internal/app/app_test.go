@@ -81,3 +81,33 @@ func TestLogFields(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFieldsApply: the start-up line names only the settings that apply to the store in
+// use: no data directory under --demo or with an external store, no demo settings without
+// --demo.
+func TestLogFieldsApply(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		c         Config
+		want, not []string
+	}{
+		{"demo", Config{Demo: true, DataDir: "/var/lib/rollup", DemoAgents: 20}, []string{"demo", "demo_agents", "embedded_listen"}, []string{"data"}},
+		{"embedded", Config{DataDir: "/var/lib/rollup"}, []string{"data", "embedded_listen"}, []string{"demo", "demo_agents"}},
+		{"external", Config{MongoURI: "mongodb://db1/", DataDir: "/x"}, []string{"mongodb_uri", "instance_id"}, []string{"data", "demo", "embedded_listen"}},
+	} {
+		keys := map[string]bool{}
+		for _, f := range tc.c.LogFields() {
+			keys[f.Key] = true
+		}
+		for _, k := range tc.want {
+			if !keys[k] {
+				t.Errorf("%s: no %s field (%v)", tc.name, k, keys)
+			}
+		}
+		for _, k := range tc.not {
+			if keys[k] {
+				t.Errorf("%s: field %s does not apply (%v)", tc.name, k, keys)
+			}
+		}
+	}
+}

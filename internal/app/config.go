@@ -14,7 +14,7 @@ import (
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/internal/settings"
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/tree"
@@ -105,18 +105,24 @@ func (c Config) Validate() error {
 	return c.Totals.Validate()
 }
 
-// LogFields describe the configuration for the start-up log line: every setting, the
-// MongoDB URI as its hosts only.
+// LogFields describe the configuration for the start-up log line: every setting that applies
+// (the data directory and the embedded listen address only for the embedded store, the demo's
+// only with --demo), the MongoDB URI as its hosts only.
 func (c Config) LogFields() []zap.Field {
 	uri := mongoconn.RedactURI(c.MongoURI)
 	if uri == "" {
 		uri = "(embedded)"
 	}
-	return append([]zap.Field{
-		zap.String("mongodb_uri", uri), zap.String("database", c.Database), zap.String("data", c.DataDir),
-		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.Bool("demo_agent", c.DemoAgent), zap.String("embedded_listen", c.EmbeddedListen),
-		zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
-	}, append(c.Totals.logFields(), c.Retention.logFields()...)...)
+	fields := []zap.Field{zap.String("mongodb_uri", uri), zap.String("database", c.Database)}
+	switch {
+	case c.Demo: // in memory: no data directory
+		fields = append(fields, zap.Bool("demo", true), zap.Int("demo_agents", c.DemoAgents),
+			zap.Bool("demo_agent", c.DemoAgent), zap.String("embedded_listen", c.EmbeddedListen))
+	case c.MongoURI == "": // the embedded store, durable in the data directory
+		fields = append(fields, zap.String("data", c.DataDir), zap.String("embedded_listen", c.EmbeddedListen))
+	}
+	fields = append(fields, zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID))
+	return append(fields, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }
 
 // Bounds of the business metrics' settings.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/bulk"
-	"github.com/gameops/rollup/metrics/status"
+	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/retry"
 	"github.com/gameops/rollup/tree/treedb"

@@ -21,7 +21,6 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/blackpipe"
-	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
@@ -307,7 +306,7 @@ func benchBaselines(ctx context.Context, uri string, cfg BaselinesConfig, progre
 		}
 		r := &designRun{name: name, proxy: proxy, db: fmt.Sprintf("bench_%s_%d", name, stamp), maxWait: baselineSettleWait}
 		runs = append(runs, r)
-		wc := options.Database().SetWriteConcern(mongoconn.Durable())
+		wc := options.Database().SetWriteConcern(store.DurableWriteConcern())
 		switch name {
 		case designOriginal:
 			// The baselines retry a failed batch themselves, so the driver's retry is off.

@@ -1,11 +1,8 @@
-// Package mongoconn is how rollup's processes reach a MongoDB deployment: the durable write
-// concern every rollup write uses (Durable: w "majority", j true), databases opened with it,
-// a connect-run-disconnect helper for the one-shot commands, DistinctInto (a distinct that
-// reports its error: the driver's Decode hides it), and what a log or an error may
-// show of a connection string (its hosts, never its user, password or options).
+// Package mongoconn is how rollup's commands reach a MongoDB deployment: databases opened
+// with store's durable write concern (store.DurableWriteConcern), a connect-run-disconnect
+// helper for the one-shot commands, and what a log or an error may show of a connection
+// string (its hosts, never its user, password or options).
 //
-// The one idea: an acknowledged write is one that survives a failover and a crash, so there
-// is exactly one way to build the write concern.
-//
-// It does not know the schema (collections, fields, indexes) or retry anything.
+// It does not know the schema (collections, fields, indexes) or retry anything; the write
+// concern itself and DistinctInto are package store's, the ground floor every layer reads.
 package mongoconn

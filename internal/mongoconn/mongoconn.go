@@ -7,21 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gameops/rollup/store"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
-
-// Durable is the write concern of every rollup write: acknowledged by a majority of the
-// replica set and journaled, so an acknowledged write survives a failover and a crash.
-func Durable() *writeconcern.WriteConcern {
-	j := true
-	return &writeconcern.WriteConcern{W: "majority", Journal: &j}
-}
 
 // Database returns the database name of client with the Durable write concern.
 func Database(client *mongo.Client, name string) *mongo.Database {
-	return client.Database(name, options.Database().SetWriteConcern(Durable()))
+	return client.Database(name, options.Database().SetWriteConcern(store.DurableWriteConcern()))
 }
 
 // WithDatabase connects to uri, runs fn with the database name (Durable writes) and
@@ -137,15 +130,4 @@ func CheckDatabaseName(name string) error {
 		return fmt.Errorf("%q has a character MongoDB does not allow in database names (/\\. \"$*<>:|? or NUL)", name)
 	}
 	return nil
-}
-
-// DistinctInto decodes a distinct's values into out, returning the command's error first:
-// driver v2's DistinctResult.Decode ignores it and reports an undecodable empty result
-// ("error decoding key arr: unexpected EOF") instead, which hides a network error from the
-// retry logic.
-func DistinctInto(res *mongo.DistinctResult, out any) error {
-	if err := res.Err(); err != nil {
-		return err
-	}
-	return res.Decode(out)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
+	rstore "github.com/gameops/rollup/store"
 )
 
 func TestRedactURI(t *testing.T) {
@@ -86,9 +87,9 @@ func TestChecks(t *testing.T) {
 // TestDurable: the write concern is majority and journaled, WithDatabase writes with it, and
 // a database from Database sends it with every write.
 func TestDurable(t *testing.T) {
-	wc := Durable()
+	wc := rstore.DurableWriteConcern()
 	if wc.W != "majority" || wc.Journal == nil || !*wc.Journal {
-		t.Fatalf("Durable() = %+v, want w majority, j true", wc)
+		t.Fatalf("DurableWriteConcern() = %+v, want w majority, j true", wc)
 	}
 	ctx := testctx.Context(t)
 	store := embeddedtest.Start(t)

@@ -19,7 +19,8 @@ import (
 
 // RetentionShow prints the retention policy at now: the deployment default (project "") with
 // where each period comes from and the projects that override it, or one project's effective
-// policy with its stored horizons and where retention cuts now.
+// policy with its stored horizons and where retention cuts now. A project with no tree, no
+// token, no counts and no override is a *recompute.UnknownProjectError.
 func RetentionShow(ctx context.Context, w io.Writer, db *mongo.Database, project string, now time.Time) error {
 	ov, err := retention.NewStore(db).Load(ctx)
 	if err != nil {
@@ -28,8 +29,17 @@ func RetentionShow(ctx context.Context, w io.Writer, db *mongo.Database, project
 	var b strings.Builder
 	if project == "" {
 		writeDefault(&b, ov)
-	} else if err := writeProject(ctx, &b, db, ov, project, now); err != nil {
-		return err
+	} else {
+		if _, overridden := ov.Projects[project]; !overridden && ov.Invalid[project] == nil {
+			// An unknown project is an error, as for verify and replay: a typo must not
+			// read as "the defaults apply".
+			if err := recompute.CheckProject(ctx, db, project); err != nil {
+				return err
+			}
+		}
+		if err := writeProject(ctx, &b, db, ov, project, now); err != nil {
+			return err
+		}
 	}
 	_, err = io.WriteString(w, b.String())
 	return err

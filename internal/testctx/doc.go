@@ -1,9 +1,4 @@
-// Package testctx gives tests their deadlines: the time a test's waits and contexts must end
-// by is derived from the test binary's deadline (go test -timeout, t.Deadline), never a short
-// fixed duration that a loaded machine can exceed. A test that truly hangs still fails with
-// its own message, a margin before the binary's timeout would panic.
-//
-// It is imported by tests only; it does not decide what a test asserts (a bound that is the
-// promise under test, such as "503 within 2 s", stays in the test, measured around the
-// operation).
+// Package testctx is the service module's name for the tests' deadlines and poll helper,
+// which live in embedded/testctx (the embedded module imports nothing of rollup's, so the
+// one implementation lives there and this package forwards to it).
 package testctx

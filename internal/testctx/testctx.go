@@ -4,42 +4,24 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	etestctx "github.com/gameops/rollup/embedded/testctx"
 )
 
-// Without a binary deadline (go test -timeout 0), waits end this long after they start.
-const noDeadline = 10 * time.Minute
+// Deadline returns when t's waits must end: the test binary's deadline less a margin
+// (embedded/testctx.Deadline).
+func Deadline(t testing.TB) time.Time { return etestctx.Deadline(t) }
 
-// Deadline returns when t's waits must end: the test binary's deadline less a tenth of the
-// time left (at least 1 s left), so that a wait that runs out fails the test with its message
-// before the binary's timeout panics; or noDeadline from now without a binary deadline.
-func Deadline(t testing.TB) time.Time {
-	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if d, ok := dt.Deadline(); ok {
-			left := time.Until(d)
-			return d.Add(-max(left/10, min(left, time.Second)))
-		}
-	}
-	return time.Now().Add(noDeadline)
-}
+// Context returns t.Context() with Deadline(t) (embedded/testctx.Context).
+func Context(t testing.TB) context.Context { return etestctx.Context(t) }
 
-// Context returns t.Context() (canceled just before t's cleanups run) with Deadline(t).
-func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithDeadline(t.Context(), Deadline(t))
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// WaitFor polls cond every 5 ms until it holds, and fails t naming what it waited for if
-// Deadline(t) passes first. It is for conditions nothing signals (a stored document, another
-// process's state), never a substitute for a signal the test could wait on.
+// WaitFor polls cond until it holds, and fails t naming what it waited for if Deadline(t)
+// passes first (embedded/testctx.WaitFor): the repository's one poll helper.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := Deadline(t)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		tm := time.NewTimer(5 * time.Millisecond) // a bounded poll interval
-		<-tm.C
-	}
+	etestctx.WaitFor(t, what, cond)
 }
+
+// Window is a fixed window of a test: Full normally, Short under -short
+// (embedded/testctx.Window).
+type Window = etestctx.Window

@@ -102,10 +102,7 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 	}
 
 	// Every read fails for a long time.
-	faultFor := 30 * time.Second
-	if testing.Short() {
-		faultFor = 3 * time.Second
-	}
+	faultFor := testctx.Window{Full: 30 * time.Second, Short: 3 * time.Second}.D()
 	failPoint("alwaysOn")
 	testctx.WaitFor(t, "a failed refresh", func() bool { return r.Snapshot().Failures >= 1 })
 	proxy.ResetStats()

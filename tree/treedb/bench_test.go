@@ -52,7 +52,7 @@ func BenchmarkImportManyProjects(b *testing.B) {
 		b.StopTimer()
 		db := srv.Database(b, client)
 		for _, ix := range Indexes() {
-			if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model); err != nil {
+			if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model()); err != nil {
 				b.Fatal(err)
 			}
 		}

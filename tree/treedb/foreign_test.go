@@ -256,7 +256,7 @@ func TestImportCommandsIndependentOfProjects(t *testing.T) {
 	for _, others := range []int{3, 30} {
 		db := srv.Database(t, client)
 		for _, ix := range Indexes() {
-			if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model); err != nil {
+			if _, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, ix.Model()); err != nil {
 				t.Fatal(err)
 			}
 		}

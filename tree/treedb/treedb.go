@@ -14,7 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/gameops/rollup/internal/mongoconn"
+	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
 )
 
@@ -76,31 +76,35 @@ type Version struct {
 // 1,000 ids, whatever the number of projects.
 const NodesIDIndex = "id_1_project_1_version_1"
 
-// Index is an index the integrator's migration step should create for the Store's queries.
-type Index struct {
-	// Collection is TreesCollection or NodesCollection.
-	Collection string
-	// Model is the index.
-	Model mongo.IndexModel
-	// Purpose says which queries need it, for messages.
-	Purpose string
-}
-
 // Indexes returns the indexes the Store's queries use: trees by (project, effective_from,
 // version) for VersionAt and Versions, tree_nodes by (project, version) for Load and by
 // (id, project, version) for the check of an import's ids against other projects (named
 // NodesIDIndex). Without them the queries scan the collections, which is fine for tests and
 // small deployments.
-func Indexes() []Index {
-	return []Index{
-		{TreesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldEffectiveFrom, Value: -1}, {Key: FieldVersion, Value: -1}}},
-			"tree versions are read by project"},
-		{NodesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}}},
-			"tree versions are read by project"},
-		{NodesCollection, mongo.IndexModel{Keys: bson.D{{Key: FieldID, Value: 1}, {Key: FieldProject, Value: 1}, {Key: FieldVersion, Value: 1}},
-			Options: options.Index().SetName(NodesIDIndex)},
-			"a tree import checks its node ids against other projects' trees"},
+func Indexes() []store.Index {
+	keys := func(names ...string) bson.D {
+		d := make(bson.D, len(names))
+		for i, n := range names {
+			dir := int32(1)
+			if n[0] == '-' {
+				n, dir = n[1:], -1
+			}
+			d[i] = bson.E{Key: n, Value: dir}
+		}
+		return d
 	}
+	out := []store.Index{
+		{Collection: TreesCollection, Keys: keys(FieldProject, "-"+FieldEffectiveFrom, "-"+FieldVersion),
+			Purpose: "tree versions are read by project"},
+		{Collection: NodesCollection, Keys: keys(FieldProject, FieldVersion),
+			Purpose: "tree versions are read by project"},
+		{Collection: NodesCollection, Keys: keys(FieldID, FieldProject, FieldVersion),
+			Purpose: "a tree import checks its node ids against other projects' trees"},
+	}
+	for i := range out {
+		out[i].Name = store.DefaultIndexName(out[i].Keys) // NodesIDIndex for the last
+	}
+	return out
 }
 
 // Store keeps the versions of every project's tree in a database. It is safe for concurrent
@@ -474,7 +478,7 @@ func (s *Store) Versions(ctx context.Context, project string) ([]Version, error)
 // Projects returns the projects that have at least one committed tree, sorted.
 func (s *Store) Projects(ctx context.Context) ([]string, error) {
 	var out []string
-	if err := mongoconn.DistinctInto(s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{}), &out); err != nil {
+	if err := store.DistinctInto(s.db.Collection(TreesCollection).Distinct(ctx, FieldProject, bson.D{}), &out); err != nil {
 		return nil, fmt.Errorf("list tree projects: %w", err)
 	}
 	slices.Sort(out)

@@ -1,4 +1,4 @@
-package bulk
+package store
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// Class is what an error means for the writer's retry policy.
+// Class is what an error of a write means for a retry policy: the bulk writer's and the
+// watcher's parent writes (package recompute) classify driver errors the same way.
 type Class int
 
 const (
@@ -90,10 +91,6 @@ func duplicateKeyCode(code int, msg string) bool {
 func Classify(err error) Class {
 	if err == nil {
 		return ClassNone
-	}
-	if errors.Is(err, errAttemptTimeout) || errors.Is(err, errProbeTimeout) || errors.Is(err, errStoreDown) {
-		// The writer itself canceled the command: its outcome is unknown.
-		return ClassUnknownOutcome
 	}
 	if errors.Is(err, context.Canceled) {
 		return ClassContext

@@ -1,0 +1,8 @@
+// Package repocheck holds the repository's structural rules as tests: the package layers
+// (Layers: each package imports only packages on lower floors, checked against `go list`),
+// and that every relative link and anchor in README.md and docs/ resolves and every .go file
+// a comment or a doc names exists. docs/design/architecture.md's layer drawing is rendered
+// from Layers (go test ./internal/repocheck -update rewrites it).
+//
+// It has no code the product runs; a new package gets its floor here, or the test fails.
+package repocheck
