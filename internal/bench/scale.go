@@ -94,6 +94,11 @@ type ScaleConfig struct {
 	// start to the last tick's roots (the warm-up excluded); MemProfile an allocation and
 	// heap profile after the last tick ("": none).
 	CPUProfile, MemProfile string
+	// MutexProfile and BlockProfile receive Go's mutex contention and blocking profiles
+	// of this process (with InProcess: of serve and the store too), sampled from the first
+	// measured tick's start and written after the last tick ("": none). They find the
+	// serial parts: the locks every core waits on.
+	MutexProfile, BlockProfile string
 }
 
 // Defaults of ScaleConfig.
@@ -313,6 +318,8 @@ type scaleRun struct {
 	serves   []*serveInstance
 	// profiling is the CPU profile's file while it runs.
 	profiling *os.File
+	// contention is set once the mutex and block profiles sample (the first measured tick).
+	contention bool
 }
 
 func (r *scaleRun) logf(format string, args ...any) {
@@ -444,6 +451,9 @@ func (r *scaleRun) run(ctx context.Context) error {
 		if err := writeHeapProfile(r.cfg.MemProfile); err != nil {
 			return err
 		}
+	}
+	if err := r.writeContentionProfiles(); err != nil {
+		return err
 	}
 	if r.store != nil {
 		_, r.res.storePeak = procMem(r.store.pid())
@@ -746,6 +756,9 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 			return t, fmt.Errorf("cpu profile: %w", err)
 		}
 		r.profiling = f
+	}
+	if !warm {
+		r.startContentionProfiles()
 	}
 	r.proxy.ResetStats()
 	cpu0 := r.cpu()
