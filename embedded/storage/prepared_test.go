@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -125,11 +126,12 @@ func TestConcurrentPreparedInserts(t *testing.T) {
 					return
 				}
 				_, err = e.Write(context.Background(), func(w *Writer) error { _, err := w.InsertPrepared("db", "c", p); return err })
+				var dup *DupKeyError
 				mu.Lock()
-				switch err.(type) {
-				case nil:
+				switch {
+				case err == nil:
 					inserted[k]++
-				case *DupKeyError:
+				case errors.As(err, &dup):
 					dups++
 				default:
 					t.Errorf("insert: %v", err)
