@@ -79,9 +79,9 @@ func parseUpdateOp(env *aggregate.Env, d bson.D) (updateOp, error) {
 	return op, nil
 }
 
-// applyUpdate runs one update statement under the write lock.
-// applyUpdate runs one update statement. pre, when not nil, is the document the statement
-// upserts when nothing matches, prepared before the Write (prepareUpserts).
+// applyUpdate runs one update statement under the write lock. pre, when not nil, is the
+// document the statement upserts when nothing matches, prepared before the Write
+// (prepareUpserts).
 func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.PreparedDoc) (stmtOutcome, error) {
 	limit := 1
 	if op.multi {

@@ -353,6 +353,10 @@ func (r *scaleRun) run(ctx context.Context) error {
 			pprof.StopCPUProfile()
 			_ = r.profiling.Close()
 		}
+		if r.contention { // a run that failed: stop sampling, write nothing
+			runtime.SetMutexProfileFraction(0)
+			runtime.SetBlockProfileRate(0)
+		}
 	})
 
 	if !r.cfg.CPUs.Empty() {
