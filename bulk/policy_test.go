@@ -3,6 +3,7 @@ package bulk
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -116,7 +117,7 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		o := tc.in.withDefaults()
-		if o.MaxDelay != tc.maxDelay || o.IdleGap != tc.idleGap || o.MaxBatch != DefaultMaxBatch || o.Workers != DefaultWorkers {
+		if o.MaxDelay != tc.maxDelay || o.IdleGap != tc.idleGap || o.MaxBatch != DefaultMaxBatch || o.Workers != WorkersFor(runtime.GOMAXPROCS(0)) {
 			t.Errorf("%+v.withDefaults() = %+v, want MaxDelay %v IdleGap %v", tc.in, o, tc.maxDelay, tc.idleGap)
 		}
 	}

@@ -23,15 +23,22 @@ import (
 
 // rawEventsFor reports whether cs's document events can be built raw, and returns the probes
 // that then decide its stages post (those after $changeStream): every stage must be a $match
-// with a probe, whose verdict is the stage's (it reads the same values).
-func rawEventsFor(cs *changeStream, post []bson.D) ([]*streamProbe, bool) {
+// with a probe, whose verdict is the stage's (it reads the same values), but the last, which
+// may be an inclusion $project the raw path applies (see rawProjection).
+func rawEventsFor(cs *changeStream, post []bson.D) ([]*streamProbe, *rawProjection, bool) {
 	if cs.expanded || cs.beforeChange != "" {
-		return nil, false
+		return nil, nil, false
 	}
 	switch cs.fullDocument {
 	case "default", "updateLookup":
 	default:
-		return nil, false
+		return nil, nil, false
+	}
+	var proj *rawProjection
+	if n := len(post); n > 0 {
+		if proj = newRawProjection(post[n-1]); proj != nil {
+			post = post[:n-1]
+		}
 	}
 	probes := make([]*streamProbe, 0, len(post))
 	for i, st := range post {
@@ -40,11 +47,11 @@ func rawEventsFor(cs *changeStream, post []bson.D) ([]*streamProbe, bool) {
 			p = cs.probe
 		}
 		if p == nil {
-			return nil, false
+			return nil, nil, false
 		}
 		probes = append(probes, p)
 	}
-	return probes, true
+	return probes, proj, true
 }
 
 // rawEntry is what a document event is built from, read from the entry's encoding in one
@@ -215,32 +222,42 @@ func (s *Server) rawDocEvent(dst []byte, cs *changeStream, re storage.RawEntry) 
 			return dst, rawFiltered
 		}
 	}
+	// The event's fields in their order, those the projection (nil: none) keeps.
+	proj := cs.rawProject
 	start := len(dst)
 	idx, dst := bsoncore.ReserveLength(dst)
 	dst = appendTokenElement(dst, "_id", re.TS, tokenEvent)
-	dst = bsoncore.AppendStringElement(dst, "operationType", e.op)
-	dst = bsoncore.AppendTimestampElement(dst, "clusterTime", re.TS.T, re.TS.I)
-	dst = bsoncore.AppendDateTimeElement(dst, "wallTime", e.wall)
+	if proj.keeps("operationType") {
+		dst = bsoncore.AppendStringElement(dst, "operationType", e.op)
+	}
+	if proj.keeps("clusterTime") {
+		dst = bsoncore.AppendTimestampElement(dst, "clusterTime", re.TS.T, re.TS.I)
+	}
+	if proj.keeps("wallTime") {
+		dst = bsoncore.AppendDateTimeElement(dst, "wallTime", e.wall)
+	}
 	if hasFull {
-		if full == nil {
-			dst = bsoncore.AppendNullElement(dst, "fullDocument")
-		} else {
-			dst = bsoncore.AppendDocumentElement(dst, "fullDocument", full)
+		if dst, ok = proj.appendFullDocument(dst, full); !ok {
+			return dst[:start], rawFallback
 		}
 	}
-	dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, "ns")
-	nidx, dst := bsoncore.ReserveLength(dst)
-	dst = appendStringBytesElement(dst, "db", e.db)
-	dst = appendStringBytesElement(dst, "coll", e.coll)
-	dst = endDocument(dst, nidx)
-	if e.k != nil {
-		dst = bsoncore.AppendDocumentElement(dst, "documentKey", e.k)
-	} else {
-		dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, "documentKey")
-		kidx, d2 := bsoncore.ReserveLength(dst)
-		dst = endDocument(append(d2, keyElem...), kidx)
+	if proj.keeps("ns") {
+		dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, "ns")
+		nidx, d2 := bsoncore.ReserveLength(dst)
+		d2 = appendStringBytesElement(d2, "db", e.db)
+		d2 = appendStringBytesElement(d2, "coll", e.coll)
+		dst = endDocument(d2, nidx)
 	}
-	if e.op == storage.OpUpdate {
+	if proj.keeps("documentKey") {
+		if e.k != nil {
+			dst = bsoncore.AppendDocumentElement(dst, "documentKey", e.k)
+		} else {
+			dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, "documentKey")
+			kidx, d2 := bsoncore.ReserveLength(dst)
+			dst = endDocument(append(d2, keyElem...), kidx)
+		}
+	}
+	if e.op == storage.OpUpdate && proj.keeps("updateDescription") {
 		if dst, ok = appendRawUpdateDescription(dst, e.u); !ok {
 			return dst[:start], rawFallback
 		}

@@ -57,6 +57,7 @@ func TestRawChangeEventsMatchDecoded(t *testing.T) {
 		bson.D{{Key: "fullDocument.project", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}},
 	}}}}}
 	match := func(f bson.D) bson.D { return bson.D{{Key: "$match", Value: f}} }
+	project := func(f bson.D) bson.D { return bson.D{{Key: "$project", Value: f}} }
 	pipelines := []struct {
 		name   string
 		stages []bson.D
@@ -73,7 +74,16 @@ func TestRawChangeEventsMatchDecoded(t *testing.T) {
 		{"missing document", []bson.D{match(bson.D{{Key: "fullDocument", Value: nil}})}, false},
 		{"namespace and comment", []bson.D{match(bson.D{{Key: "$comment", Value: "x"}, {Key: "ns.coll", Value: "c"}})}, true},
 		{"on _id (no probe)", []bson.D{match(bson.D{{Key: "_id", Value: bson.D{{Key: "$exists", Value: true}}}})}, false},
-		{"match then project", []bson.D{leafFilter, {{Key: "$project", Value: bson.D{{Key: "documentKey", Value: 1}, {Key: "fullDocument.n", Value: 1}}}}}, false},
+		{"match then project", []bson.D{leafFilter, {{Key: "$project", Value: bson.D{{Key: "documentKey", Value: 1}, {Key: "fullDocument.n", Value: 1}}}}}, true},
+		{"watcher's partition then its projection", []bson.D{leafFilter, projects, project(bson.D{
+			{Key: "operationType", Value: 1}, {Key: "clusterTime", Value: true}, {Key: "wallTime", Value: int64(1)},
+			{Key: "fullDocument.project", Value: 1}, {Key: "fullDocument.n", Value: 1.0}, {Key: "fullDocument.rollup", Value: 1}})}, true},
+		{"project whole fields", []bson.D{project(bson.D{{Key: "_id", Value: 1}, {Key: "fullDocument", Value: 1}, {Key: "ns", Value: 1}, {Key: "updateDescription", Value: 1}})}, true},
+		{"project a field no event has", []bson.D{project(bson.D{{Key: "fullDocument.nothere", Value: 1}})}, true},
+		{"project then match", []bson.D{project(bson.D{{Key: "operationType", Value: 1}, {Key: "fullDocument.n", Value: 1}}), match(bson.D{{Key: "operationType", Value: "insert"}})}, false},
+		{"project a deeper path", []bson.D{project(bson.D{{Key: "fullDocument.children.k1", Value: 1}})}, false},
+		{"project an expression", []bson.D{project(bson.D{{Key: "op", Value: "$operationType"}})}, false},
+		{"project with exclusion", []bson.D{project(bson.D{{Key: "ns", Value: 0}})}, false},
 	}
 	scopes := []struct {
 		name  string

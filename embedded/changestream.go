@@ -58,9 +58,11 @@ type changeStream struct {
 	pendingInvalidate *storage.Entry
 	invalidated       bool
 	// raw: its document events are built from the entries' encoding (see changeraw.go),
-	// and rawProbes decide its stages, one per stage.
-	raw       bool
-	rawProbes []*streamProbe
+	// and rawProbes decide its stages, one per stage, but a last inclusion $project,
+	// rawProject (nil: none), which the raw path applies.
+	raw        bool
+	rawProbes  []*streamProbe
+	rawProject *rawProjection
 	// The postBatchResumeToken is encodeToken(pbrtTS, pbrtKind): the last event's token when
 	// the batch ended on an event, a high-water-mark token at the position when it scanned
 	// past events. Kept as its parts, so that scanning an entry formats no token.
@@ -256,7 +258,7 @@ func (s *Server) openChangeStream(_ context.Context, r *request, stages []bson.D
 		cs.post = p
 		cs.probe = newStreamProbe(stages[1], cs.fullDocument)
 	}
-	cs.rawProbes, cs.raw = rawEventsFor(cs, stages[1:])
+	cs.rawProbes, cs.rawProject, cs.raw = rawEventsFor(cs, stages[1:])
 	ns := r.db + ".$cmd.aggregate"
 	if cs.scope == scopeCollection {
 		ns = r.db + "." + cs.coll

@@ -50,7 +50,7 @@ func testStream(tb testing.TB, db, coll, full string, after storage.OpTime, stag
 		cs.post = p
 		cs.probe = newStreamProbe(stages[0], full)
 	}
-	cs.rawProbes, cs.raw = rawEventsFor(cs, stages)
+	cs.rawProbes, cs.rawProject, cs.raw = rawEventsFor(cs, stages)
 	return cs
 }
 

@@ -21,6 +21,20 @@ func leafFilter() mongo.Pipeline {
 	}}}}}}
 }
 
+// leafProjection is the last stage of the change stream: only the fields of an event the
+// watcher reads (decodeEvent: the operation, its times, and the leaf fields DecodeLeaf reads
+// from fullDocument), so the stream does not carry whole documents, their namespace, key and
+// update description: about half of the bytes of a leaf's event, and less for the store to
+// send and the driver to decode. The event's _id (the resume token) is always kept.
+func leafProjection() bson.D {
+	keep := bson.D{{Key: "operationType", Value: 1}, {Key: "clusterTime", Value: 1}, {Key: "wallTime", Value: 1}}
+	for _, f := range []string{store.FieldProject, store.FieldID, store.FieldType, store.FieldTimestamp,
+		store.FieldOnline, store.FieldVersion, store.FieldRollup} {
+		keep = append(keep, bson.E{Key: "fullDocument." + f, Value: 1})
+	}
+	return bson.D{{Key: "$project", Value: keep}}
+}
+
 // event is the part of a change event the watcher uses.
 type event struct {
 	op   string

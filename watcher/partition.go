@@ -129,15 +129,15 @@ func (p Partition) projectFilter() bson.D {
 }
 
 // streamFilter is the change stream's pipeline for p: leafFilter, then, for a project list,
-// a $match that keeps the stream-ending events and the leaves of p's projects.
+// a $match that keeps the stream-ending events and the leaves of p's projects, then
+// leafProjection.
 func (p Partition) streamFilter() []bson.D {
 	pipe := []bson.D(leafFilter())
-	f := p.projectFilter()
-	if f == nil {
-		return pipe
+	if f := p.projectFilter(); f != nil {
+		pipe = append(pipe, bson.D{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: "operationType", Value: bson.D{{Key: "$nin", Value: bson.A{"insert", "update", "replace"}}}}},
+			bson.D{{Key: "fullDocument." + store.FieldProject, Value: f}},
+		}}}}})
 	}
-	return append(pipe, bson.D{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: "operationType", Value: bson.D{{Key: "$nin", Value: bson.A{"insert", "update", "replace"}}}}},
-		bson.D{{Key: "fullDocument." + store.FieldProject, Value: f}},
-	}}}}})
+	return append(pipe, leafProjection())
 }

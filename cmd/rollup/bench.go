@@ -221,8 +221,13 @@ Tree shape: --leaves N per project picks 100 processes per server and groups of 
 --servers (per group) and --processes set it exactly.
 
 --inprocess runs the store and serve inside this process instead (app.Serve, as serve runs
-it): a --cpuprofile or --memprofile then covers them; CPU and RSS columns are then not
-serve's alone.
+it): a --cpuprofile, --memprofile, --mutexprofile or --blockprofile then covers them; CPU and
+RSS columns are then not serve's alone. --mutexprofile and --blockprofile find the serial
+parts (the locks and channels every core waits on): 'go tool pprof -top FILE'.
+
+--cpus pins the store and each serve instance to CPU sets (through taskset), so a matrix can be
+repeated on any machine (the store on cores of its own, 1 against 2 instances):
+` + bench.CPUSetsSyntax + `
 
 --serve-log-level sets serve's --log-level (default warn); its logs go to --logs DIR
 (serve-PHASE-INSTANCE.log). debug adds, among others, the watcher's "burst written" lines.
@@ -233,7 +238,9 @@ Examples:
   rollup bench scale --projects 1000 --leaves 1000
   rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
   rollup bench scale --leaves 100000 --inprocess --cpuprofile cpu.out --memprofile mem.out
+  rollup bench scale --leaves 100000 --inprocess --mutexprofile mutex.out --blockprofile block.out
   rollup bench scale --leaves 100000 --serve-log-level debug --logs /tmp/scale-logs
+  rollup bench scale --leaves 100000 --instances 1,2 --cpus store=0-3/serve=4-7/serve=8-11
 
 Flags:
 `
@@ -241,7 +248,7 @@ Flags:
 func runBenchScale(ctx context.Context, e *env, args []string) error {
 	cfg := bench.ScaleConfig{Launch: e.launcher()}
 	var leaves int
-	var instances string
+	var instances, cpus string
 	fs := benchFlags(e, "scale", scaleUsage, &cfg.URI)
 	fs.IntVar(&leaves, "leaves", 10_000, "leaves per project (picks the tree shape; see above)")
 	fs.IntVar(&cfg.Projects, "projects", 1, "projects, each with its own tree and token")
@@ -259,6 +266,9 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.ServeLogLevel, "serve-log-level", bench.DefaultServeLogLevel, "serve's --log-level: debug, info, warn, error (debug: the watcher's burst lines, in --logs)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the measured ticks (after the warm-up) to this file (with --inprocess: of serve and the store too)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation and heap profile of this process to this file after the last tick")
+	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write Go's mutex contention profile of this process over the measured ticks to this file (with --inprocess: of serve and the store too)")
+	fs.StringVar(&cpus, "cpus", "", "pin the store and each serve instance to CPUs: store=0-3/serve=4-7/serve=8-11 (see above; needs taskset)")
+	fs.StringVar(&cfg.BlockProfile, "blockprofile", "", "write Go's blocking profile (channel, select, lock and cond waits) of this process over the measured ticks to this file (with --inprocess: of serve and the store too)")
 	err := parseBench(e, fs, args, func() error {
 		for _, f := range strings.Split(instances, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -266,6 +276,15 @@ func runBenchScale(ctx context.Context, e *env, args []string) error {
 				return fmt.Errorf("--instances: want numbers separated by commas, got %q", instances)
 			}
 			cfg.Instances = append(cfg.Instances, n)
+		}
+		if cpus != "" {
+			online, err := bench.OnlineCPUs()
+			if err != nil {
+				return fmt.Errorf("--cpus: %w", err)
+			}
+			if cfg.CPUs, err = bench.ParseCPUSets(cpus, online); err != nil {
+				return err
+			}
 		}
 		if cfg.Groups == 0 && cfg.Servers == 0 && cfg.Processes == 0 {
 			var err error

@@ -276,6 +276,43 @@ func (w *Writer) Insert(db, coll string, doc bson.D) (*Doc, error) {
 	return d, nil
 }
 
+// PreparedDoc is a document validated and encoded for storage before a Write (PrepareDoc),
+// so that the work is done outside the engine's exclusive lock; InsertPrepared stores it.
+type PreparedDoc struct {
+	d   *Doc
+	dec bson.D
+}
+
+// PrepareDoc validates and encodes doc as Insert would (its errors are Insert's), without
+// taking any lock. It takes ownership of doc. A PreparedDoc is inserted at most once.
+func PrepareDoc(doc bson.D) (*PreparedDoc, error) {
+	d, dec, err := newDoc(doc, 256)
+	if err != nil {
+		return nil, err
+	}
+	return &PreparedDoc{d: d, dec: dec}, nil
+}
+
+// ID returns the prepared document's _id.
+func (p *PreparedDoc) ID() any { return p.dec[0].Value }
+
+// InsertPrepared is Insert of a document prepared by PrepareDoc: only the index checks and
+// updates, and the oplog entry, happen inside the Write.
+func (w *Writer) InsertPrepared(db, coll string, p *PreparedDoc) (*Doc, error) {
+	if err := w.check(); err != nil {
+		return nil, err
+	}
+	if p == nil || p.d == nil {
+		return nil, mongoerr.New(mongoerr.InternalError, "storage: a prepared document inserted twice")
+	}
+	d, dec := p.d, p.dec
+	if err := w.insertDoc(db, coll, d, dec); err != nil {
+		return nil, err
+	}
+	p.d = nil
+	return d, nil
+}
+
 func (w *Writer) insertDoc(db, coll string, d *Doc, dec bson.D) error {
 	c, err := w.ensureColl(db, coll)
 	if err != nil {

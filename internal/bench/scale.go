@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -94,6 +95,14 @@ type ScaleConfig struct {
 	// start to the last tick's roots (the warm-up excluded); MemProfile an allocation and
 	// heap profile after the last tick ("": none).
 	CPUProfile, MemProfile string
+	// MutexProfile and BlockProfile receive Go's mutex contention and blocking profiles
+	// of this process (with InProcess: of serve and the store too), sampled from the first
+	// measured tick's start and written after the last tick ("": none). They find the
+	// serial parts: the locks every core waits on.
+	MutexProfile, BlockProfile string
+	// CPUs pins the store and each serve instance to CPU sets (--cpus; through taskset):
+	// empty, nothing is pinned. Not with InProcess; no store set with URI.
+	CPUs CPUSets
 }
 
 // Defaults of ScaleConfig.
@@ -146,6 +155,10 @@ func (c ScaleConfig) Validate() error {
 		return errors.New("--partitions must be 0 to 64")
 	case !c.InProcess && c.Launch == nil:
 		return errors.New("the scale benchmark needs a launcher for its subprocesses")
+	case c.InProcess && !c.CPUs.Empty():
+		return errors.New("--cpus pins the store and serve subprocesses: not with --inprocess (run the whole command under taskset -c instead)")
+	case c.URI != "" && c.CPUs.Store != "":
+		return errors.New("--cpus store=: the store is --mongodb-uri's, not started by the benchmark: pin serve only")
 	}
 	if c.ServeLogLevel != "" {
 		if _, err := zapcore.ParseLevel(c.ServeLogLevel); err != nil {
@@ -311,8 +324,12 @@ type scaleRun struct {
 	dbName   string
 	projects []*scaleProject
 	serves   []*serveInstance
+	// taskset is the taskset program's path when --cpus pins anything.
+	taskset string
 	// profiling is the CPU profile's file while it runs.
 	profiling *os.File
+	// contention is set once the mutex and block profiles sample (the first measured tick).
+	contention bool
 }
 
 func (r *scaleRun) logf(format string, args ...any) {
@@ -336,7 +353,19 @@ func (r *scaleRun) run(ctx context.Context) error {
 			pprof.StopCPUProfile()
 			_ = r.profiling.Close()
 		}
+		if r.contention { // a run that failed: stop sampling, write nothing
+			runtime.SetMutexProfileFraction(0)
+			runtime.SetBlockProfileRate(0)
+		}
 	})
+
+	if !r.cfg.CPUs.Empty() {
+		ts, err := exec.LookPath("taskset")
+		if err != nil {
+			return fmt.Errorf("--cpus needs taskset (util-linux) on the PATH: %w", err)
+		}
+		r.taskset = ts
+	}
 
 	// The store.
 	uri := r.cfg.URI
@@ -356,7 +385,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 		uri = srv.URI()
 		r.res.storeDesc = "embedded server in this process (memory)"
 	default:
-		c, line, err := startChild(ctx, r.cfg.Launch, r.dir, "mongod", "mongodb://", "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn",
+		c, line, err := startChild(ctx, pinned(r.cfg.Launch, r.taskset, r.cfg.CPUs.Store), r.dir, "mongod", "mongodb://", "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn",
 			"--oplog-size-mb", strconv.Itoa(r.cfg.oplogMB()))
 		if err != nil {
 			return err
@@ -365,6 +394,9 @@ func (r *scaleRun) run(ctx context.Context) error {
 		cleanups = append(cleanups, c.stop)
 		uri = "mongodb://" + line
 		r.res.storeDesc = fmt.Sprintf("rollup mongod --memory --oplog-size-mb %d (pid %d)", r.cfg.oplogMB(), c.pid())
+		if r.cfg.CPUs.Store != "" {
+			r.res.storeDesc += " on CPUs " + r.cfg.CPUs.Store
+		}
 	}
 	target, err := hostOf(uri)
 	if err != nil {
@@ -444,6 +476,9 @@ func (r *scaleRun) run(ctx context.Context) error {
 		if err := writeHeapProfile(r.cfg.MemProfile); err != nil {
 			return err
 		}
+	}
+	if err := r.writeContentionProfiles(); err != nil {
+		return err
 	}
 	if r.store != nil {
 		_, r.res.storePeak = procMem(r.store.pid())
@@ -593,7 +628,8 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 			if parts != "" {
 				args = append(args, "--watcher-partitions", parts, "--max-partitions", strconv.Itoa(perInstance))
 			}
-			c, line, err := startChild(ctx, r.cfg.Launch, r.dir, fmt.Sprintf("serve-%d-%d", phase+1, i+1), "rollup API: ", args...)
+			launch := pinned(r.cfg.Launch, r.taskset, r.cfg.CPUs.ServeFor(i))
+			c, line, err := startChild(ctx, launch, r.dir, fmt.Sprintf("serve-%d-%d", phase+1, i+1), "rollup API: ", args...)
 			if err != nil {
 				return stop, err
 			}
@@ -746,6 +782,9 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 			return t, fmt.Errorf("cpu profile: %w", err)
 		}
 		r.profiling = f
+	}
+	if !warm {
+		r.startContentionProfiles()
 	}
 	r.proxy.ResetStats()
 	cpu0 := r.cpu()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,8 @@ func TestScaleInProcess(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	cfg := ScaleConfig{Projects: 2, Groups: 1, Servers: 2, Processes: 5, Ticks: 2, Instances: []int{2, 1}, Partitions: 2,
-		InProcess: true, Shuffle: true, RootWait: time.Minute, Dir: dir, ServeLogLevel: "debug"}
+		InProcess: true, Shuffle: true, RootWait: time.Minute, Dir: dir, ServeLogLevel: "debug",
+		MutexProfile: filepath.Join(dir, "mutex.pprof"), BlockProfile: filepath.Join(dir, "block.pprof")}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +183,15 @@ func TestScaleInProcess(t *testing.T) {
 	}
 	if bursts == 0 {
 		t.Error("no burst written line in the serve logs at --serve-log-level debug")
+	}
+	// The contention profiles are written, and sampling is off again.
+	for _, name := range []string{"mutex.pprof", "block.pprof"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v (%v)", name, fi, err)
+		}
+	}
+	if runtime.SetMutexProfileFraction(-1) != 0 {
+		t.Error("mutex profiling still on after the run")
 	}
 }
 

@@ -1,0 +1,166 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestInsertPreparedMatchesInsert inserts the same random documents (duplicate _ids and
+// unique keys, _id not first, no _id, bad _ids, too large) into two engines, one with
+// Insert, one with PrepareDoc outside the Write and InsertPrepared inside it: the errors,
+// the contents and the oplog must be the same.
+func TestInsertPreparedMatchesInsert(t *testing.T) {
+	a, b := openMem(t), openMem(t)
+	ix := IndexSpec{Name: "k_1", Key: d("k", 1), Unique: true}
+	for _, e := range []*Engine{a, b} {
+		mustWrite(t, e, func(w *Writer) error { _, err := w.CreateIndex("db", "c", ix); return err })
+	}
+	r := rand.New(rand.NewPCG(25, 1))
+	docOf := func() bson.D {
+		id, k := int32(r.IntN(40)), int32(r.IntN(40))
+		switch r.IntN(12) {
+		case 0:
+			return d("k", k, "_id", id) // _id not first
+		case 1:
+			return d("k", k) // no _id
+		case 2:
+			return d("_id", bson.A{1}, "k", k) // an array _id
+		case 3:
+			return d("_id", id, "k", k, "big", string(make([]byte, MaxDocumentSize)))
+		}
+		return d("_id", id, "k", k, "v", r.Int64())
+	}
+	for i := range 300 {
+		doc := docOf()
+		_, errA := a.Write(context.Background(), func(w *Writer) error {
+			_, err := w.Insert("db", "c", bsonClone(doc))
+			return err
+		})
+		p, errB := PrepareDoc(bsonClone(doc))
+		if errB == nil {
+			_, errB = b.Write(context.Background(), func(w *Writer) error {
+				_, err := w.InsertPrepared("db", "c", p)
+				return err
+			})
+		}
+		if fmt.Sprint(errA) != fmt.Sprint(errB) {
+			t.Fatalf("doc %d %v: Insert %v, PrepareDoc+InsertPrepared %v", i, doc, errA, errB)
+		}
+	}
+	// Documents without _id get a fresh ObjectId (different in each engine): compare the rest.
+	contents := func(e *Engine) []string {
+		var out []string
+		e.Read(func(r *Reader) {
+			r.Find("db", "c", nil, func(doc *Doc) bool {
+				dd := doc.D()
+				if _, ok := dd[0].Value.(bson.ObjectID); ok {
+					dd = dd[1:]
+				}
+				out = append(out, fmt.Sprint(dd))
+				return true
+			})
+		})
+		return out
+	}
+	if ca, cb := contents(a), contents(b); fmt.Sprint(ca) != fmt.Sprint(cb) || len(ca) == 0 {
+		t.Fatalf("contents differ:\n%v\n%v", ca, cb)
+	}
+	oa, ob := a.OplogAfter(OpTime{}, 0), b.OplogAfter(OpTime{}, 0)
+	if len(oa) != len(ob) {
+		t.Fatalf("oplog: %d entries with Insert, %d prepared", len(oa), len(ob))
+	}
+	for i := range oa {
+		if oa[i].Op != ob[i].Op || oa[i].Coll != ob[i].Coll || len(oa[i].Doc) != len(ob[i].Doc) {
+			t.Fatalf("oplog entry %d: %+v against %+v", i, oa[i], ob[i])
+		}
+	}
+}
+
+func bsonClone(doc bson.D) bson.D { return append(bson.D(nil), doc...) }
+
+func TestInsertPreparedOnce(t *testing.T) {
+	e := openMem(t)
+	p, err := PrepareDoc(d("_id", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ID() != int32(1) {
+		t.Fatalf("ID() = %v", p.ID())
+	}
+	mustWrite(t, e, func(w *Writer) error { _, err := w.InsertPrepared("db", "c", p); return err })
+	_, err = e.Write(context.Background(), func(w *Writer) error { _, err := w.InsertPrepared("db", "c", p); return err })
+	if err == nil {
+		t.Fatal("a prepared document inserted twice")
+	}
+}
+
+// TestConcurrentPreparedInserts has writers prepare documents on overlapping unique keys
+// outside the lock and insert them concurrently: every key is stored once, the oplog holds
+// exactly the successful inserts in strictly increasing OpTime order, and every other
+// attempt is a duplicate key error.
+func TestConcurrentPreparedInserts(t *testing.T) {
+	e := openMem(t)
+	mustWrite(t, e, func(w *Writer) error {
+		_, err := w.CreateIndex("db", "c", IndexSpec{Name: "k_1", Key: d("k", 1), Unique: true})
+		return err
+	})
+	start := e.LastOpTime()
+	const writers, per, keys = 8, 200, 300
+	var mu sync.Mutex
+	inserted, dups := map[int32]int{}, 0
+	var wg sync.WaitGroup
+	for wr := range writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(wr), 2))
+			for i := range per {
+				k := int32(r.IntN(keys))
+				p, err := PrepareDoc(d("_id", fmt.Sprintf("%d-%d", wr, i), "k", k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, err = e.Write(context.Background(), func(w *Writer) error { _, err := w.InsertPrepared("db", "c", p); return err })
+				var dup *DupKeyError
+				mu.Lock()
+				switch {
+				case err == nil:
+					inserted[k]++
+				case errors.As(err, &dup):
+					dups++
+				default:
+					t.Errorf("insert: %v", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for k, n := range inserted {
+		if n != 1 {
+			t.Errorf("key %d inserted %d times", k, n)
+		}
+	}
+	if len(inserted)+dups != writers*per {
+		t.Errorf("%d inserted + %d duplicates, want %d attempts", len(inserted), dups, writers*per)
+	}
+	ents := e.OplogAfter(start, 0)
+	if len(ents) != len(inserted) {
+		t.Fatalf("oplog: %d entries, %d inserts", len(ents), len(inserted))
+	}
+	for i := 1; i < len(ents); i++ {
+		if tsU64(ents[i-1].TS) >= tsU64(ents[i].TS) {
+			t.Fatalf("oplog entry %d at %v after %v", i, ents[i].TS, ents[i-1].TS)
+		}
+	}
+	var n int
+	e.Read(func(r *Reader) { n = r.Count("db", "c") })
+	if n != len(inserted) {
+		t.Fatalf("%d documents, %d inserts", n, len(inserted))
+	}
+}
