@@ -3,7 +3,6 @@ package bulk
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/gameops/rollup/internal/status"
@@ -101,8 +100,10 @@ type Options struct {
 	// MaxPending bounds the items accepted but not yet finished (queued or in flight); a
 	// Submit that does not fit blocks (default 100,000).
 	MaxPending int
-	// Workers is how many BulkWrites may be in flight at once (default WorkersFor(GOMAXPROCS):
-	// 2 on up to 5 cores, half the cores up to 8). Only full batches overlap: a partial batch waits until nothing is in flight.
+	// Workers is how many BulkWrites may be in flight at once (default 2, whatever the cores:
+	// on 16 cores 8 in flight made a tick's last parents wait behind the leaf batches queued at
+	// the store, root p99 3.6 s against 0.3 s; docs/benchmarks.md, issue 25). Only full batches
+	// overlap: a partial batch waits until nothing is in flight.
 	Workers int
 	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included) with the
 	// writer's own timer, never a context deadline (see "Retry policy" in docs/design/ingest.md); a timeout
@@ -134,25 +135,11 @@ const (
 	// writer tuned by MaxDelay alone keeps both in proportion.
 	DefaultIdleGapDivisor = 5
 	DefaultMaxPending     = 100_000
-	// DefaultWorkers is the fewest BulkWrites the writer keeps in flight by default (see
-	// WorkersFor).
-	DefaultWorkers = 2
-	// MaxDefaultWorkers caps the default: the store applies a command's writes one command
-	// at a time (the embedded engine has one write lock), so more batches in flight only
-	// queue there.
-	MaxDefaultWorkers    = 8
-	DefaultDrainTimeout  = 5 * time.Second
-	DefaultProbeInterval = 200 * time.Millisecond
-	DefaultProbeTimeout  = time.Second
+	DefaultWorkers        = 2
+	DefaultDrainTimeout   = 5 * time.Second
+	DefaultProbeInterval  = 200 * time.Millisecond
+	DefaultProbeTimeout   = time.Second
 )
-
-// WorkersFor is the default Options.Workers on procs cores: half of them (each batch in
-// flight keeps about one core busy encoding it, and the store one decoding and applying it),
-// at least DefaultWorkers and at most MaxDefaultWorkers. On 2 cores it is 2, as before the
-// default followed the cores; on 16 it is 8.
-func WorkersFor(procs int) int {
-	return min(MaxDefaultWorkers, max(DefaultWorkers, procs/2))
-}
 
 func (o Options) withDefaults() Options {
 	if o.MaxBatch <= 0 {
@@ -168,7 +155,7 @@ func (o Options) withDefaults() Options {
 		o.MaxPending = DefaultMaxPending
 	}
 	if o.Workers <= 0 {
-		o.Workers = WorkersFor(runtime.GOMAXPROCS(0))
+		o.Workers = DefaultWorkers
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout

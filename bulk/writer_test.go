@@ -3,7 +3,6 @@ package bulk
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -214,18 +213,5 @@ func TestVerdict(t *testing.T) {
 		if r != tc.want || reissue != tc.reissue {
 			t.Errorf("%s: %+v reissue=%v, want %+v %v", tc.name, r, reissue, tc.want, tc.reissue)
 		}
-	}
-}
-
-func TestWorkersFor(t *testing.T) {
-	for _, tc := range []struct{ procs, want int }{
-		{1, 2}, {2, 2}, {4, 2}, {5, 2}, {6, 3}, {8, 4}, {16, 8}, {64, 8},
-	} {
-		if got := WorkersFor(tc.procs); got != tc.want {
-			t.Errorf("WorkersFor(%d) = %d, want %d", tc.procs, got, tc.want)
-		}
-	}
-	if got, want := (Options{}).withDefaults().Workers, WorkersFor(runtime.GOMAXPROCS(0)); got != want {
-		t.Errorf("default Workers = %d, want WorkersFor(GOMAXPROCS) = %d", got, want)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,8 +27,8 @@ type Options struct {
 	// ChunkSize is the most parents read with one find and written with one BulkWrite
 	// (default 100).
 	ChunkSize int
-	// Workers is how many chunks of one level are recomputed at once (default
-	// WorkersFor(GOMAXPROCS): 2 on up to 5 cores, half the cores up to 8).
+	// Workers is how many chunks of one level are recomputed at once (default 2, whatever the
+	// cores: see bulk.Options.Workers and docs/benchmarks.md, issue 25).
 	Workers int
 	// MaxConflicts bounds the re-reads of one chunk after conflicting or unknown-outcome
 	// writes before the round fails (default 20).
@@ -62,31 +61,20 @@ type Knobs struct {
 
 // Defaults of Options.
 const (
-	DefaultChunkSize = 100
-	// DefaultWorkers is the fewest chunks of a level recomputed at once by default (see
-	// WorkersFor); MaxDefaultWorkers the most.
+	DefaultChunkSize    = 100
 	DefaultWorkers      = 2
-	MaxDefaultWorkers   = 8
 	DefaultMaxConflicts = 20
 	DefaultReplayChunk  = 10_000
 	DefaultTierChunk    = 5_000
 	DefaultTierWorkers  = 8
 )
 
-// WorkersFor is the default Options.Workers on procs cores: half of them (a chunk's read,
-// recomputation and write keep a core busy in serve and one in the store), at least
-// DefaultWorkers and at most MaxDefaultWorkers. On 2 cores it is 2, as before the default
-// followed the cores.
-func WorkersFor(procs int) int {
-	return min(MaxDefaultWorkers, max(DefaultWorkers, procs/2))
-}
-
 func (o Options) withDefaults() Options {
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = DefaultChunkSize
 	}
 	if o.Workers <= 0 {
-		o.Workers = WorkersFor(runtime.GOMAXPROCS(0))
+		o.Workers = DefaultWorkers
 	}
 	if o.MaxConflicts <= 0 {
 		o.MaxConflicts = DefaultMaxConflicts
