@@ -23,9 +23,11 @@ type Server struct {
 	cfg  Config
 	lim  limits
 	auth *authCache
-	log  *zap.Logger
-	mux  *http.ServeMux
-	read reader
+	// usage gathers the tokens' last-used times that Run writes.
+	usage *usageRecorder
+	log   *zap.Logger
+	mux   *http.ServeMux
+	read  reader
 	// stats counts the ingest answers.
 	stats *ingestStats
 	// scratch holds the *ingestScratch of ingest requests.
@@ -69,15 +71,43 @@ func newServer(cfg Config, store tokenStore) *Server {
 			maxItems: cfg.MaxItems, maxOnline: cfg.MaxOnline, tick: cfg.Tick,
 			lateWindow: cfg.LateWindow, futureSkew: cfg.FutureSkew,
 		},
-		auth: newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
-		log:  cfg.Logger.Named("api"),
-		mux:  http.NewServeMux(),
+		auth:  newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
+		usage: newUsageRecorder(store, cfg.Logger.Named("api")),
+		log:   cfg.Logger.Named("api"),
+		mux:   http.NewServeMux(),
 
 		stats: newIngestStats(),
 	}
 	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
 	s.routeReads(cfg)
 	return s
+}
+
+// Run does the API's background work until ctx ends: it writes the tokens' last-used times
+// every TokenUsageInterval (and once more on the way out). Without it the API serves all
+// the same but last_used_at stays unwritten.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.TokenUsageInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.usage.flush(context.WithoutCancel(ctx))
+			return nil
+		case <-t.C:
+			s.usage.flush(ctx)
+		}
+	}
+}
+
+// admit refuses a revoked or expired token (401 saying which) and records the use of any
+// other.
+func (s *Server) admit(w http.ResponseWriter, info tokenInfo, now time.Time) *httpError {
+	if msg := info.refusal(now); msg != "" {
+		return s.unauthorizedErr(w, msg)
+	}
+	s.usage.record(info.hash, now)
+	return nil
 }
 
 // Handler returns the routes of the API (POST /v1/counts and the read API under /v1/projects).
@@ -132,6 +162,9 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	}
 	if !found {
 		return s.failCounts(w, s.unauthorizedErr(w, "unknown token"))
+	}
+	if herr := s.admit(w, info, now); herr != nil {
+		return s.failCounts(w, herr)
 	}
 	if info.readOnly {
 		return s.failCounts(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{

@@ -165,6 +165,7 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 	log.Info("api listening", zap.String("url", baseURL))
 	_, _ = fmt.Fprintf(out, "rollup API: %s\n", baseURL)
 	p.Go(probe.Run)
+	p.Go(apiServer.Run) // writes the tokens' last-used times
 	p.Go(writer.Run)
 	p.Go(func(ctx context.Context) error {
 		if err := migrateAtStart(ctx, db, log.Named("migrations"), st.migrations); err != nil {
