@@ -32,6 +32,7 @@ Examples:
     ROLLUP_TOKEN=... rollup submit --url https://rollup.example.com --project mygame --timestamp now -
   rollup submit --url http://127.0.0.1:8080 --token "$TOKEN" --project mygame \
     --timestamp 2024-05-01T10:05:00Z --observed-at 2024-05-01T10:05:02Z --file counts.json
+  rollup submit --url https://rollup.internal:8443 --ca-file ca.pem --project mygame --timestamp now --file counts.json
 
 Flags:
 `
@@ -41,6 +42,7 @@ type submitConfig struct {
 	url, token, project string
 	timestamp, observed string
 	submissionID, file  string
+	caFile              string
 	tick                time.Duration
 	attempts            int
 	jsonOut             bool
@@ -49,7 +51,8 @@ type submitConfig struct {
 func parseSubmit(e *env, args []string) (submitConfig, error) {
 	var c submitConfig
 	fs := e.flags("submit", submitUsage)
-	fs.StringVar(&c.url, "url", "", "server base URL")
+	fs.StringVar(&c.url, "url", "", "server base URL (http:// or https://)")
+	fs.StringVar(&c.caFile, "ca-file", "", "PEM file of the CA that signed the server's certificate, trusted in addition to the system's (SSL_CERT_FILE replaces those)")
 	fs.StringVar(&c.token, "token", "", "the project's bearer token (ROLLUP_TOKEN keeps it out of the process list)")
 	fs.StringVar(&c.project, "project", "", "project name")
 	fs.StringVar(&c.timestamp, "timestamp", "", `tick start, RFC 3339 (e.g. 2024-05-01T10:05:00Z), or "now" for the start of the current tick`)
@@ -141,6 +144,10 @@ func runSubmitWith(ctx context.Context, e *env, stdin io.Reader, args []string) 
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	client := &agentclient.Client{BaseURL: c.url, Token: c.token, MaxAttempts: c.attempts}
+	hc, err := agentclient.NewHTTPClient(c.caFile)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	client := &agentclient.Client{BaseURL: c.url, Token: c.token, MaxAttempts: c.attempts, HTTP: hc}
 	return ops.Submit(ctx, e.stdout, client, sub, c.jsonOut)
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// EmbeddedOplogMB is the embedded server's retained oplog in MiB (embedded.CheckOplogSizeMB).
 	EmbeddedOplogMB int
 	Listen          string // the HTTP address of the API, the dashboard and the metrics
+	// TLSCert and TLSKey are PEM files; set, the Listen port serves HTTPS only, and a
+	// certificate renewed in them is served without a restart (package certfile).
+	TLSCert, TLSKey string
 	LogLevel        string
 	// Partitions splits the watcher's work ("" = one partition; "hash:N"; "projects:a,b;c").
 	Partitions    string
@@ -65,6 +68,12 @@ func (c Config) Validate() error {
 	}
 	if err := settings.CheckListenAddr(c.Listen); err != nil {
 		return settings.Invalid("listen", "%w", err)
+	}
+	switch {
+	case c.TLSCert != "" && c.TLSKey == "":
+		return settings.Invalid("tls-cert", "the certificate needs its key: pass --tls-key too")
+	case c.TLSKey != "" && c.TLSCert == "":
+		return settings.Invalid("tls-key", "the key needs its certificate: pass --tls-cert too")
 	}
 	if c.MongoURI == "" {
 		if err := settings.CheckListenAddr(c.EmbeddedListen); err != nil {
@@ -105,7 +114,7 @@ func (c Config) LogFields() []zap.Field {
 	return append([]zap.Field{
 		zap.String("mongodb_uri", uri), zap.String("database", c.Database), zap.String("data", c.DataDir),
 		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.String("embedded_listen", c.EmbeddedListen),
-		zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
+		zap.String("listen", c.Listen), zap.String("tls_cert", c.TLSCert), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
 	}, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }
 

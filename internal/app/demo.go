@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -35,7 +36,9 @@ type demo struct {
 // demoBackfill is how many past ticks the demo agents report at start (three hours).
 const demoBackfill = 36
 
-func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, agents int, log *zap.Logger) (*demo, error) {
+// setupDemo imports the demo tree, creates its token and the simulated agents, which send
+// to baseURL with hc (nil: agentclient's default client).
+func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, agents int, log *zap.Logger) (*demo, error) {
 	nodes := tree.Generate(demoProject, demoGroups, demoServers, demoProcesses)
 	t, err := tree.Build(demoProject, nodes)
 	if err != nil {
@@ -56,7 +59,7 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 		return nil, fmt.Errorf("demo token: %w", err)
 	}
 	sim := agentsim.New(agentsim.Config{
-		Client:   &agentclient.Client{BaseURL: baseURL, Token: token, Logger: log},
+		Client:   &agentclient.Client{BaseURL: baseURL, Token: token, HTTP: hc, Logger: log},
 		Project:  demoProject,
 		Leaves:   agentsim.LeavesOf(t),
 		Agents:   agents,
