@@ -91,6 +91,14 @@ type Config struct {
 	// still works that long (default 3s, at most MaxTokenCacheTTL so that a revocation takes
 	// effect on every instance within 5 s; an expiry is checked on each request).
 	TokenCacheTTL time.Duration
+	// TokenRPS is the requests per second one token may make, ingest and reads together, with
+	// a burst of LimitBurst of it; past it, 429 with Retry-After and nothing written (default
+	// DefaultTokenRPS; negative: no limit).
+	TokenRPS float64
+	// TokenLeavesPerSecond is the counts per second one token may submit, with a burst of
+	// LimitBurst of it and at least MaxItems (default DefaultTokenLeavesPerSecond; negative:
+	// no limit).
+	TokenLeavesPerSecond float64
 	// TokenUsageInterval is how often Run writes the tokens' last-used times (default 1m).
 	TokenUsageInterval time.Duration
 	// DB holds the tokens and projects collections.
@@ -145,6 +153,12 @@ func (c Config) withDefaults() Config {
 		c.TokenCacheTTL = DefaultTokenCacheTTL
 	}
 	c.TokenCacheTTL = min(c.TokenCacheTTL, MaxTokenCacheTTL)
+	if c.TokenRPS == 0 {
+		c.TokenRPS = DefaultTokenRPS
+	}
+	if c.TokenLeavesPerSecond == 0 {
+		c.TokenLeavesPerSecond = DefaultTokenLeavesPerSecond
+	}
 	if c.TokenUsageInterval <= 0 {
 		c.TokenUsageInterval = DefaultTokenUsageInterval
 	}

@@ -25,9 +25,11 @@ type Server struct {
 	auth *authCache
 	// usage gathers the tokens' last-used times that Run writes.
 	usage *usageRecorder
-	log   *zap.Logger
-	mux   *http.ServeMux
-	read  reader
+	// limits are the per-token rates.
+	limits *tokenLimits
+	log    *zap.Logger
+	mux    *http.ServeMux
+	read   reader
 	// stats counts the ingest answers.
 	stats *ingestStats
 	// scratch holds the *ingestScratch of ingest requests.
@@ -73,8 +75,10 @@ func newServer(cfg Config, store tokenStore) *Server {
 		},
 		auth:  newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
 		usage: newUsageRecorder(store, cfg.Logger.Named("api")),
-		log:   cfg.Logger.Named("api"),
-		mux:   http.NewServeMux(),
+		limits: newTokenLimits(newRateLimit(cfg.TokenRPS, 1),
+			newRateLimit(cfg.TokenLeavesPerSecond, cfg.MaxItems)),
+		log: cfg.Logger.Named("api"),
+		mux: http.NewServeMux(),
 
 		stats: newIngestStats(),
 	}
@@ -84,8 +88,9 @@ func newServer(cfg Config, store tokenStore) *Server {
 }
 
 // Run does the API's background work until ctx ends: it writes the tokens' last-used times
-// every TokenUsageInterval (and once more on the way out). Without it the API serves all
-// the same but last_used_at stays unwritten.
+// every TokenUsageInterval (and once more on the way out) and forgets the rate limits of idle
+// tokens. Without it the API serves all the same but last_used_at stays unwritten and the
+// limits' memory is bounded by maxLimitedTokens only.
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.TokenUsageInterval)
 	defer t.Stop()
@@ -96,18 +101,33 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			s.usage.flush(ctx)
+			s.limits.evictIdle(s.cfg.Now())
 		}
 	}
 }
 
-// admit refuses a revoked or expired token (401 saying which) and records the use of any
-// other.
+// admit refuses a revoked or expired token (401 saying which) and a token over its
+// requests per second (429), and records the use of any other.
 func (s *Server) admit(w http.ResponseWriter, info tokenInfo, now time.Time) *httpError {
 	if msg := info.refusal(now); msg != "" {
 		return s.unauthorizedErr(w, msg)
 	}
 	s.usage.record(info.hash, now)
+	if ok, wait := s.limits.allowRequest(info.hash, now); !ok {
+		return rateLimited(w, wait, fmt.Sprintf("the token is over its %g requests per second", s.limits.requests.rate))
+	}
 	return nil
+}
+
+// rateLimited is the 429 of a token over a limit, with its Retry-After (whole seconds until
+// the request would be allowed).
+func rateLimited(w http.ResponseWriter, wait time.Duration, msg string) *httpError {
+	secs := retryAfterSecondsOf(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return &httpError{status: http.StatusTooManyRequests, body: apiv1.ErrorResponse{
+		Error: apiv1.ErrRateLimited, Message: msg + "; nothing was written, resend the same request after Retry-After",
+		ResendSafe: true, RetryAfterSeconds: secs,
+	}}
 }
 
 // Handler returns the routes of the API (POST /v1/counts and the read API under /v1/projects).
@@ -187,6 +207,9 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	raw, herr := decodeBody(body, s.lim.maxItems, &sc.raw)
 	if herr != nil {
 		return s.failCounts(w, herr)
+	}
+	if ok, wait := s.limits.allowLeaves(info.hash, len(raw.counts), now); !ok {
+		return s.failCounts(w, rateLimited(w, wait, fmt.Sprintf("the token is over its %g counts per second", s.limits.leaves.rate)))
 	}
 
 	// 3. Which project: any other project than the token's is 403, existing or not.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/metrics"
@@ -53,6 +54,8 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (then its chain) of the API: it serves HTTPS only; a renewal written to the file is served without a restart")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.Float64Var(&c.TokenRPS, "token-rps", api.DefaultTokenRPS, "requests per second one token may make, ingest and reads, with a burst of 10 s of it; past it 429 + Retry-After (0 = no limit)")
+	fs.Float64Var(&c.TokenLeavesPerS, "token-leaves-per-s", api.DefaultTokenLeavesPerSecond, "counts per second one token may submit, with a burst of 10 s of it; past it 429 + Retry-After (0 = no limit)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.Partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")

@@ -19,7 +19,7 @@ const submitUsage = `usage: rollup submit --url URL --project P --timestamp TS [
 
 Send one tick's counts to a rollup server (POST /v1/counts), for agents written in shell.
 The counts are a JSON array of {"id", "type", "online"} read from --file or, with "-",
-from stdin. Network errors, 408 and 5xx answers are retried with backoff (same submission
+from stdin. Network errors, 408, 429 and 5xx answers are retried with backoff (same submission
 id and observed-at, so a retry is always safe); other 4xx answers are not. One line per item is
 printed: its index, id, type and status (applied, stale = a same-or-newer value is
 already stored, or rejected). The exit status is 0 when no item was rejected, 1 otherwise.

@@ -34,7 +34,9 @@ type Config struct {
 	// TLSCert and TLSKey are PEM files; set, the Listen port serves HTTPS only, and a
 	// certificate renewed in them is served without a restart (package certfile).
 	TLSCert, TLSKey string
-	LogLevel        string
+	// TokenRPS and TokenLeavesPerS are the per-token limits (0: off; api.Config).
+	TokenRPS, TokenLeavesPerS float64
+	LogLevel                  string
 	// Partitions splits the watcher's work ("" = one partition; "hash:N"; "projects:a,b;c").
 	Partitions    string
 	LeaseTTL      time.Duration
@@ -70,6 +72,10 @@ func (c Config) Validate() error {
 		return settings.Invalid("listen", "%w", err)
 	}
 	switch {
+	case c.TokenRPS < 0:
+		return settings.Invalid("token-rps", "want 0 (no limit) or more requests per second, got %g", c.TokenRPS)
+	case c.TokenLeavesPerS < 0:
+		return settings.Invalid("token-leaves-per-s", "want 0 (no limit) or more counts per second, got %g", c.TokenLeavesPerS)
 	case c.TLSCert != "" && c.TLSKey == "":
 		return settings.Invalid("tls-cert", "the certificate needs its key: pass --tls-key too")
 	case c.TLSKey != "" && c.TLSCert == "":
@@ -104,6 +110,14 @@ func (c Config) Validate() error {
 	return c.Totals.Validate()
 }
 
+// APILimit is an api.Config per-token limit of a setting where 0 is off (api: negative).
+func APILimit(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // LogFields describe the configuration for the start-up log line: every setting, the
 // MongoDB URI as its hosts only.
 func (c Config) LogFields() []zap.Field {
@@ -114,7 +128,8 @@ func (c Config) LogFields() []zap.Field {
 	return append([]zap.Field{
 		zap.String("mongodb_uri", uri), zap.String("database", c.Database), zap.String("data", c.DataDir),
 		zap.Bool("demo", c.Demo), zap.Int("demo_agents", c.DemoAgents), zap.String("embedded_listen", c.EmbeddedListen),
-		zap.String("listen", c.Listen), zap.String("tls_cert", c.TLSCert), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
+		zap.String("listen", c.Listen), zap.String("tls_cert", c.TLSCert),
+		zap.Float64("token_rps", c.TokenRPS), zap.Float64("token_leaves_per_s", c.TokenLeavesPerS), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
 	}, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }
 

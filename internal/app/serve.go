@@ -128,7 +128,8 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, cert
 	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor}, log.Named("bulk"))
 	st.bulk = writer.Tracker()
 	migrated := make(chan struct{}) // closed once the schema is in place
-	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log})
+	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log,
+		TokenRPS: APILimit(cfg.TokenRPS), TokenLeavesPerSecond: APILimit(cfg.TokenLeavesPerS)})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiServer.Handler())
 	mux.Handle("/", web.Handler())
