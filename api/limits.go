@@ -21,6 +21,9 @@ const (
 	// maxLimitedTokens bounds the tokens with limiter state; a token beyond it while all are
 	// active is not limited (state is evicted once a token's buckets are full again).
 	maxLimitedTokens = 100_000
+	// maxHoldBack bounds how long a 429 is held back, and maxHeldBack how many are at once.
+	maxHoldBack = time.Second
+	maxHeldBack = 1024
 )
 
 // bucket is a token bucket: tokens refill at rate per second up to burst.

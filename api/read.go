@@ -95,7 +95,7 @@ func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 			s.unauthorized(w, "unknown token")
 			return
 		}
-		if herr := s.admit(w, info, now); herr != nil {
+		if herr := s.admit(ctx, w, info, now); herr != nil {
 			s.fail(w, herr)
 			return
 		}

@@ -27,9 +27,11 @@ type Server struct {
 	usage *usageRecorder
 	// limits are the per-token rates.
 	limits *tokenLimits
-	log    *zap.Logger
-	mux    *http.ServeMux
-	read   reader
+	// held has a slot per 429 being held back (holdBack).
+	held chan struct{}
+	log  *zap.Logger
+	mux  *http.ServeMux
+	read reader
 	// stats counts the ingest answers.
 	stats *ingestStats
 	// scratch holds the *ingestScratch of ingest requests.
@@ -75,6 +77,7 @@ func newServer(cfg Config, store tokenStore) *Server {
 		},
 		auth:  newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
 		usage: newUsageRecorder(store, cfg.Logger.Named("api")),
+		held:  make(chan struct{}, maxHeldBack),
 		limits: newTokenLimits(newRateLimit(cfg.TokenRPS, 1),
 			newRateLimit(cfg.TokenLeavesPerSecond, cfg.MaxItems)),
 		log: cfg.Logger.Named("api"),
@@ -107,16 +110,38 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // admit refuses a revoked or expired token (401 saying which) and a token over its
-// requests per second (429), and records the use of any other.
-func (s *Server) admit(w http.ResponseWriter, info tokenInfo, now time.Time) *httpError {
+// requests per second (429, held back: see holdBack), and records the use of any other.
+func (s *Server) admit(ctx context.Context, w http.ResponseWriter, info tokenInfo, now time.Time) *httpError {
 	if msg := info.refusal(now); msg != "" {
 		return s.unauthorizedErr(w, msg)
 	}
 	s.usage.record(info.hash, now)
 	if ok, wait := s.limits.allowRequest(info.hash, now); !ok {
+		s.holdBack(ctx, wait)
 		return rateLimited(w, wait, fmt.Sprintf("the token is over its %g requests per second", s.limits.requests.rate))
 	}
 	return nil
+}
+
+// holdBack delays a 429 by its Retry-After (whole seconds until the request would be
+// allowed), at most maxHoldBack, for at most maxHeldBack requests at once (others are
+// answered at once). A runaway agent waits for its answers on its few connections, so
+// holding them paces it down to a request per connection and second instead of letting it
+// make the server answer a 429 per millisecond; a held request costs a goroutine and a
+// timer, no CPU. An agent that honours Retry-After loses nothing: it would wait that long.
+func (s *Server) holdBack(ctx context.Context, wait time.Duration) {
+	select {
+	case s.held <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-s.held }()
+	t := time.NewTimer(min(time.Duration(retryAfterSecondsOf(wait))*time.Second, maxHoldBack))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // rateLimited is the 429 of a token over a limit, with its Retry-After (whole seconds until
@@ -183,7 +208,7 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	if !found {
 		return s.failCounts(w, s.unauthorizedErr(w, "unknown token"))
 	}
-	if herr := s.admit(w, info, now); herr != nil {
+	if herr := s.admit(ctx, w, info, now); herr != nil {
 		return s.failCounts(w, herr)
 	}
 	if info.readOnly {
@@ -209,6 +234,7 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 		return s.failCounts(w, herr)
 	}
 	if ok, wait := s.limits.allowLeaves(info.hash, len(raw.counts), now); !ok {
+		s.holdBack(ctx, wait)
 		return s.failCounts(w, rateLimited(w, wait, fmt.Sprintf("the token is over its %g counts per second", s.limits.leaves.rate)))
 	}
 
