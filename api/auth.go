@@ -166,8 +166,14 @@ const (
 	// instance within it plus one store lookup, well within 5 s.
 	MaxTokenCacheTTL = 4 * time.Second
 	maxNegativeTTL   = 5 * time.Second
-	maxCacheEntries  = 10_000
-	lookupTimeout    = 5 * time.Second
+	// maxStaleOnError is how old a cached token may be and still answer while the store
+	// cannot be read.
+	maxStaleOnError = 30 * time.Second
+	// maxStaleWhileRefresh is how long after its expiry an active token's entry still answers
+	// while it is refreshed (at most TokenCacheTTL): TokenCacheTTL plus this stays within 5 s.
+	maxStaleWhileRefresh = time.Second
+	maxCacheEntries      = 10_000
+	lookupTimeout        = 5 * time.Second
 )
 
 // authCache caches token lookups (found and not found; errors are not cached) for a short
@@ -188,6 +194,7 @@ type cacheEntry struct {
 	info    tokenInfo
 	found   bool
 	expires time.Time
+	fetched time.Time // when the store answered it
 }
 
 type lookupCall struct {
@@ -220,10 +227,23 @@ func (a *authCache) lookupByToken(ctx context.Context, token string, now time.Ti
 }
 
 // lookup returns what the token of the given hash grants: from the cache, else from the
-// store (one query shared by concurrent lookups of the hash).
+// store (one query shared by concurrent lookups of the hash). A known token whose entry
+// expired less than staleFor ago answers from it while the store is queried in the
+// background, so that a request never waits for a refresh of an active token.
 func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, error) {
 	a.mu.Lock()
-	if e, ok := a.entries[hash]; ok && a.now().Before(e.expires) {
+	now := a.now()
+	e, cached := a.entries[hash]
+	if cached && now.Before(e.expires) {
+		a.mu.Unlock()
+		return e.info, e.found, nil
+	}
+	if cached && e.found && now.Before(e.expires.Add(min(a.ttl, maxStaleWhileRefresh))) {
+		if _, running := a.inflight[hash]; !running {
+			call := &lookupCall{done: make(chan struct{})}
+			a.inflight[hash] = call
+			go a.run(context.WithoutCancel(ctx), hash, call)
+		}
 		a.mu.Unlock()
 		return e.info, e.found, nil
 	}
@@ -256,13 +276,20 @@ func (a *authCache) run(ctx context.Context, hash string, call *lookupCall) {
 	call.info.hash = hash
 	a.mu.Lock()
 	delete(a.inflight, hash)
+	now := a.now()
 	if call.err == nil {
 		ttl := a.ttl
 		if !call.found {
 			ttl = a.negTTL
 		}
 		a.evictLocked()
-		a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: a.now().Add(ttl)}
+		a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: now.Add(ttl), fetched: now}
+	} else if e, ok := a.entries[hash]; ok && e.found && now.Sub(e.fetched) <= maxStaleOnError {
+		// The store cannot be read: a token it confirmed recently still answers, so that a
+		// store fault does not turn every agent's next request into a 503 as its entry
+		// expires. A revocation is still seen within TokenCacheTTL whenever the store can be
+		// read; while it cannot, nothing could be written anyway.
+		call.info, call.found, call.err = e.info, true, nil
 	}
 	a.mu.Unlock()
 	close(call.done)
