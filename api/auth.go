@@ -76,15 +76,32 @@ func b64tokenByte(c byte) bool {
 
 // tokenInfo is what a valid token grants.
 type tokenInfo struct {
+	// hash is the token's sha256 hex (set by the authCache): the key of its usage and limits.
+	hash          string
 	project       string
 	projectExists bool
 	// readOnly is set for any scope but ScopeIngest (or none): such a token may not ingest.
 	readOnly bool
+	// revokedAt and expiresAt end the token (zero: never).
+	revokedAt, expiresAt time.Time
 }
 
-// tokenStore resolves a token hash; found is false for an unknown token.
+// refusal is the 401 message of a revoked or expired token at now, "" while it works.
+func (i tokenInfo) refusal(now time.Time) string {
+	switch {
+	case !i.revokedAt.IsZero():
+		return "token revoked at " + i.revokedAt.UTC().Format(time.RFC3339) + "; ask for a new token ('rollup token create')"
+	case !i.expiresAt.IsZero() && !now.Before(i.expiresAt):
+		return "token expired at " + i.expiresAt.UTC().Format(time.RFC3339) + "; ask for a new token ('rollup token create' or 'rotate')"
+	}
+	return ""
+}
+
+// tokenStore resolves a token hash (found is false for an unknown token) and records when
+// tokens were last used.
 type tokenStore interface {
 	lookupToken(ctx context.Context, hash string) (info tokenInfo, found bool, err error)
+	touchTokens(ctx context.Context, used map[string]time.Time) error
 }
 
 // errNoDB reports a Server configured without a database.
@@ -98,11 +115,16 @@ func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, b
 		return tokenInfo{}, false, errNoDB
 	}
 	var tok struct {
-		Project string `bson:"project"`
-		Scope   string `bson:"scope"`
+		Project   string    `bson:"project"`
+		Scope     string    `bson:"scope"`
+		ExpiresAt time.Time `bson:"expires_at"`
+		RevokedAt time.Time `bson:"revoked_at"`
 	}
 	err := m.db.Collection(store.TokensCollection).FindOne(ctx, bson.D{{Key: "_id", Value: hash}},
-		options.FindOne().SetProjection(bson.D{{Key: store.FieldProject, Value: 1}, {Key: store.FieldScope, Value: 1}})).Decode(&tok)
+		options.FindOne().SetProjection(bson.D{
+			{Key: store.FieldProject, Value: 1}, {Key: store.FieldScope, Value: 1},
+			{Key: store.FieldExpiresAt, Value: 1}, {Key: store.FieldRevokedAt, Value: 1},
+		})).Decode(&tok)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return tokenInfo{}, false, nil
 	}
@@ -114,14 +136,44 @@ func (m mongoTokens) lookupToken(ctx context.Context, hash string) (tokenInfo, b
 		return tokenInfo{}, false, err
 	}
 	readOnly := tok.Scope != "" && tok.Scope != ScopeIngest
-	return tokenInfo{project: tok.Project, projectExists: exists, readOnly: readOnly}, true, nil
+	return tokenInfo{project: tok.Project, projectExists: exists, readOnly: readOnly,
+		revokedAt: tok.RevokedAt, expiresAt: tok.ExpiresAt}, true, nil
+}
+
+// touchTokens moves each token's last_used_at forward to its time in used (never back: two
+// instances may flush in any order), in one unordered bulk write.
+func (m mongoTokens) touchTokens(ctx context.Context, used map[string]time.Time) error {
+	if m.db == nil {
+		return errNoDB
+	}
+	models := make([]mongo.WriteModel, 0, len(used))
+	for hash, t := range used {
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: hash}}).
+			SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: store.FieldLastUsedAt, Value: t}}}}))
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	if _, err := m.db.Collection(store.TokensCollection).BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+		return fmt.Errorf("record token use: %w", err)
+	}
+	return nil
 }
 
 // Cache bounds.
 const (
-	maxNegativeTTL  = 5 * time.Second
-	maxCacheEntries = 10_000
-	lookupTimeout   = 5 * time.Second
+	// MaxTokenCacheTTL bounds Config.TokenCacheTTL: a revoked token stops working on every
+	// instance within it plus one store lookup, well within 5 s.
+	MaxTokenCacheTTL = 4 * time.Second
+	maxNegativeTTL   = 5 * time.Second
+	// maxStaleOnError is how old a cached token may be and still answer while the store
+	// cannot be read.
+	maxStaleOnError = 30 * time.Second
+	// maxStaleWhileRefresh is how long after its expiry an active token's entry still answers
+	// while it is refreshed (at most TokenCacheTTL): TokenCacheTTL plus this stays within 5 s.
+	maxStaleWhileRefresh = time.Second
+	maxCacheEntries      = 10_000
+	lookupTimeout        = 5 * time.Second
 )
 
 // authCache caches token lookups (found and not found; errors are not cached) for a short
@@ -142,6 +194,7 @@ type cacheEntry struct {
 	info    tokenInfo
 	found   bool
 	expires time.Time
+	fetched time.Time // when the store answered it
 }
 
 type lookupCall struct {
@@ -174,10 +227,23 @@ func (a *authCache) lookupByToken(ctx context.Context, token string, now time.Ti
 }
 
 // lookup returns what the token of the given hash grants: from the cache, else from the
-// store (one query shared by concurrent lookups of the hash).
+// store (one query shared by concurrent lookups of the hash). A known token whose entry
+// expired less than staleFor ago answers from it while the store is queried in the
+// background, so that a request never waits for a refresh of an active token.
 func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, error) {
 	a.mu.Lock()
-	if e, ok := a.entries[hash]; ok && a.now().Before(e.expires) {
+	now := a.now()
+	e, cached := a.entries[hash]
+	if cached && now.Before(e.expires) {
+		a.mu.Unlock()
+		return e.info, e.found, nil
+	}
+	if cached && e.found && now.Before(e.expires.Add(min(a.ttl, maxStaleWhileRefresh))) {
+		if _, running := a.inflight[hash]; !running {
+			call := &lookupCall{done: make(chan struct{})}
+			a.inflight[hash] = call
+			go a.run(context.WithoutCancel(ctx), hash, call)
+		}
 		a.mu.Unlock()
 		return e.info, e.found, nil
 	}
@@ -207,15 +273,23 @@ func (a *authCache) run(ctx context.Context, hash string, call *lookupCall) {
 	ctx, cancel := retry.Bound(ctx, lookupTimeout)
 	call.info, call.found, call.err = a.store.lookupToken(ctx, hash)
 	cancel()
+	call.info.hash = hash
 	a.mu.Lock()
 	delete(a.inflight, hash)
+	now := a.now()
 	if call.err == nil {
 		ttl := a.ttl
 		if !call.found {
 			ttl = a.negTTL
 		}
 		a.evictLocked()
-		a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: a.now().Add(ttl)}
+		a.entries[hash] = cacheEntry{info: call.info, found: call.found, expires: now.Add(ttl), fetched: now}
+	} else if e, ok := a.entries[hash]; ok && e.found && now.Sub(e.fetched) <= maxStaleOnError {
+		// The store cannot be read: a token it confirmed recently still answers, so that a
+		// store fault does not turn every agent's next request into a 503 as its entry
+		// expires. A revocation is still seen within TokenCacheTTL whenever the store can be
+		// read; while it cannot, nothing could be written anyway.
+		call.info, call.found, call.err = e.info, true, nil
 	}
 	a.mu.Unlock()
 	close(call.done)

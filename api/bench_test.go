@@ -22,7 +22,7 @@ import (
 func BenchmarkHandleCounts(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("leaves=%d", n), func(b *testing.B) {
-			cfg := Config{Sink: &fakeSink{}, Logger: zap.NewNop(), Now: testNow}
+			cfg := Config{Sink: &fakeSink{}, Logger: zap.NewNop(), Now: testNow, TokenRPS: -1, TokenLeavesPerSecond: -1} // no per-token limits: one token makes every request
 			srv := newServer(cfg, newFakeTokens())
 			var sb strings.Builder
 			sb.WriteString("[")
@@ -54,7 +54,7 @@ func BenchmarkHandleCounts(b *testing.B) {
 // BenchmarkClientToAPI measures one agent submission end to end over loopback TCP: agent
 // client encoding, HTTP both ways, the API's own work and the client's decoding (no-op Sink).
 func BenchmarkClientToAPI(b *testing.B) {
-	cfg := Config{Sink: &fakeSink{}, Logger: zap.NewNop(), Now: testNow}
+	cfg := Config{Sink: &fakeSink{}, Logger: zap.NewNop(), Now: testNow, TokenRPS: -1, TokenLeavesPerSecond: -1} // no per-token limits: one token makes every request
 	hs := httptest.NewServer(newServer(cfg, newFakeTokens()))
 	defer hs.Close()
 	client := &agentclient.Client{BaseURL: hs.URL, Token: tokenA, HTTP: hs.Client()}

@@ -53,7 +53,10 @@ const (
 	DefaultMaxOnline     = 10_000_000
 	DefaultRetryAfter    = 5 * time.Second
 	DefaultSubmitTimeout = 30 * time.Second
-	DefaultTokenCacheTTL = 30 * time.Second
+	DefaultTokenCacheTTL = 3 * time.Second
+	// DefaultTokenUsageInterval is how often token use is written (last_used_at): at most
+	// once per token per interval and instance, never per request.
+	DefaultTokenUsageInterval = time.Minute
 	// DefaultBodyReadTimeout lets the largest default body (1 MiB) arrive at ~35 KB/s.
 	DefaultBodyReadTimeout = 30 * time.Second
 )
@@ -85,8 +88,19 @@ type Config struct {
 	// SubmitTimeout bounds how long a request waits for the Sink (503 after; default 30s).
 	SubmitTimeout time.Duration
 	// TokenCacheTTL is how long a token lookup is cached: a revoked token or deleted project
-	// still works that long (default 30s; unknown tokens are cached at most 5s).
+	// still works that long (default 3s, at most MaxTokenCacheTTL so that a revocation takes
+	// effect on every instance within 5 s; an expiry is checked on each request).
 	TokenCacheTTL time.Duration
+	// TokenRPS is the requests per second one token may make, ingest and reads together, with
+	// a burst of LimitBurst of it; past it, 429 with Retry-After and nothing written (default
+	// DefaultTokenRPS; negative: no limit).
+	TokenRPS float64
+	// TokenLeavesPerSecond is the counts per second one token may submit, with a burst of
+	// LimitBurst of it and at least MaxItems (default DefaultTokenLeavesPerSecond; negative:
+	// no limit).
+	TokenLeavesPerSecond float64
+	// TokenUsageInterval is how often Run writes the tokens' last-used times (default 1m).
+	TokenUsageInterval time.Duration
 	// DB holds the tokens and projects collections.
 	DB *mongo.Database
 	// Sink writes the counts. When it is also a StoreGate, submissions during a store outage
@@ -137,6 +151,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TokenCacheTTL <= 0 {
 		c.TokenCacheTTL = DefaultTokenCacheTTL
+	}
+	c.TokenCacheTTL = min(c.TokenCacheTTL, MaxTokenCacheTTL)
+	if c.TokenRPS == 0 {
+		c.TokenRPS = DefaultTokenRPS
+	}
+	if c.TokenLeavesPerSecond == 0 {
+		c.TokenLeavesPerSecond = DefaultTokenLeavesPerSecond
+	}
+	if c.TokenUsageInterval <= 0 {
+		c.TokenUsageInterval = DefaultTokenUsageInterval
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

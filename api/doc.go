@@ -1,7 +1,8 @@
 // Package api is rollup's HTTP API: ingest (POST /v1/counts: authenticate the project's
 // token, parse and validate the whole request, hand the leaf counts to a Sink, answer each
 // item's durable outcome), the read API for dashboards (GET /v1/projects…), and the
-// per-project tokens (CreateToken, ListTokens; only their sha256 is stored).
+// per-project tokens (NewToken, ListTokens, RevokeToken, RotateToken; only their sha256 is
+// stored; revocation and expiry are checked on every request, lookups cached at most 4 s).
 //
 // The one idea: a request is all or nothing and every 200 is final — any invalid item
 // rejects the whole request before anything is written, and an outcome that is not known

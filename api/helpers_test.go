@@ -25,6 +25,10 @@ const (
 	tokenA   = "token-of-project-a"
 	tokenB   = "token-of-project-b"
 	tokenDel = "token-of-deleted-project"
+	// Tokens of proj-a that were revoked, that expired, and that expire after testNow.
+	tokenRevoked  = "token-revoked"
+	tokenExpired  = "token-expired"
+	tokenExpiring = "token-expiring"
 )
 
 // fakeSink records every Submit and answers with fn (default: everything applied).
@@ -68,6 +72,10 @@ func newFakeTokens() *fakeTokens {
 		HashToken(tokenA):   {project: "proj-a", projectExists: true},
 		HashToken(tokenB):   {project: "proj-b", projectExists: true},
 		HashToken(tokenDel): {project: "gone", projectExists: false},
+		HashToken(tokenRevoked): {project: "proj-a", projectExists: true, revokedAt: testNow().Add(-time.Hour),
+			expiresAt: testNow().Add(time.Hour)},
+		HashToken(tokenExpired):  {project: "proj-a", projectExists: true, expiresAt: testNow()},
+		HashToken(tokenExpiring): {project: "proj-a", projectExists: true, expiresAt: testNow().Add(time.Nanosecond)},
 	}}
 }
 
@@ -163,3 +171,5 @@ func (r failingReader) Read([]byte) (int, error) {
 	r.t.Error("the body was read")
 	return 0, errors.New("must not be read")
 }
+
+func (f *fakeTokens) touchTokens(context.Context, map[string]time.Time) error { return nil }

@@ -20,7 +20,7 @@ func TestOpenAPIDocumentsEveryCode(t *testing.T) {
 		apiv1.ErrMalformedJSON, apiv1.ErrInvalidRequest, apiv1.ErrInvalidItem, apiv1.ErrUnauthorized,
 		apiv1.ErrForbidden, apiv1.ErrUnknownProject, apiv1.ErrBodyTooLarge, apiv1.ErrTooManyItems,
 		apiv1.ErrOutOfWindow, apiv1.ErrUnavailable, apiv1.ErrInternal,
-		apiv1.ErrMalformedBody, apiv1.ErrRequestTimeout, apiv1.ErrUnsupportedMediaType,
+		apiv1.ErrMalformedBody, apiv1.ErrRequestTimeout, apiv1.ErrUnsupportedMediaType, apiv1.ErrRateLimited, `"429":`,
 		`"408":`, `"415":`, "Content-Encoding", "Accept-Encoding", "curl --json", "charset=utf-8", "-0", "position counted in characters",
 		string(apiv1.StatusApplied), string(apiv1.StatusStale), string(apiv1.StatusRejected),
 		`"200":`, `"400":`, `"401":`, `"403":`, `"404":`, `"413":`, `"422":`, `"500":`, `"503":`,

@@ -85,13 +85,18 @@ func (s *Server) readHandler(hasProject bool, fn readFunc) http.HandlerFunc {
 		// long as a deadline allows.
 		ctx, cancel := retry.Bound(r.Context(), readTimeout)
 		defer cancel()
-		info, found, err := s.auth.lookupByToken(ctx, token, s.cfg.Now())
+		now := s.cfg.Now()
+		info, found, err := s.auth.lookupByToken(ctx, token, now)
 		if err != nil {
 			s.fail(w, s.readUnavailable("token lookup", err))
 			return
 		}
 		if !found {
 			s.unauthorized(w, "unknown token")
+			return
+		}
+		if herr := s.admit(ctx, w, info, now); herr != nil {
+			s.fail(w, herr)
 			return
 		}
 		project := ""

@@ -23,6 +23,12 @@ type Server struct {
 	cfg  Config
 	lim  limits
 	auth *authCache
+	// usage gathers the tokens' last-used times that Run writes.
+	usage *usageRecorder
+	// limits are the per-token rates.
+	limits *tokenLimits
+	// held has a slot per 429 being held back (holdBack).
+	held chan struct{}
 	log  *zap.Logger
 	mux  *http.ServeMux
 	read reader
@@ -69,15 +75,84 @@ func newServer(cfg Config, store tokenStore) *Server {
 			maxItems: cfg.MaxItems, maxOnline: cfg.MaxOnline, tick: cfg.Tick,
 			lateWindow: cfg.LateWindow, futureSkew: cfg.FutureSkew,
 		},
-		auth: newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
-		log:  cfg.Logger.Named("api"),
-		mux:  http.NewServeMux(),
+		auth:  newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
+		usage: newUsageRecorder(store, cfg.Logger.Named("api")),
+		held:  make(chan struct{}, maxHeldBack),
+		limits: newTokenLimits(newRateLimit(cfg.TokenRPS, 1),
+			newRateLimit(cfg.TokenLeavesPerSecond, cfg.MaxItems)),
+		log: cfg.Logger.Named("api"),
+		mux: http.NewServeMux(),
 
 		stats: newIngestStats(),
 	}
 	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
 	s.routeReads(cfg)
 	return s
+}
+
+// Run does the API's background work until ctx ends: it writes the tokens' last-used times
+// every TokenUsageInterval (and once more on the way out) and forgets the rate limits of idle
+// tokens. Without it the API serves all the same but last_used_at stays unwritten and the
+// limits' memory is bounded by maxLimitedTokens only.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.TokenUsageInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.usage.flush(context.WithoutCancel(ctx))
+			return nil
+		case <-t.C:
+			s.usage.flush(ctx)
+			s.limits.evictIdle(s.cfg.Now())
+		}
+	}
+}
+
+// admit refuses a revoked or expired token (401 saying which) and a token over its
+// requests per second (429, held back: see holdBack), and records the use of any other.
+func (s *Server) admit(ctx context.Context, w http.ResponseWriter, info tokenInfo, now time.Time) *httpError {
+	if msg := info.refusal(now); msg != "" {
+		return s.unauthorizedErr(w, msg)
+	}
+	s.usage.record(info.hash, now)
+	if ok, wait := s.limits.allowRequest(info.hash, now); !ok {
+		s.holdBack(ctx, wait)
+		return rateLimited(w, wait, fmt.Sprintf("the token is over its %g requests per second", s.limits.requests.rate))
+	}
+	return nil
+}
+
+// holdBack delays a 429 by its Retry-After (whole seconds until the request would be
+// allowed), at most maxHoldBack, for at most maxHeldBack requests at once (others are
+// answered at once). A runaway agent waits for its answers on its few connections, so
+// holding them paces it down to a request per connection and second instead of letting it
+// make the server answer a 429 per millisecond; a held request costs a goroutine and a
+// timer, no CPU. An agent that honours Retry-After loses nothing: it would wait that long.
+func (s *Server) holdBack(ctx context.Context, wait time.Duration) {
+	select {
+	case s.held <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-s.held }()
+	t := time.NewTimer(min(time.Duration(retryAfterSecondsOf(wait))*time.Second, maxHoldBack))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// rateLimited is the 429 of a token over a limit, with its Retry-After (whole seconds until
+// the request would be allowed).
+func rateLimited(w http.ResponseWriter, wait time.Duration, msg string) *httpError {
+	secs := retryAfterSecondsOf(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return &httpError{status: http.StatusTooManyRequests, body: apiv1.ErrorResponse{
+		Error: apiv1.ErrRateLimited, Message: msg + "; nothing was written, resend the same request after Retry-After",
+		ResendSafe: true, RetryAfterSeconds: secs,
+	}}
 }
 
 // Handler returns the routes of the API (POST /v1/counts and the read API under /v1/projects).
@@ -133,6 +208,9 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	if !found {
 		return s.failCounts(w, s.unauthorizedErr(w, "unknown token"))
 	}
+	if herr := s.admit(ctx, w, info, now); herr != nil {
+		return s.failCounts(w, herr)
+	}
 	if info.readOnly {
 		return s.failCounts(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
 			Error: apiv1.ErrForbidden, Message: "the token is read-only; submitting counts needs an ingest token (rollup token create without --read-only)",
@@ -154,6 +232,10 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	raw, herr := decodeBody(body, s.lim.maxItems, &sc.raw)
 	if herr != nil {
 		return s.failCounts(w, herr)
+	}
+	if ok, wait := s.limits.allowLeaves(info.hash, len(raw.counts), now); !ok {
+		s.holdBack(ctx, wait)
+		return s.failCounts(w, rateLimited(w, wait, fmt.Sprintf("the token is over its %g counts per second", s.limits.leaves.rate)))
 	}
 
 	// 3. Which project: any other project than the token's is 403, existing or not.

@@ -30,18 +30,22 @@ func TestAuth(t *testing.T) {
 		body       string // "" = a body that must not be read
 		wantStatus int
 		wantCode   string
+		wantMsg    string // in the message
 	}{
-		{"no header", "", "", 401, apiv1.ErrUnauthorized},
-		{"basic scheme", "Basic " + tokenA, "", 401, apiv1.ErrUnauthorized},
-		{"bearer without token", "Bearer ", "", 401, apiv1.ErrUnauthorized},
-		{"bearer with bad characters", "Bearer a b", "", 401, apiv1.ErrUnauthorized},
-		{"bearer too long", "Bearer " + strings.Repeat("a", maxTokenLen+1), "", 401, apiv1.ErrUnauthorized},
-		{"unknown token", "Bearer not-a-token", "", 401, apiv1.ErrUnauthorized},
-		{"token of another existing project", "Bearer " + tokenA, otherProject, 403, apiv1.ErrForbidden},
-		{"token of A, project that does not exist", "Bearer " + tokenA, noSuchProject, 403, apiv1.ErrForbidden},
-		{"token whose project was deleted", "Bearer " + tokenDel, strings.Replace(reqBody(twoItems), `"proj-a"`, `"gone"`, 1), 404, apiv1.ErrUnknownProject},
-		{"valid", "Bearer " + tokenA, reqBody(twoItems), 200, ""},
-		{"scheme is case-insensitive", "bearer " + tokenA, reqBody(twoItems), 200, ""},
+		{"no header", "", "", 401, apiv1.ErrUnauthorized, ""},
+		{"basic scheme", "Basic " + tokenA, "", 401, apiv1.ErrUnauthorized, ""},
+		{"bearer without token", "Bearer ", "", 401, apiv1.ErrUnauthorized, ""},
+		{"bearer with bad characters", "Bearer a b", "", 401, apiv1.ErrUnauthorized, ""},
+		{"bearer too long", "Bearer " + strings.Repeat("a", maxTokenLen+1), "", 401, apiv1.ErrUnauthorized, ""},
+		{"unknown token", "Bearer not-a-token", "", 401, apiv1.ErrUnauthorized, ""},
+		{"token of another existing project", "Bearer " + tokenA, otherProject, 403, apiv1.ErrForbidden, ""},
+		{"token of A, project that does not exist", "Bearer " + tokenA, noSuchProject, 403, apiv1.ErrForbidden, ""},
+		{"token whose project was deleted", "Bearer " + tokenDel, strings.Replace(reqBody(twoItems), `"proj-a"`, `"gone"`, 1), 404, apiv1.ErrUnknownProject, ""},
+		{"valid", "Bearer " + tokenA, reqBody(twoItems), 200, "", ""},
+		{"scheme is case-insensitive", "bearer " + tokenA, reqBody(twoItems), 200, "", ""},
+		{"revoked token (revocation wins over a later expiry)", "Bearer " + tokenRevoked, "", 401, apiv1.ErrUnauthorized, "token revoked at 2024-05-01T09:07:30Z"},
+		{"token expired at the request's time", "Bearer " + tokenExpired, "", 401, apiv1.ErrUnauthorized, "token expired at 2024-05-01T10:07:30Z"},
+		{"token expiring after the request", "Bearer " + tokenExpiring, reqBody(twoItems), 200, "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,6 +66,9 @@ func TestAuth(t *testing.T) {
 			}
 			if tc.wantCode != "" && !strings.Contains(rec.Body.String(), `"error":"`+tc.wantCode+`"`) {
 				t.Errorf("body %s, want error %q", rec.Body, tc.wantCode)
+			}
+			if !strings.Contains(rec.Body.String(), tc.wantMsg) {
+				t.Errorf("body %s, want the message to hold %q", rec.Body, tc.wantMsg)
 			}
 			if tc.wantStatus == 401 && rec.Header().Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")

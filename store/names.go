@@ -76,6 +76,15 @@ const (
 	FieldAppliedAt = "applied_at"
 	// FieldScope is a token's scope (ScopeIngest or ScopeRead; absent means ScopeIngest).
 	FieldScope = "scope"
+	// FieldRevokedAt is when a token was revoked (DateTime; absent: not revoked).
+	FieldRevokedAt = "revoked_at"
+	// FieldLastUsedAt is when a token last authenticated a request, to within a minute
+	// (DateTime; absent: never used since it was recorded).
+	FieldLastUsedAt = "last_used_at"
+	// FieldRotatedTo is the id (12 hex digits) of the token a rotated token was replaced by.
+	FieldRotatedTo = "rotated_to"
+	// FieldRotatedFrom is the id of the token a token created by a rotation replaces.
+	FieldRotatedFrom = "rotated_from"
 )
 
 // fieldMongoID is every document's _id.
@@ -95,7 +104,8 @@ const (
 const (
 	// FieldOwner is the instance id holding a lease.
 	FieldOwner = "owner"
-	// FieldExpiresAt is when a lease expires unless renewed.
+	// FieldExpiresAt is when a lease expires unless renewed, and when a token stops working
+	// (absent: never; rotation sets it on the old token to the end of the grace period).
 	FieldExpiresAt = "expires_at"
 	// FieldAcquiredAt is when a lease was acquired.
 	FieldAcquiredAt = "acquired_at"

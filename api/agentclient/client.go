@@ -100,14 +100,15 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Retryable reports whether resending the same submission may succeed: 5xx answers, and 408
-// (the body did not reach the server in time; nothing was written). Any other 4xx will fail
-// the same way again.
+// Retryable reports whether resending the same submission may succeed: 5xx answers, 408
+// (the body did not reach the server in time) and 429 (the token is over its rate; resend
+// after Retry-After); nothing was written for 408 and 429. Any other 4xx will fail the same
+// way again.
 func (e *APIError) Retryable() bool {
-	return e.StatusCode >= 500 || e.StatusCode == http.StatusRequestTimeout
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusTooManyRequests
 }
 
-// Submit sends s and returns the server's per-item answer. It retries network errors, 408 and 5xx
+// Submit sends s and returns the server's per-item answer. It retries network errors, 408, 429 and 5xx
 // answers with the same body (same submission id and observed_at), at most MaxAttempts
 // attempts in all, waiting a full-jitter exponential backoff or the server's Retry-After in
 // between; any other 4xx is returned at once as an *APIError. After the last attempt the error wraps

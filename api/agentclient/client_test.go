@@ -151,7 +151,12 @@ func TestRetries(t *testing.T) {
 		{"404 not retried", []func(http.ResponseWriter, apiv1.CountsRequest){status(404, ""), ok}, 1, 404, true, nil},
 		{"413 not retried", []func(http.ResponseWriter, apiv1.CountsRequest){status(413, ""), ok}, 1, 413, true, nil},
 		{"422 not retried", []func(http.ResponseWriter, apiv1.CountsRequest){status(422, ""), ok}, 1, 422, true, nil},
-		{"429 not retried (a 4xx)", []func(http.ResponseWriter, apiv1.CountsRequest){status(429, "1"), ok}, 1, 429, true, nil},
+		{"429 then ok (over the token's rate, nothing written), Retry-After honoured", []func(http.ResponseWriter, apiv1.CountsRequest){status(429, "1"), ok}, 2, 0, false,
+			func(t *testing.T, d []time.Duration) {
+				if d[0] < time.Second || d[0] >= time.Second+100*time.Millisecond {
+					t.Errorf("delay %v: want Retry-After 1s plus < BaseDelay jitter", d)
+				}
+			}},
 		{"503 then 400: stops", []func(http.ResponseWriter, apiv1.CountsRequest){status(503, "1"), status(400, ""), ok}, 2, 400, true, nil},
 	}
 	for _, tc := range tests {

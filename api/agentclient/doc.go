@@ -4,7 +4,7 @@
 // The one idea: retries are safe by construction — a submission carries absolute values, one
 // submission id and one observed_at (its version) that every retry reuses, so the server
 // applies it at most once in effect and answers "stale" for what an earlier attempt wrote. It
-// retries network errors, 408 and 5xx (honouring Retry-After) with capped exponential backoff
+// retries network errors, 408, 429 and 5xx (honouring Retry-After) with capped exponential backoff
 // and full jitter, a bounded number of times, and never another 4xx; StartJitter spreads a
 // fleet's sends after each tick.
 //

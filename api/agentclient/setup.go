@@ -24,15 +24,18 @@ func ReadTokenFile(path string) (string, error) {
 	return tok, nil
 }
 
-// WaitForAPI polls the server's base URL until it answers anything (an agent started with
-// its server waits for it), for at most within; within <= 0 does not wait.
-func WaitForAPI(ctx context.Context, baseURL string, within time.Duration) error {
+// WaitForAPI polls the server's base URL with hc (nil: a default client) until it answers
+// anything (an agent started with its server waits for it), for at most within; within <= 0
+// does not wait.
+func WaitForAPI(ctx context.Context, hc *http.Client, baseURL string, within time.Duration) error {
 	if within <= 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	hc := &http.Client{Timeout: 5 * time.Second}
+	if hc == nil {
+		hc = &http.Client{Timeout: 5 * time.Second}
+	}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	var last error

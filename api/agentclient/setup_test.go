@@ -32,15 +32,15 @@ func TestReadTokenFile(t *testing.T) {
 func TestWaitForAPI(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
-	if err := WaitForAPI(context.Background(), url, time.Second); err != nil {
+	if err := WaitForAPI(context.Background(), nil, url, time.Second); err != nil {
 		t.Fatalf("a server that answers 404 is up: %v", err)
 	}
 	srv.Close()
-	err := WaitForAPI(context.Background(), url, 50*time.Millisecond)
+	err := WaitForAPI(context.Background(), nil, url, 50*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 50ms") {
 		t.Fatalf("closed server: %v", err)
 	}
-	if err := WaitForAPI(context.Background(), url, 0); err != nil {
+	if err := WaitForAPI(context.Background(), nil, url, 0); err != nil {
 		t.Fatalf("within 0: %v", err)
 	}
 }

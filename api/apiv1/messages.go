@@ -143,6 +143,9 @@ const (
 	ErrOutOfWindow = "timestamp_out_of_window"
 	// ErrUnavailable (503): the store is unreachable; resend the same request after Retry-After.
 	ErrUnavailable = "unavailable"
+	// ErrRateLimited (429): the token is over its requests or leaves per second; nothing was
+	// written; resend the same request after Retry-After.
+	ErrRateLimited = "rate_limited"
 	// ErrInternal (500): an unexpected server error; resending the same request is safe.
 	ErrInternal = "internal"
 )

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/internal/bench"
 	"github.com/gameops/rollup/internal/settings"
 )
@@ -26,6 +27,9 @@ Benchmarks (package internal/bench; numbers go to docs/benchmarks.md):
                 package over net/http (--client agentclient)
   baselines     rollup against the original design (upsert + $inc on every ancestor) and a
                 per-tick re-aggregation: leaves/s, freshness, store commands, totals under faults
+  runaway       one project's agent at a steady pace while another project's agent sends
+                1,000 requests/s: the first one's latency alone, with the per-token limits,
+                and without them
   scale         rollup as deployed (rollup mongod, trees imported, rollup serve processes) at
                 10k to 1M leaves per tick or many projects: ingest leaves/s, last leaf -> root
                 correct, store commands per tick, CPU and peak RSS of serve and the store
@@ -43,6 +47,7 @@ Examples:
   rollup bench baselines --faults
   rollup bench scale --leaves 100000 --ticks 5
   rollup bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4
+  rollup bench runaway --duration 20s
 
 Flags of 'rollup bench <benchmark> --help'.
 `
@@ -88,12 +93,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return runBenchBaselines(ctx, e, args[1:])
 	case "scale":
 		return runBenchScale(ctx, e, args[1:])
+	case "runaway":
+		return runBenchRunaway(ctx, e, args[1:])
 	}
 	_, _ = fmt.Fprint(e.stderr, benchUsage)
 	if name == "-h" || name == "--help" {
 		return nil
 	}
-	return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines, scale)", errUsage)
+	return fmt.Errorf("%w: bench needs a benchmark name (mongod, changestream, ingest, baselines, scale, runaway)", errUsage)
 }
 
 // benchFlags returns a benchmark's flag set with --mongodb-uri (into uri) defined, read from
@@ -171,6 +178,27 @@ func runBenchIngest(ctx context.Context, e *env, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("bench ingest: %w", err)
+	}
+	res.Print(e.stdout)
+	return nil
+}
+
+func runBenchRunaway(ctx context.Context, e *env, args []string) error {
+	var cfg bench.RunawayConfig
+	fs := benchFlags(e, "runaway", "usage: rollup bench runaway [flags]\n\nFlags:\n", &cfg.URI)
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "length of each of the three phases")
+	fs.IntVar(&cfg.NormalRate, "normal-rate", 20, "the normal agent's requests per second")
+	fs.IntVar(&cfg.NormalLeaves, "normal-leaves", 100, "counts per normal request")
+	fs.IntVar(&cfg.RunawayRate, "runaway-rate", 1000, "the runaway agent's requests per second")
+	fs.IntVar(&cfg.RunawayLeaves, "runaway-leaves", 100, "counts per runaway request")
+	fs.Float64Var(&cfg.TokenRPS, "token-rps", api.DefaultTokenRPS, "per-token requests per second of the limited phase (0 = off)")
+	fs.Float64Var(&cfg.TokenLeavesPerS, "token-leaves-per-s", api.DefaultTokenLeavesPerSecond, "per-token counts per second of the limited phase (0 = off)")
+	if err := parseBench(e, fs, args, func() error { return cfg.Validate() }); err != nil {
+		return usageError(err)
+	}
+	res, err := bench.Runaway(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("bench runaway: %w", err)
 	}
 	res.Print(e.stdout)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/metrics"
@@ -28,6 +29,7 @@ Examples:
   rollup serve --demo --demo-agent                      # the same, the agents running 'rollup agent''s code
   rollup serve --data ./rollup-data                     # embedded store, durable
   rollup serve --mongodb-uri 'mongodb://db1,db2,db3/?replicaSet=rs0' --listen :8080
+  rollup serve --data ./rollup-data --listen :8443 --tls-cert tls.crt --tls-key tls.key   # HTTPS only
 
 Flags:
 `
@@ -52,6 +54,10 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.StringVar(&c.EmbeddedListen, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
 	fs.IntVar(&c.EmbeddedOplogMB, "embedded-oplog-size-mb", embedded.DefaultOplogSizeMB, "the embedded server's retained oplog in MiB (see rollup mongod --oplog-size-mb)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP address of the API and the dashboard")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (then its chain) of the API: it serves HTTPS only; a renewal written to the file is served without a restart")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.Float64Var(&c.TokenRPS, "token-rps", api.DefaultTokenRPS, "requests per second one token may make, ingest and reads, with a burst of 10 s of it; past it 429 + Retry-After (0 = no limit)")
+	fs.Float64Var(&c.TokenLeavesPerS, "token-leaves-per-s", api.DefaultTokenLeavesPerSecond, "counts per second one token may submit, with a burst of 10 s of it; past it 429 + Retry-After (0 = no limit)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.Partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")

@@ -37,6 +37,7 @@ Flags:
 // simulateConfig is the parsed command line of rollup simulate.
 type simulateConfig struct {
 	url, token, tokenFile string
+	caFile                string
 	project, treeFile     string
 	generate              [3]int // groups, servers, processes; all 0: not given
 	agents, backfill      int
@@ -50,7 +51,8 @@ func parseSimulate(e *env, args []string) (simulateConfig, error) {
 	var c simulateConfig
 	var generate string
 	fs := e.flags("simulate", simulateUsage)
-	fs.StringVar(&c.url, "url", "", "base URL of the rollup API")
+	fs.StringVar(&c.url, "url", "", "base URL of the rollup API (http:// or https://)")
+	fs.StringVar(&c.caFile, "ca-file", "", "PEM file of the CA that signed the server's certificate, trusted in addition to the system's (SSL_CERT_FILE replaces those)")
 	fs.StringVar(&c.token, "token", "", "the project's bearer token (ROLLUP_TOKEN keeps it out of the process list)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token (as 'rollup token create' prints it)")
 	fs.StringVar(&c.project, "project", "", "project (with --tree: defaults to the file's)")
@@ -159,7 +161,11 @@ func simulate(ctx context.Context, e *env, c simulateConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := agentclient.WaitForAPI(ctx, c.url, c.wait); err != nil {
+	hc, err := agentclient.NewHTTPClient(c.caFile)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	if err := agentclient.WaitForAPI(ctx, hc, c.url, c.wait); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -168,7 +174,7 @@ func simulate(ctx context.Context, e *env, c simulateConfig) error {
 	log.Info("simulating agents", zap.String("url", c.url), zap.String("project", project),
 		zap.Int("agents", min(c.agents, len(leaves))), zap.Int("leaves", len(leaves)), zap.Int("backfill", c.backfill))
 	sim := agentsim.New(agentsim.Config{
-		Client:   &agentclient.Client{BaseURL: c.url, Token: token, Logger: log.Named("client")},
+		Client:   &agentclient.Client{BaseURL: c.url, Token: token, HTTP: hc, Logger: log.Named("client")},
 		Project:  project,
 		Leaves:   leaves,
 		Agents:   c.agents,

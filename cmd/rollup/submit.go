@@ -19,7 +19,7 @@ const submitUsage = `usage: rollup submit --url URL --project P --timestamp TS [
 
 Send one tick's counts to a rollup server (POST /v1/counts), for agents written in shell.
 The counts are a JSON array of {"id", "type", "online"} read from --file or, with "-",
-from stdin. Network errors, 408 and 5xx answers are retried with backoff (same submission
+from stdin. Network errors, 408, 429 and 5xx answers are retried with backoff (same submission
 id and observed-at, so a retry is always safe); other 4xx answers are not. One line per item is
 printed: its index, id, type and status (applied, stale = a same-or-newer value is
 already stored, or rejected). The exit status is 0 when no item was rejected, 1 otherwise.
@@ -32,6 +32,7 @@ Examples:
     ROLLUP_TOKEN=... rollup submit --url https://rollup.example.com --project mygame --timestamp now -
   rollup submit --url http://127.0.0.1:8080 --token "$TOKEN" --project mygame \
     --timestamp 2024-05-01T10:05:00Z --observed-at 2024-05-01T10:05:02Z --file counts.json
+  rollup submit --url https://rollup.internal:8443 --ca-file ca.pem --project mygame --timestamp now --file counts.json
 
 Flags:
 `
@@ -41,6 +42,7 @@ type submitConfig struct {
 	url, token, project string
 	timestamp, observed string
 	submissionID, file  string
+	caFile              string
 	tick                time.Duration
 	attempts            int
 	jsonOut             bool
@@ -49,7 +51,8 @@ type submitConfig struct {
 func parseSubmit(e *env, args []string) (submitConfig, error) {
 	var c submitConfig
 	fs := e.flags("submit", submitUsage)
-	fs.StringVar(&c.url, "url", "", "server base URL")
+	fs.StringVar(&c.url, "url", "", "server base URL (http:// or https://)")
+	fs.StringVar(&c.caFile, "ca-file", "", "PEM file of the CA that signed the server's certificate, trusted in addition to the system's (SSL_CERT_FILE replaces those)")
 	fs.StringVar(&c.token, "token", "", "the project's bearer token (ROLLUP_TOKEN keeps it out of the process list)")
 	fs.StringVar(&c.project, "project", "", "project name")
 	fs.StringVar(&c.timestamp, "timestamp", "", `tick start, RFC 3339 (e.g. 2024-05-01T10:05:00Z), or "now" for the start of the current tick`)
@@ -141,6 +144,10 @@ func runSubmitWith(ctx context.Context, e *env, stdin io.Reader, args []string) 
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	client := &agentclient.Client{BaseURL: c.url, Token: c.token, MaxAttempts: c.attempts}
+	hc, err := agentclient.NewHTTPClient(c.caFile)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	client := &agentclient.Client{BaseURL: c.url, Token: c.token, MaxAttempts: c.attempts, HTTP: hc}
 	return ops.Submit(ctx, e.stdout, client, sub, c.jsonOut)
 }

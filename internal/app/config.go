@@ -36,7 +36,12 @@ type Config struct {
 	// EmbeddedOplogMB is the embedded server's retained oplog in MiB (embedded.CheckOplogSizeMB).
 	EmbeddedOplogMB int
 	Listen          string // the HTTP address of the API, the dashboard and the metrics
-	LogLevel        string
+	// TLSCert and TLSKey are PEM files; set, the Listen port serves HTTPS only, and a
+	// certificate renewed in them is served without a restart (package certfile).
+	TLSCert, TLSKey string
+	// TokenRPS and TokenLeavesPerS are the per-token limits (0: off; api.Config).
+	TokenRPS, TokenLeavesPerS float64
+	LogLevel                  string
 	// Partitions splits the watcher's work ("" = one partition; "hash:N"; "projects:a,b;c").
 	Partitions    string
 	LeaseTTL      time.Duration
@@ -73,6 +78,16 @@ func (c Config) Validate() error {
 	if err := settings.CheckListenAddr(c.Listen); err != nil {
 		return settings.Invalid("listen", "%w", err)
 	}
+	switch {
+	case c.TokenRPS < 0:
+		return settings.Invalid("token-rps", "want 0 (no limit) or more requests per second, got %g", c.TokenRPS)
+	case c.TokenLeavesPerS < 0:
+		return settings.Invalid("token-leaves-per-s", "want 0 (no limit) or more counts per second, got %g", c.TokenLeavesPerS)
+	case c.TLSCert != "" && c.TLSKey == "":
+		return settings.Invalid("tls-cert", "the certificate needs its key: pass --tls-key too")
+	case c.TLSKey != "" && c.TLSCert == "":
+		return settings.Invalid("tls-key", "the key needs its certificate: pass --tls-cert too")
+	}
 	if c.MongoURI == "" {
 		if err := settings.CheckListenAddr(c.EmbeddedListen); err != nil {
 			return settings.Invalid("embedded-listen", "%w", err)
@@ -105,6 +120,14 @@ func (c Config) Validate() error {
 	return c.Totals.Validate()
 }
 
+// APILimit is an api.Config per-token limit of a setting where 0 is off (api: negative).
+func APILimit(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // LogFields describe the configuration for the start-up log line: every setting that applies
 // (the data directory and the embedded listen address only for the embedded store, the demo's
 // only with --demo), the MongoDB URI as its hosts only.
@@ -121,7 +144,9 @@ func (c Config) LogFields() []zap.Field {
 	case c.MongoURI == "": // the embedded store, durable in the data directory
 		fields = append(fields, zap.String("data", c.DataDir), zap.String("embedded_listen", c.EmbeddedListen))
 	}
-	fields = append(fields, zap.String("listen", c.Listen), zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID))
+	fields = append(fields, zap.String("listen", c.Listen), zap.String("tls_cert", c.TLSCert),
+		zap.Float64("token_rps", c.TokenRPS), zap.Float64("token_leaves_per_s", c.TokenLeavesPerS),
+		zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID))
 	return append(fields, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }
 

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -33,15 +34,19 @@ type demo struct {
 	// viaAgent runs the simulated agents through package agent (spool and all): see
 	// runViaAgent.
 	viaAgent bool
-	agents   int
-	baseURL  string
-	log      *zap.Logger
+	// hc sends the agents' requests (nil: agentclient's default client).
+	hc      *http.Client
+	agents  int
+	baseURL string
+	log     *zap.Logger
 }
 
 // demoBackfill is how many past ticks the demo agents report at start (three hours).
 const demoBackfill = 36
 
-func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
+// setupDemo imports the demo tree, creates its token and the simulated agents, which send
+// to baseURL with hc (nil: agentclient's default client).
+func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
 	nodes := tree.Generate(demoProject, demoGroups, demoServers, demoProcesses)
 	t, err := tree.Build(demoProject, nodes)
 	if err != nil {
@@ -62,7 +67,7 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 		return nil, fmt.Errorf("demo token: %w", err)
 	}
 	sim := agentsim.New(agentsim.Config{
-		Client:   &agentclient.Client{BaseURL: baseURL, Token: token, Logger: log},
+		Client:   &agentclient.Client{BaseURL: baseURL, Token: token, HTTP: hc, Logger: log},
 		Project:  demoProject,
 		Leaves:   agentsim.LeavesOf(t),
 		Agents:   agents,
@@ -72,7 +77,7 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 		Seed:     1,
 		Logger:   log,
 	})
-	return &demo{project: demoProject, token: token, tree: t, sim: sim, viaAgent: viaAgent, agents: agents, baseURL: baseURL, log: log}, nil
+	return &demo{project: demoProject, token: token, tree: t, sim: sim, viaAgent: viaAgent, hc: hc, agents: agents, baseURL: baseURL, log: log}, nil
 }
 
 // Run runs the simulated agents until ctx is done.

@@ -77,7 +77,7 @@ func (d *demo) runViaAgent(ctx context.Context) error {
 			Spool:  spool,
 			Logger: d.log.Named(src.name),
 			Settings: agent.Settings{
-				Client:  &agentclient.Client{BaseURL: d.baseURL, Token: d.token, MaxAttempts: 1, Logger: d.log},
+				Client:  &agentclient.Client{BaseURL: d.baseURL, Token: d.token, HTTP: d.hc, MaxAttempts: 1, Logger: d.log},
 				Project: d.project, Tick: tree.DefaultTick, Interval: demoAgentInterval, Window: agent.DefaultWindow,
 				Sources: []agent.Source{src}, Types: map[string]string{src.name: leaves[0].Type},
 			},

@@ -2,6 +2,7 @@
 // (when no MongoDB URI is given), connects with the durable write concern, builds the bulk
 // writer, the ingest and read API, the dashboard, the watcher, the business metrics, the
 // health endpoints and the demo, and runs them under one conc pool until the context ends.
+// With a certificate and key (package certfile) the HTTP port serves TLS only.
 //
 // The one idea: the HTTP port answers at once and nothing waits for the store to start it;
 // migrations, the watcher and the demo wait for the store with backoff while /readyz says

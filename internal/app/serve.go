@@ -1,7 +1,9 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +19,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/api"
+	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/storage"
+	"github.com/gameops/rollup/internal/certfile"
 	"github.com/gameops/rollup/internal/mongoconn"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
@@ -66,6 +70,15 @@ func Serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 		}
 	}
 	log.Info("starting", cfg.LogFields()...)
+	var certs *certfile.Reloader
+	if cfg.TLSCert != "" {
+		var err error
+		if certs, err = certfile.Load(cfg.TLSCert, cfg.TLSKey, certfile.Options{Logger: log.Named("tls")}); err != nil {
+			stopStore()
+			_ = p.Wait()
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		stopStore()
@@ -74,7 +87,7 @@ func Serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 	}
 	p.Go(func(ctx context.Context) error {
 		defer stopStore()
-		return serveApp(ctx, cfg, uri, ln, log, out)
+		return serveApp(ctx, cfg, uri, ln, certs, log, out)
 	})
 	if err := p.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -85,7 +98,8 @@ func Serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 // serveApp runs the components that use the store until ctx is done. The HTTP server starts
 // first and never waits for the store: migrations, the watcher and the demo wait for it with
 // backoff (see status.go) while /readyz says what waits and ingest answers 503.
-func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log *zap.Logger, out io.Writer) error {
+// With certs the API is served over TLS only.
+func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, certs *certfile.Reloader, log *zap.Logger, out io.Writer) error {
 	// A short heartbeat (the URI's heartbeatFrequencyMS wins) notices a store that came back
 	// soon; the driver's default would delay every component's recovery. Server selection
 	// gives up after 2 s (twice the heartbeat): every component retries with its own backoff,
@@ -114,11 +128,17 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor}, log.Named("bulk"))
 	st.bulk = writer.Tracker()
 	migrated := make(chan struct{}) // closed once the schema is in place
-	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log})
+	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log,
+		TokenRPS: APILimit(cfg.TokenRPS), TokenLeavesPerSecond: APILimit(cfg.TokenLeavesPerS)})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiServer.Handler())
 	mux.Handle("/", web.Handler())
 	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	baseURL, demoHTTP := "http://"+ln.Addr().String(), (*http.Client)(nil)
+	if certs != nil {
+		httpServer.TLSConfig = certs.ServerConfig()
+		baseURL, demoHTTP = "https://"+ln.Addr().String(), pinnedClient(certs)
+	}
 
 	parts, err := watcher.ParsePartitions(cfg.Partitions) // checked by Validate
 	if err != nil {
@@ -161,10 +181,10 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 		p.Go(projectTotals.Run)
 	}
 	p.Go(func(ctx context.Context) error { return RunHTTP(ctx, httpServer, ln) })
-	baseURL := "http://" + ln.Addr().String()
 	log.Info("api listening", zap.String("url", baseURL))
 	_, _ = fmt.Fprintf(out, "rollup API: %s\n", baseURL)
 	p.Go(probe.Run)
+	p.Go(apiServer.Run) // writes the tokens' last-used times
 	p.Go(writer.Run)
 	p.Go(func(ctx context.Context) error {
 		if err := migrateAtStart(ctx, db, log.Named("migrations"), st.migrations); err != nil {
@@ -194,7 +214,7 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 			if !waitFor(ctx, migrated) {
 				return nil
 			}
-			demo, err := startDemo(ctx, db, trees, baseURL, cfg.DemoAgents, cfg.DemoAgent, log.Named("demo"))
+			demo, err := startDemo(ctx, db, trees, baseURL, demoHTTP, cfg.DemoAgents, cfg.DemoAgent, log.Named("demo"))
 			if err != nil || demo == nil {
 				return err
 			}
@@ -206,10 +226,17 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, log 
 }
 
 // RunHTTP serves srv on ln until ctx is done, then shuts it down gracefully within a bounded
-// time.
+// time. With srv.TLSConfig set it serves TLS only (its GetCertificate or Certificates); a plain
+// HTTP request on that port is answered 400 "Client sent an HTTP request to an HTTPS server".
 func RunHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
@@ -224,6 +251,24 @@ func RunHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 		return fmt.Errorf("http server: %w", err)
 	}
 	return nil
+}
+
+// pinnedClient is the HTTP client of the demo's in-process agents under TLS: it trusts
+// exactly the certificate served now (whatever its names and issuer), as the agents reach
+// the server by its listening address.
+func pinnedClient(certs *certfile.Reloader) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, certs.Certificate().Certificate[0]) {
+				return errors.New("demo agent: the server's certificate is not the one rollup serves")
+			}
+			return nil
+		},
+	}
+	return &http.Client{Transport: tr, Timeout: agentclient.DefaultHTTPTimeout}
 }
 
 func dirOrMemory(dir string) string {

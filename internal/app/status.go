@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -113,11 +114,11 @@ func migrateAtStart(ctx context.Context, db *mongo.Database, log *zap.Logger, tr
 }
 
 // startDemo sets the demo up, retrying store errors with backoff; nil, nil when ctx ended.
-func startDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
+func startDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
 	var d *demo
 	err := retry.Do(ctx, retry.Policy{What: "set up the demo", Log: log}, func(ctx context.Context) error {
 		var err error
-		d, err = setupDemo(ctx, db, trees, baseURL, agents, viaAgent, log)
+		d, err = setupDemo(ctx, db, trees, baseURL, hc, agents, viaAgent, log)
 		return err
 	})
 	if ctx.Err() != nil {

@@ -219,7 +219,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	httpServer := &http.Server{Handler: api.NewServer(api.Config{DB: db, Sink: writer, Logger: log}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{Handler: api.NewServer(api.Config{DB: db, Sink: writer, Logger: log, TokenRPS: -1, TokenLeavesPerSecond: -1}).Handler(), ReadHeaderTimeout: 10 * time.Second}
 	p.Go(func(context.Context) error { return app.RunHTTP(pctx, httpServer, ln) })
 
 	var leaves []agentsim.Leaf

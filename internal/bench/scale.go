@@ -624,7 +624,8 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 			}
 		} else {
 			args := []string{"serve", "--mongodb-uri", proxyURI, "--database", r.dbName, "--listen", "127.0.0.1:0",
-				"--log-level", r.cfg.ServeLogLevel, "--instance-id", id}
+				"--log-level", r.cfg.ServeLogLevel, "--instance-id", id,
+				"--token-rps", "0", "--token-leaves-per-s", "0"} // one token sends every agent's counts
 			if parts != "" {
 				args = append(args, "--watcher-partitions", parts, "--max-partitions", strconv.Itoa(perInstance))
 			}

@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,8 +11,11 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/api/agentclient"
 	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/embedded/embeddedtest"
@@ -85,7 +89,7 @@ func TestTokensAndMigrations(t *testing.T) {
 		t.Fatalf("status after: %v\n%s", err, out.String())
 	}
 	var tok, notes bytes.Buffer
-	if err := CreateToken(ctx, &tok, &notes, db, "p", "", true); err != nil {
+	if err := CreateToken(ctx, &tok, &notes, db, "p", api.TokenOptions{ReadOnly: true}, Audit{}); err != nil {
 		t.Fatal(err)
 	}
 	token := strings.TrimSpace(tok.String())
@@ -95,6 +99,65 @@ func TestTokensAndMigrations(t *testing.T) {
 	out.Reset()
 	if err := ListTokens(ctx, &out, db, "p"); err != nil || !strings.Contains(out.String(), "default") || strings.Contains(out.String(), token) {
 		t.Fatalf("list: %v\n%s", err, out.String())
+	}
+}
+
+// TestTokenAudit: create, rotate and revoke each log one audit line with the token's id,
+// project, name, actor and host, and never the token; list shows the state of each.
+func TestTokenAudit(t *testing.T) {
+	ctx := testctx.Context(t)
+	mongod := embeddedtest.Start(t)
+	db := mongod.Database(t, mongod.Client(t))
+	core, logs := observer.New(zap.InfoLevel)
+	audit := Audit{Log: zap.New(core), Actor: "alice", Host: "ops-1"}
+	var out, notes bytes.Buffer
+	if err := CreateToken(ctx, &out, &notes, db, "p", api.TokenOptions{Name: "eu", ExpiresIn: time.Hour}, audit); err != nil {
+		t.Fatal(err)
+	}
+	first := strings.TrimSpace(out.String())
+	id1 := api.HashToken(first)[:api.TokenIDLen]
+	out.Reset()
+	if err := RotateToken(ctx, &out, &notes, db, "p", id1, time.Minute, 0, audit); err != nil {
+		t.Fatal(err)
+	}
+	second := strings.TrimSpace(out.String())
+	id2 := api.HashToken(second)[:api.TokenIDLen]
+	if err := RevokeToken(ctx, &notes, db, "p", id2, audit); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ msg, id string }{{"token created", id1}, {"token rotated", id2}, {"token revoked", id2}}
+	entries := logs.All()
+	if len(entries) != len(want) {
+		t.Fatalf("%d audit lines, want %d: %+v", len(entries), len(want), entries)
+	}
+	for i, e := range entries {
+		f := e.ContextMap()
+		if e.Message != want[i].msg || f["token_id"] != want[i].id || f["project"] != "p" || f["name"] != "eu" ||
+			f["actor"] != "alice" || f["host"] != "ops-1" || f["audit"] != "token" {
+			t.Errorf("line %d: %q %v, want %q for token %s", i, e.Message, f, want[i].msg, want[i].id)
+		}
+		for k, v := range f {
+			if s := fmt.Sprint(v); strings.Contains(s, first) || strings.Contains(s, second) {
+				t.Errorf("line %d: field %s holds a token", i, k)
+			}
+		}
+	}
+	if f := entries[1].ContextMap(); f["rotated_from"] != id1 {
+		t.Errorf("rotation line %v, want rotated_from %s", f, id1)
+	}
+	for _, s := range []string{first, second} {
+		if strings.Contains(notes.String(), s) {
+			t.Errorf("a token was written to the notes: %s", notes.String())
+		}
+	}
+	out.Reset()
+	if err := ListTokens(ctx, &out, db, "p"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "LAST USED") || !strings.Contains(lines[1], "(rotated to "+id2+")") ||
+		!strings.Contains(lines[2], "revoked ") || strings.Contains(out.String(), first) {
+		t.Errorf("list:\n%s", out.String())
 	}
 }
 

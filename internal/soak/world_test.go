@@ -249,7 +249,8 @@ func (w *world) startServe(ctx context.Context, s *serveInst) error {
 	for try := 0; ; try++ {
 		p, err := startProc(w.bin, fmt.Sprintf("serve %d", s.idx), "serve",
 			"--mongodb-uri", "mongodb://"+proxyAddr+"/?directConnection=true", "--database", dbName,
-			"--listen", s.addr, "--instance-id", s.id, "--lease-ttl", "2s", "--log-level", "warn")
+			"--listen", s.addr, "--instance-id", s.id, "--lease-ttl", "2s", "--log-level", "warn",
+			"--token-rps", "0", "--token-leaves-per-s", "0") // the soak's agents share a token
 		if err != nil {
 			return err
 		}
