@@ -64,17 +64,6 @@ type commandSpec struct {
 	testOnly bool
 }
 
-// isGenericField reports fields accepted by every command (driver plumbing and options with
-// no effect on a single-node server).
-func isGenericField(key string) bool {
-	switch key {
-	case "$db", "lsid", "$clusterTime", "txnNumber", "$readPreference", "readConcern",
-		"writeConcern", "apiVersion", "apiStrict", "apiDeprecationErrors", "comment", "maxTimeMS", "$client":
-		return true
-	}
-	return false
-}
-
 func commandTable() map[string]commandSpec {
 	return map[string]commandSpec{
 		// hello is not strict in mongod either: drivers add fields newer servers understand.
@@ -260,7 +249,7 @@ func (s *Server) parseRequest(cs *clientconn.Conn, name string, body bson.D, spe
 	if r.txnNumber != nil && r.lsid == nil {
 		return nil, mongoerr.New(50768, "txnNumber may only be provided for multi-document transactions and retryable write commands with a session")
 	}
-	return r, nil
+	return r, checkOptions(r)
 }
 
 // writeConcern is the parsed writeConcern argument. Every acknowledged write in the embedded
@@ -387,7 +376,7 @@ func (s *Server) errorReply(err error, op bson.Timestamp) bson.D {
 	if len(e.Labels) > 0 {
 		reply = append(reply, bson.E{Key: "errorLabels", Value: stringsToA(e.Labels)})
 	}
-	if isStateChangeCode(e.Code) {
+	if isStateChangeCode(e.Code) && (!isShutdownCode(e.Code) || s.shuttingDown()) {
 		// As mongod 4.4+: lets drivers see the topology did not change (SDAM error handling).
 		reply = append(reply, bson.E{Key: "topologyVersion", Value: s.topologyVersion()})
 	}
