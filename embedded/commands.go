@@ -98,6 +98,11 @@ func commandTable() map[string]commandSpec {
 		"distinct":           {run: cmdDistinct, fields: []string{"key", "query", "collation", "hint"}},
 		"aggregate":          {run: cmdAggregate, fields: []string{"pipeline", "cursor", "allowDiskUse", "collation", "hint", "let", "bypassDocumentValidation"}},
 		"configureFailPoint": {run: cmdConfigureFailPoint, fields: []string{"mode", "data"}, testOnly: true},
+		// Operators' tools (cmd_serverstatus.go, cmd_explain.go).
+		"serverStatus":     {run: cmdServerStatus, fields: []string{"*"}},
+		"getCmdLineOpts":   {run: cmdGetCmdLineOpts},
+		"replSetGetStatus": {run: cmdReplSetGetStatus, fields: []string{"initialSync"}},
+		"explain":          {run: cmdExplain, fields: []string{"verbosity"}},
 	}
 }
 
@@ -130,6 +135,7 @@ func (s *Server) execute(ctx context.Context, cs *clientconn.Conn, body bson.D) 
 	if err != nil {
 		return s.errorReply(err, bson.Timestamp{}), nil
 	}
+	s.ops.observe(r)
 	fp, err := s.fail.evaluate(ctx, name, cs, r)
 	if err != nil {
 		return nil, err // closeConnection

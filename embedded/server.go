@@ -49,6 +49,7 @@ type Server struct {
 	cursors  *cursorRegistry
 	sessions *sessionRegistry
 	fail     *failPoints
+	ops      opCounters
 
 	cmdOnce  sync.Once
 	cmdTable map[string]commandSpec
