@@ -21,3 +21,10 @@ var (
 	APIV1Commands        = apiV1Commands
 	ExhaustCommands      = exhaustCommands
 )
+
+// Exported copies of the rows checked where they are compiled.
+var (
+	AggregateStages = aggregateStages
+	QueryOperators  = queryOperators
+	UpdateOperators = updateOperators
+)

@@ -138,3 +138,21 @@ func isChangeStream(body bson.D) bool {
 	}
 	return false
 }
+
+// The rows of the table checked where they are compiled (packages aggregate and query), which
+// refuse anything else MongoDB has with 238 naming it; TestOptionTable walks them.
+var (
+	// aggregateStages are the pipeline stages the server runs ($changeStream first only,
+	// $documents in a database-level aggregate, $out and $merge last).
+	aggregateStages = []string{"$match", "$group", "$sort", "$project", "$addFields", "$set", "$unset",
+		"$limit", "$skip", "$count", "$unwind", "$replaceRoot", "$replaceWith", "$changeStream",
+		"$documents", "$out", "$merge"}
+	// queryOperators are the query operators of filters.
+	queryOperators = []string{"$and", "$or", "$nor", "$expr", "$comment", "$eq", "$ne", "$gt", "$gte",
+		"$lt", "$lte", "$in", "$nin", "$exists", "$not", "$regex", "$options", "$elemMatch", "$type",
+		"$size", "$all", "$mod"}
+	// updateOperators are the update operators of update documents (pipeline-style updates
+	// take the stages $set, $addFields, $unset, $project, $replaceRoot and $replaceWith).
+	updateOperators = []string{"$set", "$setOnInsert", "$unset", "$inc", "$min", "$max", "$push",
+		"$addToSet", "$pull", "$currentDate"}
+)

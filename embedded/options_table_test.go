@@ -122,6 +122,124 @@ func TestOptionTable(t *testing.T) {
 	}
 }
 
+// stageArgs, operatorValues: a valid argument for each stage and operator the table lists.
+var (
+	stageArgs = map[string]any{
+		"$match": bson.D{}, "$group": bson.D{{Key: "_id", Value: nil}}, "$sort": bson.D{{Key: "a", Value: 1}},
+		"$project": bson.D{{Key: "a", Value: 1}}, "$addFields": bson.D{{Key: "b", Value: 1}}, "$set": bson.D{{Key: "b", Value: 1}},
+		"$unset": "b", "$limit": 1, "$skip": 1, "$count": "n", "$unwind": "$a",
+		"$replaceRoot": bson.D{{Key: "newRoot", Value: "$$ROOT"}}, "$replaceWith": "$$ROOT", "$changeStream": bson.D{},
+		"$documents": bson.A{}, "$out": "o", "$merge": "m",
+	}
+	queryValues = map[string]any{
+		"$and": bson.A{bson.D{}}, "$or": bson.A{bson.D{}}, "$nor": bson.A{bson.D{{Key: "a", Value: 9}}},
+		"$expr": true, "$comment": "c",
+	}
+	// refusedStages, refusedQuery and refusedUpdate are MongoDB's, outside the table: 238.
+	refusedStages = []string{"$lookup", "$facet", "$bucket", "$graphLookup", "$unionWith", "$sample", "$setWindowFields", "$sortByCount", "$redact"}
+	refusedQuery  = []string{"$where", "$text", "$near", "$bitsAllSet", "$jsonSchema", "$geoWithin"}
+	refusedUpdate = []string{"$rename", "$mul", "$pop", "$pullAll", "$bit"}
+)
+
+// TestOperatorTable walks the stages and operators of the table: each listed one runs, every
+// other MongoDB one is refused with 238 naming it.
+func TestOperatorTable(t *testing.T) {
+	e := newEnv(t)
+	e.store.SkipIfReal(t)
+	coll := e.db.Collection("c")
+	if _, err := coll.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.A{1, 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	aggregate := func(stage string, arg any) error {
+		target := any("c")
+		if stage == "$documents" {
+			target = 1
+		}
+		return e.db.RunCommand(e.ctx, bson.D{{Key: "aggregate", Value: target},
+			{Key: "pipeline", Value: bson.A{bson.D{{Key: stage, Value: arg}}}}, {Key: "cursor", Value: bson.D{}}}).Err()
+	}
+	for _, st := range embedded.AggregateStages {
+		if err := aggregate(st, stageArgs[st]); err != nil {
+			t.Errorf("stage %s: %v", st, err)
+		}
+	}
+	for _, st := range refusedStages {
+		if err := aggregate(st, bson.D{}); errCode(err) != 238 || !strings.Contains(errMessage(err), st) {
+			t.Errorf("stage %s: %v, want 238 naming it", st, err)
+		}
+	}
+	find := func(filter bson.D) error {
+		return e.db.RunCommand(e.ctx, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: filter}}).Err()
+	}
+	for _, op := range embedded.QueryOperators {
+		filter := bson.D{{Key: "a", Value: bson.D{{Key: op, Value: queryOperand(op)}}}}
+		if op == "$options" {
+			filter = bson.D{{Key: "a", Value: bson.D{{Key: "$regex", Value: "x"}, {Key: op, Value: "i"}}}}
+		}
+		if v, top := queryValues[op]; top {
+			filter = bson.D{{Key: op, Value: v}}
+		}
+		if err := find(filter); err != nil {
+			t.Errorf("query operator %s: %v", op, err)
+		}
+	}
+	for _, op := range refusedQuery {
+		if err := find(bson.D{{Key: "a", Value: bson.D{{Key: op, Value: 1}}}}); op == "$where" || op == "$text" || op == "$jsonSchema" {
+			err = find(bson.D{{Key: op, Value: bson.D{}}})
+			if errCode(err) != 238 || !strings.Contains(errMessage(err), op) {
+				t.Errorf("query operator %s: %v, want 238 naming it", op, err)
+			}
+		} else if errCode(err) != 238 || !strings.Contains(errMessage(err), op) {
+			t.Errorf("query operator %s: %v, want 238 naming it", op, err)
+		}
+	}
+	update := func(op string, v any) error {
+		return e.db.RunCommand(e.ctx, bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+			bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: op, Value: bson.D{{Key: "b", Value: v}}}}}},
+		}}}).Err()
+	}
+	for _, op := range embedded.UpdateOperators {
+		// Each on a fresh field b: unset first.
+		if err := update("$unset", ""); err != nil {
+			t.Fatal(err)
+		}
+		v := any(int32(1))
+		if op == "$currentDate" {
+			v = true
+		}
+		if err := update(op, v); err != nil {
+			t.Errorf("update operator %s: %v", op, err)
+		}
+	}
+	for _, op := range refusedUpdate {
+		err := update(op, int32(1))
+		if errCode(err) != 238 || !strings.Contains(errMessage(err), op) {
+			t.Errorf("update operator %s: %v, want 238 naming it", op, err)
+		}
+	}
+}
+
+// queryOperand is a valid operand of a field-level query operator.
+func queryOperand(op string) any {
+	switch op {
+	case "$in", "$nin", "$all":
+		return bson.A{int32(1)}
+	case "$exists":
+		return true
+	case "$not":
+		return bson.D{{Key: "$gt", Value: 5}}
+	case "$regex":
+		return "x"
+	case "$elemMatch":
+		return bson.D{{Key: "$gt", Value: 0}}
+	case "$type":
+		return "array"
+	case "$mod":
+		return bson.A{int32(2), int32(0)}
+	}
+	return int32(1)
+}
+
 // optionTableDoc renders the option table as docs/spec-tests.md shows it.
 func optionTableDoc() string {
 	table := embedded.OptionTable()
@@ -155,6 +273,10 @@ func optionTableDoc() string {
 	fmt.Fprintf(&b, "readConcern levels served: `%s`; `snapshot` as in the table; any other level: 2 BadValue.\n",
 		strings.Join(embedded.ReadConcernLevels, "`, `"))
 	fmt.Fprintf(&b, "Exhaust streaming (OP_MSG exhaustAllowed) refused with 238 on: `%s`.\n", strings.Join(embedded.ExhaustCommands, "`, `"))
+	fmt.Fprintf(&b, "\nChecked where they are compiled (every other one MongoDB has: 238 naming it):\n\n")
+	fmt.Fprintf(&b, "- aggregation stages: `%s`\n", strings.Join(embedded.AggregateStages, "`, `"))
+	fmt.Fprintf(&b, "- query operators: `%s`\n", strings.Join(embedded.QueryOperators, "`, `"))
+	fmt.Fprintf(&b, "- update operators: `%s`\n", strings.Join(embedded.UpdateOperators, "`, `"))
 	return b.String()
 }
 
