@@ -70,8 +70,11 @@ func parseIndexSpec(v any) (storage.IndexSpec, error) {
 				return spec, err
 			}
 			spec.TTL, spec.ExpireAfterSeconds = true, secs
-		case "v", "background", "ns":
-			// v is always 2; background is ignored since 4.2; ns is legacy.
+		case "background":
+			// Ignored since 4.2, but kept: listIndexes shows it.
+			spec.Background = boolArg(e.Value)
+		case "v", "ns":
+			// v is always 2; ns is legacy.
 		default:
 			return spec, mongoerr.NotImplementedf("index option '%s'", e.Key)
 		}
@@ -110,6 +113,9 @@ func indexDoc(spec storage.IndexSpec) bson.D {
 	}
 	if spec.TTL {
 		d = append(d, bson.E{Key: "expireAfterSeconds", Value: int32(spec.ExpireAfterSeconds)})
+	}
+	if spec.Background {
+		d = append(d, bson.E{Key: "background", Value: true})
 	}
 	return d
 }

@@ -44,6 +44,9 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 			return result{}, err
 		}
 	}
+	if err := s.checkHint(r); err != nil {
+		return result{}, err
+	}
 	if len(stages) > 0 && len(stages[0]) > 0 && stages[0][0].Key == "$changeStream" {
 		return s.openChangeStream(ctx, r, stages, batchSize)
 	}
@@ -116,7 +119,8 @@ func cmdAggregate(ctx context.Context, s *Server, r *request) (result, error) {
 		if err != nil {
 			return result{opTime: op}, err
 		}
-		return result{fields: cursorReply(0, ns, "firstBatch", bson.A{}), opTime: op}, nil
+		// A pipeline that writes answers its write concern as insert does.
+		return result{fields: cursorReply(0, ns, "firstBatch", bson.A{}), opTime: op, wcErr: r.wc.check()}, nil
 	}
 	raws := make([]bson.Raw, len(out))
 	for i, d := range out {

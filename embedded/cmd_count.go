@@ -43,6 +43,9 @@ func cmdCount(_ context.Context, s *Server, r *request) (result, error) {
 			return result{}, err
 		}
 	}
+	if err := s.checkHint(r); err != nil {
+		return result{}, err
+	}
 	var n int64
 	if len(a.q) == 0 && a.skip == 0 && a.limit == 0 {
 		s.engine.Read(func(rd *storage.Reader) { n = int64(rd.Count(r.db, coll)) })

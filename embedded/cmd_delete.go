@@ -71,7 +71,13 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 		return result{}, err
 	}
 	ordered := orderedArg(r)
-	ops, err := parseAll(stmts, func(d bson.D) (deleteOp, error) { return parseDeleteOp(env, d) })
+	ops, err := parseAll(stmts, func(d bson.D) (deleteOp, error) {
+		op, err := parseDeleteOp(env, d)
+		if err == nil {
+			err = s.checkStmtHint(r.db, coll, d)
+		}
+		return op, err
+	})
 	if err != nil {
 		return result{}, err
 	}

@@ -37,6 +37,9 @@ func cmdDistinct(_ context.Context, s *Server, r *request) (result, error) {
 			return result{}, err
 		}
 	}
+	if err := s.checkHint(r); err != nil {
+		return result{}, err
+	}
 	var docs []matched
 	s.engine.ReadYielding(func(rd *storage.Reader) { docs, err = findMatching(rd, r.db, coll, a.q, a.filter, 0) })
 	if err != nil {

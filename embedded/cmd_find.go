@@ -23,6 +23,33 @@ type findArgs struct {
 	skip, limit int64
 	batchSize   int64
 	singleBatch bool
+	// hint is the index a hint named (nil without one).
+	hint *storage.IndexSpec
+}
+
+// findHint resolves a find's hint: the hinted index must exist; without a sort, documents come
+// in its key order, as an index scan of it returns them. A $natural hint is refused (the
+// server keeps no insertion order).
+func (s *Server) findHint(r *request, a *findArgs) error {
+	v, ok := r.arg("hint")
+	if !ok {
+		return nil
+	}
+	coll, _ := r.body[0].Value.(string)
+	ix, natural, err := s.resolveHint(r.db, coll, v)
+	if err != nil {
+		return err
+	}
+	if natural {
+		return mongoerr.NotImplementedf("hint {$natural: ...} (insertion order) in '%s'", r.name)
+	}
+	a.hint = ix
+	if ix != nil && a.sort == nil {
+		if a.sort, err = query.CompileSort(ix.Key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Server) parseFind(r *request) (findArgs, error) {
@@ -41,15 +68,16 @@ func (s *Server) parseFind(r *request) (findArgs, error) {
 	if a.filter, err = env.CompileFilter(a.q); err != nil {
 		return a, err
 	}
-	if v, ok := r.arg("sort"); ok && len(asDoc(v)) > 0 {
-		if a.sort, err = query.CompileSort(asDoc(v)); err != nil {
-			return a, err
-		}
+	sortV, _ := r.arg("sort")
+	if a.sort, err = sortArg("find", sortV); err != nil {
+		return a, err
 	}
-	if v, ok := r.arg("projection"); ok && len(asDoc(v)) > 0 {
-		if a.proj, err = query.CompileProjection(asDoc(v)); err != nil {
-			return a, err
-		}
+	projV, _ := r.arg("projection")
+	if a.proj, err = projectionArg("find", "projection", projV); err != nil {
+		return a, err
+	}
+	if err := s.findHint(r, &a); err != nil {
+		return a, err
 	}
 	if a.skip, err = nonNegInt(r, "skip"); err != nil {
 		return a, err

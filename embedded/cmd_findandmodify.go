@@ -43,16 +43,12 @@ func parseFAM(env *aggregate.Env, r *request) (famArgs, error) {
 				a.q = asDoc(e.Value)
 			}
 		case "sort":
-			if d := asDoc(e.Value); len(d) > 0 {
-				if a.sort, err = query.CompileSort(d); err != nil {
-					return a, err
-				}
+			if a.sort, err = sortArg("findAndModify", e.Value); err != nil {
+				return a, err
 			}
 		case "fields":
-			if d := asDoc(e.Value); len(d) > 0 {
-				if a.proj, err = query.CompileProjection(d); err != nil {
-					return a, err
-				}
+			if a.proj, err = projectionArg("findAndModify", "fields", e.Value); err != nil {
+				return a, err
 			}
 		case "remove":
 			a.remove = boolArg(e.Value)
@@ -105,6 +101,9 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	}
 	a, err := parseFAM(env, r)
 	if err != nil {
+		return result{}, err
+	}
+	if err := s.checkHint(r); err != nil {
 		return result{}, err
 	}
 	var value any

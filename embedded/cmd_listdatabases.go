@@ -2,6 +2,8 @@ package embedded
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -20,7 +22,7 @@ func cmdListDatabases(_ context.Context, s *Server, r *request) (result, error) 
 	var dbs bson.A
 	var total int64
 	s.engine.Read(func(rd *storage.Reader) {
-		for _, d := range rd.Databases() {
+		for _, d := range withAdmin(rd.Databases()) {
 			doc := bson.D{{Key: "name", Value: d.Name}}
 			if !nameOnly {
 				doc = append(doc, bson.E{Key: "sizeOnDisk", Value: d.SizeOnDisk}, bson.E{Key: "empty", Value: d.Empty})
@@ -41,4 +43,16 @@ func cmdListDatabases(_ context.Context, s *Server, r *request) (result, error) 
 		f = append(f, bson.E{Key: "totalSize", Value: total}, bson.E{Key: "totalSizeMb", Value: total >> 20})
 	}
 	return result{fields: f}, nil
+}
+
+// withAdmin adds the admin database to dbs (sorted by name) when it holds nothing yet: a
+// replica set always has it, and mongod always lists it.
+func withAdmin(dbs []storage.DatabaseInfo) []storage.DatabaseInfo {
+	i, found := slices.BinarySearchFunc(dbs, "admin", func(d storage.DatabaseInfo, name string) int {
+		return strings.Compare(d.Name, name)
+	})
+	if found {
+		return dbs
+	}
+	return slices.Insert(dbs, i, storage.DatabaseInfo{Name: "admin", Empty: true})
 }

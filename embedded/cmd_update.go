@@ -46,7 +46,7 @@ func parseUpdateOp(env *aggregate.Env, d bson.D) (updateOp, error) {
 		case "multi":
 			op.multi = boolArg(e.Value)
 		case "hint", "upsertSupplied", "sampleId":
-			// A hint never changes results; the server picks its own index.
+			// A hint never changes an update's result; checkStmtHint checks the index exists.
 		case "collation":
 			if err := checkCollation(e.Value); err != nil {
 				return op, err
@@ -124,7 +124,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.P
 	if _, err := w.Insert(db, coll, doc); err != nil {
 		return stmtOutcome{}, err
 	}
-	return stmtOutcome{n: 1, upserted: doc[0].Value}, nil
+	return stmtOutcome{n: 1, upsert: true, upserted: doc[0].Value}, nil
 }
 
 // prepareUpserts builds and encodes, before the Write and without any lock, the document
@@ -172,7 +172,13 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	}
 	ordered := orderedArg(r)
 	// Parse outside the write lock; a statement that does not parse is a write error at its index.
-	ops, err := parseAll(stmts, func(d bson.D) (updateOp, error) { return parseUpdateOp(env, d) })
+	ops, err := parseAll(stmts, func(d bson.D) (updateOp, error) {
+		op, err := parseUpdateOp(env, d)
+		if err == nil {
+			err = s.checkStmtHint(r.db, coll, d)
+		}
+		return op, err
+	})
 	if err != nil {
 		return result{}, err
 	}

@@ -64,17 +64,6 @@ type commandSpec struct {
 	testOnly bool
 }
 
-// isGenericField reports fields accepted by every command (driver plumbing and options with
-// no effect on a single-node server).
-func isGenericField(key string) bool {
-	switch key {
-	case "$db", "lsid", "$clusterTime", "txnNumber", "$readPreference", "readConcern",
-		"writeConcern", "apiVersion", "apiStrict", "apiDeprecationErrors", "comment", "maxTimeMS", "$client":
-		return true
-	}
-	return false
-}
-
 func commandTable() map[string]commandSpec {
 	return map[string]commandSpec{
 		// hello is not strict in mongod either: drivers add fields newer servers understand.
@@ -115,6 +104,11 @@ func commandTable() map[string]commandSpec {
 		"createUser":   {run: cmdCreateUser, fields: createUserFields, write: true},
 		"dropUser":     {run: cmdDropUser, write: true},
 		"usersInfo":    {run: cmdUsersInfo, fields: usersInfoFields},
+		// Operators' tools (cmd_serverstatus.go, cmd_explain.go).
+		"serverStatus":     {run: cmdServerStatus, fields: []string{"*"}},
+		"getCmdLineOpts":   {run: cmdGetCmdLineOpts},
+		"replSetGetStatus": {run: cmdReplSetGetStatus, fields: []string{"initialSync"}},
+		"explain":          {run: cmdExplain, fields: []string{"verbosity"}},
 	}
 }
 
@@ -150,6 +144,7 @@ func (s *Server) execute(ctx context.Context, cs *clientconn.Conn, body bson.D) 
 	if err != nil {
 		return s.errorReply(err, bson.Timestamp{}), nil
 	}
+	s.ops.observe(r)
 	fp, err := s.fail.evaluate(ctx, name, cs, r)
 	if err != nil {
 		return nil, err // closeConnection
@@ -269,7 +264,7 @@ func (s *Server) parseRequest(cs *clientconn.Conn, name string, body bson.D, spe
 	if r.txnNumber != nil && r.lsid == nil {
 		return nil, mongoerr.New(50768, "txnNumber may only be provided for multi-document transactions and retryable write commands with a session")
 	}
-	return r, nil
+	return r, checkOptions(r)
 }
 
 // writeConcern is the parsed writeConcern argument. Every acknowledged write in the embedded
@@ -396,7 +391,7 @@ func (s *Server) errorReply(err error, op bson.Timestamp) bson.D {
 	if len(e.Labels) > 0 {
 		reply = append(reply, bson.E{Key: "errorLabels", Value: stringsToA(e.Labels)})
 	}
-	if isStateChangeCode(e.Code) {
+	if isStateChangeCode(e.Code) && (!isShutdownCode(e.Code) || s.shuttingDown()) {
 		// As mongod 4.4+: lets drivers see the topology did not change (SDAM error handling).
 		reply = append(reply, bson.E{Key: "topologyVersion", Value: s.topologyVersion()})
 	}

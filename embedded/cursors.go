@@ -176,6 +176,11 @@ const defaultFirstBatch = 101
 // firstBatch returns the first batch of docs and registers a cursor for the rest.
 func (s *Server) firstBatch(ns string, docs []bson.Raw, batchSize int64, single bool) bson.D {
 	c := &cursor{ns: ns, docs: docs}
+	if batchSize == 0 && !single {
+		// batchSize 0: an empty first batch and an open cursor, as mongod (which has not run
+		// the query yet); the documents come with getMore.
+		return cursorReply(s.cursors.add(c), ns, "firstBatch", bson.A{})
+	}
 	batch := c.nextBatch(int(batchSize))
 	var id int64
 	if !single && !c.exhausted() {

@@ -4,7 +4,9 @@
 // tests and its demos talk to it through the official Go driver exactly as to a replica set.
 //
 // This package is the server and its commands: Server (Config, New, Run), the command
-// dispatch (commands.go) and one file per command (cmd_<name>.go), with the state a mongod
+// dispatch (commands.go), the option table every command is checked against before it runs
+// (options.go) and one file per command (cmd_<name>.go; serverStatus, getCmdLineOpts and
+// replSetGetStatus in cmd_serverstatus.go), with the state a mongod
 // keeps per connection and session (cursors, retryable-write results per statement), change
 // streams, the TTL monitor and, with EnableTestCommands, the fail points failCommand,
 // onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout. The layers it builds on are

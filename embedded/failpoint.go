@@ -132,9 +132,13 @@ func isRetryableWriteCommand(r *request) bool {
 // evaluate consumes one activation of failCommand for this command, if it applies, blocks
 // when asked, and returns what to do. It returns clientconn.ErrCloseConnection for closeConnection.
 func (fps *failPoints) evaluate(ctx context.Context, name string, cs *clientconn.Conn, r *request) (*failAction, error) {
+	app := cs.AppName()
+	if app == "" {
+		app = handshakeAppName(name, r)
+	}
 	fp, ok := fps.fire(fpFailCommand, func(fp *failPoint) bool {
 		d := fp.cmd
-		return d.commands[name] && (d.appName == "" || d.appName == cs.AppName())
+		return d.commands[name] && (d.appName == "" || d.appName == app)
 	})
 	if !ok {
 		return nil, nil
@@ -232,4 +236,36 @@ func (fps *failPoints) remove(name string) {
 func valueOf(d bson.D, key string) any {
 	v, _ := bsonval.Get(d, key)
 	return v
+}
+
+// handshakeAppName is the application name a connection's handshake hello carries
+// (client.application.name), so that failCommand with appName fires on the handshake itself,
+// before the connection has recorded the name, as in mongod.
+func handshakeAppName(name string, r *request) string {
+	switch name {
+	case "hello", "isMaster", "ismaster":
+	default:
+		return ""
+	}
+	client, _ := r.arg("client")
+	app, _ := bsonval.Lookup(asDoc(client), "application.name")
+	s, _ := app.(string)
+	return s
+}
+
+// isShutdownCode reports mongod's ShutdownError category (ShutdownInProgress,
+// InterruptedAtShutdown): mongod's error replies carry a topologyVersion for them only while it
+// really shuts down, so a fail point's 91 has none and drivers mark the server Unknown and
+// clear its pool, as they do against mongod. (A writeConcernError keeps its topologyVersion:
+// see docs/spec-tests.md, issue #15 item 4.)
+func isShutdownCode(code int32) bool { return code == 91 || code == 11600 }
+
+// shuttingDown reports whether the server's Run is ending.
+func (s *Server) shuttingDown() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
 }

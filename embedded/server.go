@@ -64,6 +64,7 @@ type Server struct {
 	fail     *failPoints
 	users    *userStore
 	turns    *writeTurns
+	ops      opCounters
 
 	cmdOnce  sync.Once
 	cmdTable map[string]commandSpec

@@ -39,7 +39,8 @@ type session struct {
 type stmtOutcome struct {
 	ok           bool // the statement took effect
 	n, nModified int
-	upserted     any // the upserted _id, nil when the statement did not upsert
+	upsert       bool // the statement inserted a document (upserted is its _id, possibly null)
+	upserted     any
 	reply        *result
 }
 

@@ -43,7 +43,7 @@ type writeTotals struct {
 func (t *writeTotals) add(i int, o stmtOutcome) {
 	t.n += o.n
 	t.nModified += o.nModified
-	if o.upserted != nil {
+	if o.upsert {
 		t.upserted = append(t.upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: o.upserted}})
 	}
 }
@@ -52,20 +52,25 @@ func (t *writeTotals) add(i int, o stmtOutcome) {
 // failing statement becomes a writeErrors entry at its index; ordered stops at the first.
 //
 // In a retryable write (r.retry set) a statement the session already executed is not run
-// again: its remembered outcome is replayed. A statement that runs evaluates the
-// onPrimaryTransactionalWrite fail point, which may fail it unapplied (before it runs) or,
-// once it has written, stop the command and close the connection (r.closeConn) when the
-// writes are durable.
+// again: its remembered outcome is replayed. Statements that run evaluate the
+// onPrimaryTransactionalWrite fail point as mongod does: before each statement when it fails
+// writes unapplied, and after each write unit once it has written, which may stop the command
+// and close the connection (r.closeConn) when the writes are durable. mongod's write unit is
+// one update or delete statement, but a batch of up to insertBatchSize inserts: an insertMany
+// whose reply is lost has then applied every document of the batch, and the driver's retry
+// replays them all instead of writing the rest and firing the fail point again.
 func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered bool, run func(w *storage.Writer, i int) (stmtOutcome, error)) (writeTotals, bson.Timestamp, bson.A, error) {
 	var tot writeTotals
 	var writeErrors bson.A
+	unitEnd := func(i int) bool { return r.name != "insert" || i == n-1 || (i+1)%insertBatchSize == 0 }
 	turn, err := s.turns.take(ctx, n)
 	if err != nil {
 		return tot, bson.Timestamp{}, nil, err
 	}
 	defer turn()
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		turn() // under the lock: see writeTurns
+		turn()         // under the lock: see writeTurns
+		wrote := false // a statement of the current write unit wrote
 		for i := range n {
 			if o, ok := r.retry.done(i); ok {
 				tot.add(i, o)
@@ -80,8 +85,9 @@ func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered
 			if err == nil {
 				before := w.Mutations()
 				o, err = run(w, i)
-				if r.retry != nil && w.Mutations() > before {
-					act = s.fail.afterTxnWrite()
+				wrote = wrote || w.Mutations() > before
+				if r.retry != nil && wrote && unitEnd(i) {
+					act, wrote = s.fail.afterTxnWrite(), false
 				}
 			}
 			if err == nil {
@@ -103,6 +109,9 @@ func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered
 	return tot, op, writeErrors, err
 }
 
+// insertBatchSize is mongod's internalInsertMaxBatchSize: the inserts of one write unit.
+const insertBatchSize = 64
+
 // parsed is one statement of a write command, parsed outside the write lock; a statement that
 // does not parse becomes a write error at its index when the statements run.
 type parsed[T any] struct {
@@ -110,18 +119,27 @@ type parsed[T any] struct {
 	err error
 }
 
-// parseAll parses every statement. A field that MongoDB 7.0's command schema does not know
-// (such as the 8.0 statement option sort) fails the whole command before any statement runs,
-// as mongod's IDL parser does; that error is returned instead.
+// parseAll parses every statement. Some errors fail the whole command before any statement
+// runs, and are returned instead (failsCommand).
 func parseAll[T any](stmts []bson.D, parse func(bson.D) (T, error)) ([]parsed[T], error) {
 	out := make([]parsed[T], len(stmts))
 	for i, d := range stmts {
 		out[i].op, out[i].err = parse(d)
-		if out[i].err != nil && mongoerr.Is(out[i].err, mongoerr.IDLUnknownField) {
+		if out[i].err != nil && failsCommand(out[i].err) {
 			return nil, out[i].err
 		}
 	}
 	return out, nil
+}
+
+// failsCommand reports a statement's parse error that fails the whole write command (ok: 0)
+// instead of being a write error at its index: a field MongoDB 7.0's command schema does not
+// know (such as the 8.0 statement option sort), as mongod's IDL parser does; an update
+// pipeline's unknown operator, as mongod does; and anything the server does not implement,
+// so that no statement of a command it cannot run in full is applied.
+func failsCommand(err error) bool {
+	return mongoerr.Is(err, mongoerr.IDLUnknownField) || mongoerr.Is(err, mongoerr.InvalidPipelineOperator) ||
+		mongoerr.Is(err, mongoerr.NotImplemented)
 }
 
 // unknownField is mongod's answer to a field its command schema does not know.

@@ -42,7 +42,13 @@ type Conn struct {
 	// Auth is the connection's authentication state, owned by the Handler (nil until it
 	// sets one).
 	Auth any
+	// exhaust is the exhaustAllowed flag of the OP_MSG being handled.
+	exhaust bool
 }
+
+// ExhaustAllowed reports whether the request being handled set OP_MSG's exhaustAllowed flag
+// (the client would read a stream of replies).
+func (c *Conn) ExhaustAllowed() bool { return c.exhaust }
 
 // AppName is the application name the client's handshake gave (SetAppName), "" if none.
 func (c *Conn) AppName() string { return c.appName }
@@ -118,7 +124,9 @@ func (l *Listener) handleMsg(ctx context.Context, hd Handler, cs *Conn, h wire.H
 	if err != nil {
 		return l.encodeMsgReply(out, h, l.h.ErrorReply(err))
 	}
+	cs.exhaust = m.Flags&wire.FlagExhaustAllowed != 0
 	reply, err := hd.Handle(ctx, cs, body)
+	cs.exhaust = false
 	if err != nil {
 		return nil, err
 	}

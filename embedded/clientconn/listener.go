@@ -119,3 +119,11 @@ func (l *Listener) untrack(c net.Conn) {
 }
 
 func (l *Listener) nextRequestID() int32 { return l.reqIDs.Add(1) }
+
+// Connections reports the connections open now and those accepted since the listener started
+// (serverStatus's connections.current and totalCreated).
+func (l *Listener) Connections() (current int, totalCreated int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns), l.connIDs.Load()
+}

@@ -95,6 +95,9 @@ type IndexSpec struct {
 	// monitor (see Writer.DeleteExpired).
 	TTL                bool
 	ExpireAfterSeconds int64
+	// Background is the background option given at creation: it changes nothing since
+	// MongoDB 4.2, but listIndexes shows it as given.
+	Background bool
 }
 
 // CollectionInfo describes a collection.

@@ -104,6 +104,9 @@ func appendEntry(dst []byte, ent *Entry) []byte {
 		if ent.Index.TTL {
 			d2 = bsoncore.AppendInt64Element(d2, "expireAfterSeconds", ent.Index.ExpireAfterSeconds)
 		}
+		if ent.Index.Background {
+			d2 = bsoncore.AppendBooleanElement(d2, "background", true)
+		}
 		dst = d2
 		dst = append(dst, 0)
 		dst = bsoncore.UpdateLength(dst, iidx, int32(len(dst)-int(iidx)))
@@ -237,6 +240,8 @@ func specFromDoc(d bson.D) *IndexSpec {
 		spec.TTL = true
 		spec.ExpireAfterSeconds, _ = x.(int64)
 	}
+	b, _ := bsonval.Get(d, "background")
+	spec.Background, _ = b.(bool)
 	return spec
 }
 
@@ -245,6 +250,9 @@ func specDoc(s IndexSpec) bson.D {
 	d := bson.D{{Key: "name", Value: s.Name}, {Key: "key", Value: s.Key}, {Key: "unique", Value: s.Unique}}
 	if s.TTL {
 		d = append(d, bson.E{Key: "expireAfterSeconds", Value: s.ExpireAfterSeconds})
+	}
+	if s.Background {
+		d = append(d, bson.E{Key: "background", Value: true})
 	}
 	return d
 }
