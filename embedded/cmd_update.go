@@ -115,7 +115,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.P
 		if _, err := w.InsertPrepared(db, coll, pre); err != nil {
 			return stmtOutcome{}, err
 		}
-		return stmtOutcome{n: 1, upserted: pre.ID()}, nil
+		return stmtOutcome{n: 1, upsert: true, upserted: pre.ID()}, nil
 	}
 	doc, err := upsertDoc(op.q, op.upd)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // createUser's and usersInfo's options; any other answers NotImplemented naming it.
 var (
 	createUserFields = []string{"pwd", "roles", "customData", "mechanisms", "digestPassword"}
-	usersInfoFields  = []string{"showCredentials", "showPrivileges", "showAuthenticationRestrictions", "showCustomData", "forAllDBs", "filter"}
+	usersInfoFields  = []string{"showCredentials", "showCustomData", "forAllDBs"} // filter, showPrivileges, showAuthenticationRestrictions: 238 (options.go)
 )
 
 // cmdCreateUser stores a user with SCRAM-SHA-256 credentials derived from pwd (never the
@@ -110,11 +110,6 @@ func cmdDropUser(ctx context.Context, s *Server, r *request) (result, error) {
 // cmdUsersInfo answers usersInfo: 1 (the users of $db), "name", {user, db} or an array of
 // them, or forAllDBs; showCredentials adds the stored SCRAM keys (never a password).
 func cmdUsersInfo(_ context.Context, s *Server, r *request) (result, error) {
-	for _, opt := range []string{"filter", "showPrivileges", "showAuthenticationRestrictions"} {
-		if v, ok := r.arg(opt); ok && (opt == "filter" || boolArg(v)) {
-			return result{}, mongoerr.NotImplementedf("option '%s' of command 'usersInfo'", opt)
-		}
-	}
 	var users []userDoc
 	if v, ok := r.arg("forAllDBs"); ok && boolArg(v) {
 		users = s.users.list("")
