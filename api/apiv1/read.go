@@ -62,8 +62,8 @@ type TreeResponse struct {
 	// Nodes has every node of the tree: the root first, then breadth-first with children in
 	// tree order.
 	Nodes []TreeNode `json:"nodes"`
-	// Orphans are the tick's leaf documents whose id is not in the tree (counted nowhere),
-	// sorted by id then type.
+	// Orphans are the tick's leaf documents whose (id, type) is not a leaf of the tree
+	// (counted nowhere; verify and replay use the same rule), sorted by id then type.
 	Orphans []Orphan `json:"orphans"`
 }
 
@@ -85,7 +85,7 @@ type TreeNode struct {
 	Children []string `json:"children"`
 }
 
-// Orphan is a leaf document whose id is not in the tree version of its tick.
+// Orphan is a leaf document whose (id, type) is not a leaf of the tree version of its tick.
 type Orphan struct {
 	// ID is the document's id.
 	ID string `json:"id"`
