@@ -51,9 +51,10 @@ func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q u
 		}
 		return strings.Compare(a.Type, b.Type)
 	})
+	end := t.Add(s.read.tick)
 	return apiv1.TreeResponse{
 		Project: project, Tick: t, TreeVersion: sp.version, Root: tr.Root().ID,
-		Nodes: treeNodes(tr, docs), Orphans: orphans,
+		Nodes: treeNodes(tr, docs), Orphans: orphans, Open: end.After(s.read.now()), ClosesAt: end,
 	}, nil
 }
 

@@ -57,6 +57,11 @@ type TreeResponse struct {
 	Tick time.Time `json:"tick"`
 	// TreeVersion is the tree version of the tick.
 	TreeVersion int `json:"tree_version"`
+	// Open is true while the tick has not ended by the server's clock: its counts are
+	// provisional (agents may still overwrite them).
+	Open bool `json:"open"`
+	// ClosesAt is the end of the tick: when an Open tick's counts become final.
+	ClosesAt time.Time `json:"closes_at"`
 	// Root is the id of the root node (Nodes[0]).
 	Root string `json:"root"`
 	// Nodes has every node of the tree: the root first, then breadth-first with children in
@@ -126,8 +131,23 @@ type SeriesPoint struct {
 	// Expected is the sum over the step's ticks of the leaves the tree expects (a tick without
 	// a document still expects the node's leaves); for a 5m step, the tick's.
 	Expected int64 `json:"expected"`
-	// Complete is true when every tick of the step has a document with reported == expected.
+	// Complete is true when every tick of the step due so far has a document with reported ==
+	// expected (TicksComplete == TicksDue > 0). For an Open point it describes the ticks so
+	// far: the step is not final.
 	Complete bool `json:"complete"`
+	// Ticks is the number of ticks in the step (1 at 5m, 12 at 1h, 288 at 1d).
+	Ticks int `json:"ticks"`
+	// TicksDue is how many of them are due: started by the server's clock, or ahead of it
+	// but already holding a document.
+	TicksDue int `json:"ticks_due"`
+	// TicksComplete is how many of them have a document with reported == expected: the
+	// completeness of a 1h or 1d point, in ticks (Reported and Expected are leaves × ticks).
+	TicksComplete int `json:"ticks_complete"`
+	// Open is true while the step has not ended by the server's clock (the open tick, hour
+	// or day): its values are provisional, agents may still overwrite them.
+	Open bool `json:"open"`
+	// ClosesAt is the end of the step: when an Open step's values become final.
+	ClosesAt time.Time `json:"closes_at"`
 }
 
 // TopResponse is the body of GET /v1/projects/{project}/top: a node's children at a tick,

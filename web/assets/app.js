@@ -917,7 +917,7 @@
     for (const r of rows) {
       const s = secs(r.tick);
       seen.add(s);
-      const mark = r.reported < r.expected ? ' ◐' : '';
+      const mark = (r.reported < r.expected ? ' ◐' : '') + (s + TICK_S > nowS() ? ' · open (provisional)' : '');
       opts.push(el('option', {
         value: iso(s),
         text: fmtTime(s, v.tz) + ' · ' + fmt(r.online) + ' online · ' + fmt(r.reported) + '/' + fmt(r.expected) + mark,
@@ -959,6 +959,13 @@
     const c = $('node-completeness');
     c.textContent = fmt(n.reported) + ' / ' + fmt(n.expected) + (isComplete(n) ? '' : ' · incomplete');
     c.classList.toggle('warn', !isComplete(n));
+    // The open tick is provisional: agents may still overwrite its counts until it closes.
+    const open = !!d.tree.open;
+    summary.dataset.open = String(open);
+    const prov = $('node-provisional');
+    prov.hidden = !open;
+    prov.textContent = open ? 'provisional: the tick is open until ' + fmtHM(secs(d.tree.closes_at), v.tz) + ' ' +
+      tzName(secs(d.tree.closes_at), v.tz) + ', its counts may still change' : '';
 
     const bad = d.mismatch.get(n.id);
     const note = $('node-mismatch');
@@ -1027,11 +1034,12 @@
     const xs = pts.map((p) => secs(p.t));
     const ys = pts.map((p) => (p.online == null ? null : p.online));
     const inc = pts.map((p) => (p.online != null && !p.complete ? p.online : null));
+    const open = pts.map((p) => !!p.open);
     const kids = d.compare.map((c) => {
       const byT = new Map(pointsOf(c.series).map((p) => [secs(p.t), p.online]));
       return xs.map((x) => (byT.has(x) ? byT.get(x) : null));
     });
-    return { xs, ys, inc, kids };
+    return { xs, ys, inc, open, kids };
   }
 
   function renderChart() {
@@ -1041,8 +1049,9 @@
     const r = d.range;
     const s = d.series;
     const box = $('chart');
-    const { xs, ys, inc, kids } = chartData();
+    const { xs, ys, inc, open, kids } = chartData();
     const gaps = ys.filter((y) => y == null).length;
+    const firstOpen = open.indexOf(true);
     const incomplete = inc.filter((y) => y != null).length;
     const mode = kids.length ? v.cmp : 'off';
     Object.assign(box.dataset, {
@@ -1059,6 +1068,8 @@
       incomplete: String(incomplete),
       compare: mode,
       compareIds: d.compare.map((c) => c.id).join(','),
+      open: String(open.filter(Boolean).length),
+      openFrom: firstOpen < 0 ? '' : iso(xs[firstOpen]),
     });
     renderLegend(mode);
     if (xs.length === 0 || gaps === xs.length) {
@@ -1071,6 +1082,7 @@
     const colors = {
       fg: cssVar('--muted'), grid: cssVar('--line'), accent: cssVar('--accent'), fill: cssVar('--accent-soft'),
       warn: cssVar('--warn'), warnSoft: cssVar('--warn-soft'), gap: cssVar('--gap'), sel: cssVar('--fg'),
+      open: cssVar('--open-soft'), openLine: cssVar('--muted'),
     };
     const selTick = secs(d.tree.tick);
 
@@ -1087,6 +1099,25 @@
         const x1 = u.valToPos(xs[i] + r.ss, 'x', true);
         ctx.fillStyle = colour;
         ctx.fillRect(x0, top, Math.max(1, x1 - x0), h);
+      }
+      // The open step (tick, hour or day not yet ended): hatched, labelled, left edge dashed.
+      if (firstOpen >= 0) {
+        const x0 = u.valToPos(xs[firstOpen], 'x', true);
+        const x1 = u.valToPos(Math.min(r.to, xs[xs.length - 1] + r.ss), 'x', true);
+        ctx.fillStyle = colors.open;
+        ctx.fillRect(x0, top, Math.max(1, x1 - x0), h);
+        ctx.strokeStyle = colors.openLine;
+        ctx.lineWidth = 1;
+        ctx.setLineDash([2, 3]);
+        ctx.beginPath();
+        ctx.moveTo(Math.round(x0) + 0.5, top);
+        ctx.lineTo(Math.round(x0) + 0.5, top + h);
+        ctx.stroke();
+        ctx.setLineDash([]);
+        ctx.fillStyle = colors.openLine;
+        ctx.font = (10 * devicePixelRatio) + 'px system-ui, sans-serif';
+        ctx.textAlign = 'right';
+        ctx.fillText('provisional', x1 - 3 * devicePixelRatio, top + 12 * devicePixelRatio);
       }
       if (selTick >= r.from && selTick < r.to) {
         const x = Math.round(u.valToPos(selTick, 'x', true)) + 0.5;
@@ -1227,6 +1258,10 @@
       items.push(el('span', { class: 'hint', text: 'top ' + d.compare.length + ' of ' + all + ' children by online at ' +
         fmtTime(secs(d.tree.tick), state.view.tz) }));
     }
+    if (pointsOf(d.series).some((p) => p.open)) {
+      items.push(el('span', { 'data-legend': 'open' }, el('i', { class: 'sw sw-open' }),
+        'provisional (the open ' + ({ '5m': 'tick', '1h': 'hour', '1d': 'day' }[d.range.step] || 'step') + ': may still change)'));
+    }
     items.push(
       el('span', {}, el('i', { class: 'sw sw-inc' }), 'incomplete (some leaves not reported)'),
       el('span', {}, el('i', { class: 'sw sw-gap' }), 'no data'),
@@ -1246,6 +1281,17 @@
         return label;
       });
     };
+  }
+
+  // completenessText says how complete point p is: at 5m its leaves, at 1h and 1d its ticks
+  // (a sum of leaves over ticks would read 2,400/2,400 for a 200-leaf tree), "so far" while
+  // the step is open.
+  function completenessText(p, step) {
+    if (step === '5m' || p.ticks === 1) return 'leaves ' + fmt(p.reported) + '/' + fmt(p.expected);
+    const due = p.ticks_due != null ? p.ticks_due : p.ticks;
+    let s = 'ticks complete ' + fmt(p.ticks_complete || 0) + '/' + fmt(due);
+    if (due < p.ticks) s += ' so far (of ' + fmt(p.ticks) + ')';
+    return s;
   }
 
   // renderReadout shows the values at point idx of the chart, or without one (the cursor is
@@ -1280,11 +1326,20 @@
       : fmtTime(ps, v.tz) + '–' + (d.range.step === '1d' ? fmtTime(ps + d.range.ss, v.tz) : fmtHM(ps + d.range.ss, v.tz)) + ' ' +
         tzName(ps, v.tz) + ' (' + d.series.agg + ' per ' + d.range.step + ')';
     const parts = [el('span', { text: what + when + ' · ' + d.series.node + ' ' })];
+    box.dataset.open = String(!!p.open);
+    box.dataset.completeness = completenessText(p, d.range.step);
     if (p.online == null) {
       parts.push(el('span', { class: 'warn', text: 'no data' }));
     } else {
-      parts.push(el('b', { text: fmt(p.online) }), el('span', { text: ' online · leaves ' + fmt(p.reported) + '/' + fmt(p.expected) }));
+      parts.push(el('b', { text: fmt(p.online) }), el('span', { text: ' online · ' + box.dataset.completeness }));
       if (!p.complete) parts.push(el('span', { class: 'warn', text: ' · incomplete' }));
+      else if (p.open) parts.push(el('span', { text: ' · complete so far' }));
+    }
+    if (p.open && p.closes_at) {
+      const c = secs(p.closes_at);
+      const what = { '5m': 'tick', '1h': 'hour', '1d': 'day' }[d.range.step] || 'step';
+      parts.push(el('span', { class: 'provisional', 'data-closes-at': p.closes_at,
+        text: ' · provisional: the ' + what + ' is open until ' + (d.range.step === '1d' ? fmtTime(c, v.tz) : fmtHM(c, v.tz)) + ' ' + tzName(c, v.tz) }));
     }
     const line = [el('div', {}, parts)];
     if (d.compare.length) {
