@@ -28,6 +28,7 @@ type Server struct {
 	read reader
 	// stats counts the ingest answers.
 	stats *ingestStats
+	reads *readStats
 	// scratch holds the *ingestScratch of ingest requests.
 	scratch sync.Pool
 }
@@ -74,6 +75,7 @@ func newServer(cfg Config, store tokenStore) *Server {
 		mux:  http.NewServeMux(),
 
 		stats: newIngestStats(),
+		reads: newReadStats(),
 	}
 	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
 	s.routeReads(cfg)
