@@ -326,6 +326,63 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("slow network: loading state at once, refresh now, retries capped", func(t *testing.T) {
+		p := open(t, link+"&node="+selected+"&refresh=off", 1280, 900)
+		rec.delay.Store(int64(1500 * time.Millisecond))
+		defer rec.delay.Store(0)
+		// When the loading state shows, against the click's time (both on the page's clock).
+		p.eval(`(() => { window.__clickAt = 0; window.__loadingAt = 0; const box = document.getElementById('loading');
+			document.addEventListener('click', () => { window.__clickAt = performance.now(); window.__loadingAt = 0; }, true);
+			new MutationObserver(() => { if (!window.__loadingAt && !box.hidden) window.__loadingAt = performance.now(); })
+				.observe(box, { attributes: true }); })()`, nil)
+		feedback := func(what string) {
+			t.Helper()
+			var ms float64
+			p.eval(`window.__loadingAt && window.__clickAt ? window.__loadingAt - window.__clickAt : -1`, &ms)
+			if ms < 0 || ms > 100 {
+				t.Errorf("%s: the loading state showed %.0f ms after the click (-1: not at all), want within 100 ms", what, ms)
+			}
+		}
+		for _, c := range []struct{ what, sel, check string }{
+			{"range 7d", `#ranges button[data-range="7d"]`, `document.querySelector('#ranges button[data-range="7d"]').classList.contains('pending') && document.getElementById('app').classList.contains('pending') && document.getElementById('loading').textContent.includes('the last 7d')`},
+			{"node g01", `#tree li[data-node-id="g01"] > .row`, `document.getElementById('loading').textContent.includes('node g01')`},
+			{"refresh now", `#refresh-now`, `!document.getElementById('loading').hidden`},
+		} {
+			n := p.loads()
+			rec.reset()
+			p.click(c.sel)
+			feedback(c.what)
+			var ok bool
+			p.eval(c.check, &ok)
+			if !ok {
+				t.Errorf("%s: no pending state while it loads: %q", c.what, p.str(`document.getElementById('loading').textContent`))
+			}
+			p.waitLoads(c.what+" over a slow network", n)
+			if p.str(`document.getElementById('loading').hidden`) != "true" || p.str(`document.getElementById('app').className`) != "layout" {
+				t.Errorf("%s: still loading after the view was shown", c.what)
+			}
+			rec.mu.Lock()
+			calls := len(rec.reqs)
+			rec.mu.Unlock()
+			if calls == 0 {
+				t.Errorf("%s: no API call", c.what)
+			}
+		}
+		// Retries back off to at most 60 s, and never past the refresh interval (a 10 s
+		// view follows the API's return within 10 s); a long Retry-After is capped too.
+		for _, every := range []int{0, 1, 10, 60, 300} {
+			var worst float64
+			p.eval(fmt.Sprintf(`Math.max(...Array.from({length: 40}, (_, i) => window.rollupDashboard.retryDelayS(i + 1, %d, i === 39 ? 3600 : 0)))`, every), &worst)
+			limit := 60.0
+			if every > 0 {
+				limit = min(60, max(float64(every), 2))
+			}
+			if worst > limit+1e-9 || worst <= 0 {
+				t.Errorf("refresh every %d s: a retry waits up to %.1f s, want at most %.0f s", every, worst, limit)
+			}
+		}
+	})
+
 	t.Run("drag to zoom, zoom out, click a tick", func(t *testing.T) {
 		p := open(t, link+"&node="+selected, 1280, 900)
 		fromBefore, toBefore := secsAttr(t, p, "from"), secsAttr(t, p, "to")
@@ -939,6 +996,8 @@ type requestLog struct {
 	failedAt []time.Time // when each 503 was answered
 	failing  atomic.Bool
 	failed   atomic.Int64
+	// delay holds every browser API answer back this long (a slow network or store).
+	delay atomic.Int64
 }
 
 func (l *requestLog) failedTimes() []time.Time {
@@ -969,6 +1028,13 @@ func (l *requestLog) wrap(h http.Handler) http.Handler {
 
 func (l *requestLog) faulty(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(l.delay.Load()); d > 0 && fromBrowser(r) {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if l.failing.Load() && fromBrowser(r) {
 			l.mu.Lock()
 			l.failedAt = append(l.failedAt, time.Now())

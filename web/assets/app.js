@@ -40,7 +40,7 @@
   const COMPARE_NS = [3, 5, 10];
   const DEFAULT_N = 5;
   const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
-  const RETRY_MAX_S = 300;
+  const RETRY_MAX_S = 60; // never longer than the default refresh: the page follows the API's return within a minute
   const TICK_LIST_S = 86400; // the tick picker lists the last day
   const CHILD_PAGE = 200; // children rendered per node before "show more"
   const PALETTE = ['#2f6fdb', '#e8590c', '#2b8a3e', '#ae3ec9', '#f08c00', '#1098ad', '#d6336c', '#74b816', '#4263eb', '#868e96'];
@@ -388,7 +388,7 @@
     const ctrl = new AbortController();
     state.loading = ctrl;
     document.body.dataset.busy = 'true';
-    if (!state.data) setStatus('loading…');
+    showLoading(next, reason);
     let d;
     try {
       d = await fetchView(next, reason, ctrl.signal);
@@ -396,13 +396,49 @@
       if (state.loading !== ctrl) return; // superseded by a newer load
       state.loading = null;
       delete document.body.dataset.busy;
+      hideLoading();
       failed(next, reason, e);
       return;
     }
     if (state.loading !== ctrl) return;
     state.loading = null;
     delete document.body.dataset.busy;
+    hideLoading();
     commit(d);
+  }
+
+  // showLoading says at once (in the same task as the click) that a load is under way: a bar
+  // over the page and, in the status, what is being loaded; for a user's change the control
+  // asked for is marked pending and the content dimmed until the new view is shown.
+  function showLoading(next, reason) {
+    const box = $('loading');
+    const user = reason === 'user' && state.data;
+    box.textContent = user ? 'Loading ' + describeChange(next) + '…' : reason === 'refresh' ? 'Refreshing…' : 'Loading…';
+    box.hidden = false;
+    box.dataset.since = String(performance.now());
+    $('app').classList.toggle('pending', !!user);
+    for (const b of document.querySelectorAll('#ranges button')) {
+      b.classList.toggle('pending', !!user && !!next.range.rel && b.dataset.range === next.range.rel && next.range.rel !== state.view.range.rel);
+    }
+    if (!state.data) setStatus('loading…');
+  }
+
+  function hideLoading() {
+    $('loading').hidden = true;
+    $('app').classList.remove('pending');
+    for (const b of document.querySelectorAll('#ranges button.pending')) b.classList.remove('pending');
+  }
+
+  // retryDelayS is the wait before retry number failures (1, 2, …) of a view refreshed every
+  // every seconds (0: off): doubling from RETRY_FIRST_S (or the refresh interval when it is
+  // shorter) up to the refresh interval, never more than RETRY_MAX_S, and at least what a
+  // 503's Retry-After asked for (capped the same way); the jitter never passes the cap. So the page
+  // shows the API's return within one refresh interval (at most a minute).
+  function retryDelayS(failures, every, retryAfter) {
+    const first = Math.min(RETRY_FIRST_S, every || RETRY_FIRST_S);
+    const cap = Math.min(RETRY_MAX_S, Math.max(every || RETRY_MAX_S, 2 * first));
+    const backoff = first * 2 ** Math.min(16, failures - 1) * (1 + Math.random() * 0.2);
+    return Math.min(cap, Math.max(retryAfter || 0, backoff));
   }
 
   function commit(d) {
@@ -496,9 +532,7 @@
     const every = refreshS(state.view && state.view.refresh);
     let ms;
     if (state.failures > 0) {
-      const first = Math.min(RETRY_FIRST_S, every || RETRY_FIRST_S);
-      const s = Math.max(state.retryAfter, Math.min(RETRY_MAX_S, first * 2 ** Math.min(16, state.failures - 1)));
-      ms = Math.round(s * 1000 * (1 + Math.random() * 0.2));
+      ms = Math.round(retryDelayS(state.failures, every, state.retryAfter) * 1000);
       state.retryAt = Date.now() + ms;
     } else if (state.data && !state.data.nodata && isLive(state.view) && every > 0) {
       ms = every * 1000;
@@ -1475,6 +1509,8 @@
     $('signout').addEventListener('click', () => showLogin(''));
     $('error-close').addEventListener('click', clearError);
     $('retry-now').addEventListener('click', () => reload('retry'));
+    $('refresh-now').addEventListener('click', () => reload(state.failures > 0 ? 'retry' : 'refresh'));
+    window.addEventListener('online', () => { if (state.failures > 0) reload('retry'); });
     $('project').addEventListener('change', (ev) => go({ project: ev.target.value, node: '', tick: '' }));
     $('tick').addEventListener('change', (ev) => go({ tick: ev.target.value }));
     $('tz').addEventListener('change', (ev) => go({ tz: ev.target.value }));
@@ -1526,6 +1562,9 @@
     });
     start();
   }
+
+  // For the browser test: the retry policy as a pure function.
+  window.rollupDashboard = { retryDelayS };
 
   init();
 })();
