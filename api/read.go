@@ -61,6 +61,7 @@ func (s *Server) routeReads(cfg Config) {
 	s.mux.HandleFunc(p+apiv1.SeriesPath, s.timed(routeSeries, s.readHandler(true, s.serveSeries)))
 	s.mux.HandleFunc(p+apiv1.TopPath, s.timed(routeTop, s.readHandler(true, s.serveTop)))
 	s.mux.HandleFunc(p+apiv1.TicksPath, s.timed(routeTicks, s.readHandler(true, s.serveTicks)))
+	s.mux.HandleFunc(p+apiv1.DiffPath, s.timed(routeDiff, s.readHandler(true, s.serveDiff)))
 	s.routeFallback()
 }
 

@@ -16,11 +16,12 @@ const (
 	routeSeries   = "series"
 	routeTop      = "top"
 	routeTicks    = "ticks"
+	routeDiff     = "diff"
 )
 
 // ReadRoutes returns the route labels of ReadStat, one per read endpoint.
 func ReadRoutes() []string {
-	return []string{routeProjects, routeTree, routeSeries, routeTop, routeTicks}
+	return []string{routeProjects, routeTree, routeSeries, routeTop, routeTicks, routeDiff}
 }
 
 // ReadCodes returns the HTTP statuses a read is answered with: Stats.Reads has a (zero)

@@ -212,3 +212,66 @@ const (
 	// answer's Allow header.
 	ErrMethodNotAllowed = "method_not_allowed"
 )
+
+// DiffPath answers a DiffResponse: GET ProjectsPath + "/{project}" + DiffPath.
+const DiffPath = "/diff"
+
+// DiffResponse is the body of GET /v1/projects/{project}/diff?from=&to=&node=&n=: why a
+// node's total changed between two ticks, node by node of its subtree.
+type DiffResponse struct {
+	// Node is the subtree's root (the node asked for, by default the tree's root).
+	Node string `json:"node"`
+	// From and To are the two ticks compared.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// FromTreeVersion and ToTreeVersion are the tree versions of the two ticks.
+	FromTreeVersion int `json:"from_tree_version"`
+	ToTreeVersion   int `json:"to_tree_version"`
+	// Root is Node's own change; Share of every node is its change over Root.Change.
+	Root DiffNode `json:"root"`
+	// Nodes are the nodes under Node whose total changed, or with leaves that went silent,
+	// by |change| descending then id; at most n of NodesTotal.
+	Nodes      []DiffNode `json:"nodes"`
+	NodesTotal int        `json:"nodes_total"`
+	// Silent are the leaves that reported at From and not at To (still in the tree): a drop
+	// of their whole count that is missing data, not players gone. By online at From
+	// descending then id; at most n of SilentTotal, whose online at From sums to SilentOnline.
+	Silent       []SilentLeaf `json:"silent"`
+	SilentTotal  int          `json:"silent_total"`
+	SilentOnline int64        `json:"silent_online"`
+}
+
+// DiffNode is one node's change between the two ticks of a DiffResponse.
+type DiffNode struct {
+	// ID, Type and Parent are the node's (in the tree of To, or of From when it left).
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Parent string `json:"parent"`
+	// Leaf is true for a leaf.
+	Leaf bool `json:"leaf"`
+	// From and To are its online totals at the two ticks (0 without a document or not in
+	// that tick's tree).
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Change is To − From.
+	Change int64 `json:"change"`
+	// Share is Change over the root's change (null when the root did not change).
+	Share *float64 `json:"share"`
+	// SilentLeaves are the leaves under it (itself for a leaf) that went silent, and
+	// SilentOnline their online at From: that much of a drop is missing reports.
+	SilentLeaves int64 `json:"silent_leaves"`
+	SilentOnline int64 `json:"silent_online"`
+	// ReportedChange is Change + SilentOnline: the change that is not silence (real drops
+	// and gains of the leaves that reported, plus leaves that came or left).
+	ReportedChange int64 `json:"reported_change"`
+}
+
+// SilentLeaf is a leaf that reported at the first tick of a diff and not at the second.
+type SilentLeaf struct {
+	// ID, Type and Parent are the leaf's.
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Parent string `json:"parent"`
+	// Online is its count at the first tick.
+	Online int64 `json:"online"`
+}
