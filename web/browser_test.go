@@ -383,6 +383,46 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("why did it change: compare with an hour before", func(t *testing.T) {
+		tick := f.latest.Format(time.RFC3339) // missingLeaf did not report at it
+		p := open(t, link+"&node="+selected+"&tick="+url.QueryEscape(tick)+"&diff=1h", 1280, 900)
+		var want apiv1.DiffResponse
+		getJSON(ctx, t, srv.URL+"/v1/projects/"+project+"/diff?"+url.Values{"from": {f.latest.Add(-time.Hour).Format(time.RFC3339)},
+			"to": {tick}, "node": {selected}, "n": {"20"}}.Encode(), f.token, &want)
+		dom := p.dom()
+		box := findOne(t, dom, "section", "id", "diff")
+		if _, hidden := box["hidden"]; hidden || box["data-root-change"] != strconv.FormatInt(want.Root.Change, 10) ||
+			box["data-silent-online"] != strconv.FormatInt(want.SilentOnline, 10) {
+			t.Fatalf("diff section %v, API root change %d silent %d", box, want.Root.Change, want.SilentOnline)
+		}
+		if want.SilentTotal != 1 || want.Silent[0].ID != missingLeaf {
+			t.Fatalf("API: silent %+v, want %s", want.Silent, missingLeaf)
+		}
+		findOne(t, dom, "li", "data-silent-id", missingLeaf)
+		var rows []string
+		p.eval(`[...document.querySelectorAll('#diff tr[data-diff-id]')].map((r) => r.dataset.diffId + '=' + r.dataset.change)`, &rows)
+		var wantRows []string
+		for _, n := range want.Nodes {
+			wantRows = append(wantRows, n.ID+"="+strconv.FormatInt(n.Change, 10))
+		}
+		if !slices.Equal(rows, wantRows) {
+			t.Errorf("diff rows %v, want the API's order %v", rows, wantRows)
+		}
+		if text := p.str(`document.querySelector('#diff .diff-head').textContent`); !strings.Contains(text, "leaves gone silent (missing reports, not players gone)") {
+			t.Errorf("the diff does not tell silence from drops: %q", text)
+		}
+		if !strings.Contains(p.str("location.hash"), "diff=1h") {
+			t.Errorf("the fragment %q does not carry the comparison", p.str("location.hash"))
+		}
+		// A week before there is no tree: the page says why, and nothing breaks.
+		n := p.loads()
+		p.eval(`(() => { const s = document.getElementById('diff-with'); s.value = '1w'; s.dispatchEvent(new Event('change')); })()`, nil)
+		p.waitLoads("compare with a week before", n)
+		if got := p.str(`document.getElementById('diff').textContent`); !strings.Contains(got, "Cannot compare") {
+			t.Errorf("a week before (no tree): %q", got)
+		}
+	})
+
 	t.Run("drag to zoom, zoom out, click a tick", func(t *testing.T) {
 		p := open(t, link+"&node="+selected, 1280, 900)
 		fromBefore, toBefore := secsAttr(t, p, "from"), secsAttr(t, p, "to")

@@ -39,6 +39,10 @@
   const COMPARE = ['off', 'lines', 'stacked'];
   const COMPARE_NS = [3, 5, 10];
   const DEFAULT_N = 5;
+  // "Why did it change?": compare the tick shown with one this far before (or a picked tick).
+  const DIFF_BACK = new Map([['tick', TICK_S], ['1h', 3600], ['1d', 86400], ['1w', 7 * 86400]]);
+  const DIFF_TEXT = { tick: 'the tick before', '1h': 'an hour before', '1d': 'a day before', '1w': 'a week before' };
+  const DIFF_N = 20;
   const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
   const RETRY_MAX_S = 60; // never longer than the default refresh: the page follows the API's return within a minute
   const TICK_LIST_S = 86400; // the tick picker lists the last day
@@ -149,7 +153,7 @@
   function defaultView() {
     return {
       project: '', node: '', tick: '', range: { rel: DEFAULT_RANGE }, step: 'auto', agg: DEFAULT_AGG,
-      tz: 'utc', cmp: 'off', n: DEFAULT_N, refresh: DEFAULT_REFRESH,
+      tz: 'utc', cmp: 'off', n: DEFAULT_N, refresh: DEFAULT_REFRESH, diff: '',
     };
   }
 
@@ -193,6 +197,10 @@
     if (Number.isInteger(n) && n >= 1 && n <= 20) v.n = n;
     const r = p.get('refresh');
     if (r === 'off' || refreshS(r) > 0) v.refresh = r;
+    const diff = p.get('diff') || '';
+    const diffT = secs(diff);
+    if (DIFF_BACK.has(diff)) v.diff = diff;
+    else if (Number.isFinite(diffT)) v.diff = iso(floorTo(diffT, TICK_S));
     return { view: normalize(v), token: p.get('token') || '' };
   }
 
@@ -216,6 +224,7 @@
     if (v.cmp !== 'off') p.set('cmp', v.cmp);
     if (v.n !== DEFAULT_N) p.set('n', String(v.n));
     if (v.refresh !== DEFAULT_REFRESH) p.set('refresh', v.refresh);
+    if (v.diff) p.set('diff', v.diff);
     return p;
   }
 
@@ -374,10 +383,15 @@
     const ids = compareIds(v, t.byId);
     const ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
       { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
-    const [ticks, s, ...cmp] = await Promise.all([ticksP, series(v.node), ...ids.map(series)]);
+    const diffP = v.diff ? api(projectPath(v.project, '/diff'), { from: diffFrom(v.diff, tickS), to: iso(tickS), node: v.node, n: DIFF_N }, signal)
+      .catch((e) => {
+        if (e instanceof ApiError && (e.code === 'no_data' || e.code === 'unknown_node')) return { error: e.message };
+        throw e;
+      }) : Promise.resolve(null);
+    const [ticks, diff, s, ...cmp] = await Promise.all([ticksP, diffP, series(v.node), ...ids.map(series)]);
     return {
       view: v, tree: t.tree, byId: t.byId, mismatch: t.mismatch, root: t.root, ticks, range, series: s,
-      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices,
+      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices, diff,
     };
   }
 
@@ -507,6 +521,7 @@
     if (next.step !== v.step) parts.push('step ' + next.step);
     if (next.agg !== v.agg) parts.push(next.agg + ' per step');
     if (next.cmp !== v.cmp || next.n !== v.n) parts.push('the comparison of children');
+    if (next.diff !== v.diff) parts.push(next.diff ? 'the changes since ' + (DIFF_TEXT[next.diff] || fmtWhen(secs(next.diff), next.tz)) : 'no comparison');
     return parts.length ? parts.join(', ') : 'the view';
   }
 
@@ -678,6 +693,7 @@
     } else {
       renderTree();
       renderDetail();
+      renderDiff();
       renderChart();
     }
     renderStatus();
@@ -1041,6 +1057,61 @@
     $('children-body').replaceChildren(...rows);
     $('children').hidden = kids.length === 0;
     $('children-empty').hidden = kids.length > 0;
+  }
+
+  // ---- rendering: why did it change?
+
+  // diffFrom is the tick a diff of the tick at tickS compares with: diff is a DIFF_BACK key
+  // or a tick.
+  function diffFrom(diff, tickS) {
+    return DIFF_BACK.has(diff) ? iso(tickS - DIFF_BACK.get(diff)) : diff;
+  }
+
+  function renderDiff() {
+    const d = state.data;
+    const v = state.view;
+    const sel = $('diff-with');
+    const opts = [el('option', { value: '', text: 'off' }), ...[...DIFF_BACK.keys()].map((k) => el('option', { value: k, text: DIFF_TEXT[k] }))];
+    if (v.diff && !DIFF_BACK.has(v.diff)) opts.push(el('option', { value: v.diff, text: fmtWhen(secs(v.diff), v.tz) }));
+    sel.replaceChildren(...opts);
+    sel.value = v.diff;
+    const box = $('diff');
+    const r = d.diff;
+    box.hidden = !r;
+    delete box.dataset.rootChange;
+    if (!r) return;
+    if (r.error) {
+      box.replaceChildren(el('p', { class: 'hint', text: 'Cannot compare: ' + r.error }));
+      return;
+    }
+    box.dataset.from = r.from;
+    box.dataset.to = r.to;
+    box.dataset.rootChange = String(r.root.change);
+    box.dataset.silentOnline = String(r.silent_online);
+    const signed = (x) => (x > 0 ? '+' : x < 0 ? '−' : '±') + fmt(Math.abs(x));
+    const pct = (x) => (x == null ? '—' : (100 * x).toFixed(0) + '%');
+    const head = el('p', { class: 'diff-head' },
+      el('b', { text: r.node + ' ' + signed(r.root.change) }),
+      el('span', { text: ' from ' + fmtWhen(secs(r.from), v.tz) + ' (' + fmt(r.root.from) + ') to ' + fmtTime(secs(r.to), v.tz) + ' (' + fmt(r.root.to) + ')' }),
+      r.silent_total ? el('span', { class: 'warn', text: ' · ' + fmt(r.silent_online) + ' of it is ' + fmt(r.silent_total) +
+        ' leaves gone silent (missing reports, not players gone); the rest: ' + signed(r.root.reported_change) }) : null);
+    const rows = r.nodes.map((n) => el('tr', { 'data-diff-id': n.id, 'data-change': String(n.change), class: n.silent_leaves && n.reported_change === 0 ? 'silent' : '' },
+      el('td', { class: 'id' }, el('a', { href: '#', text: n.id, onclick: (ev) => { ev.preventDefault(); selectNode(n.id); } })),
+      el('td', { class: 'type', text: n.type }),
+      el('td', { class: 'num', text: fmt(n.from) }),
+      el('td', { class: 'num', text: fmt(n.to) }),
+      el('td', { class: 'num', text: signed(n.change) }),
+      el('td', { class: 'num', text: pct(n.share) }),
+      el('td', { class: 'num', text: n.silent_leaves ? signed(-n.silent_online) + ' (' + fmt(n.silent_leaves) + ' silent)' : '' })));
+    const more = r.nodes_total > r.nodes.length ? el('p', { class: 'hint', text: fmt(r.nodes_total - r.nodes.length) + ' more changed nodes (smaller changes)' }) : null;
+    const table = el('div', { class: 'table-wrap' }, el('table', { class: 'children diff-table' },
+      el('thead', {}, el('tr', {}, ...['node', 'type', 'before', 'now', 'change', 'share', 'gone silent'].map((h, i) =>
+        el('th', { scope: 'col', class: i >= 2 ? 'num' : '', text: h })))),
+      el('tbody', {}, ...rows)));
+    const silent = r.silent.length ? el('details', { class: 'diff-silent', open: true },
+      el('summary', { text: fmt(r.silent_total) + ' leaves went silent: they reported ' + fmt(r.silent_online) + ' at ' + fmtTime(secs(r.from), v.tz) + ' and nothing since' }),
+      el('ul', {}, ...r.silent.map((l) => el('li', { 'data-silent-id': l.id, text: l.id + ' (' + l.type + ', under ' + l.parent + '): ' + fmt(l.online) })))) : null;
+    box.replaceChildren(head, r.nodes.length ? table : el('p', { class: 'hint', text: 'No node under ' + r.node + ' changed.' }), more, silent);
   }
 
   // ---- rendering: chart
@@ -1519,6 +1590,7 @@
     $('agg').addEventListener('change', (ev) => go({ agg: ev.target.value }));
     $('cmp').addEventListener('change', (ev) => go({ cmp: ev.target.value }));
     $('cmp-n').addEventListener('change', (ev) => go({ n: Number(ev.target.value) }));
+    $('diff-with').addEventListener('change', (ev) => go({ diff: ev.target.value }));
     $('zoom-out').addEventListener('click', zoomOut);
     $('custom-open').addEventListener('click', () => {
       const open = $('custom').hidden;
