@@ -62,6 +62,7 @@ func (s *Server) routeReads(cfg Config) {
 	s.mux.HandleFunc(p+apiv1.TopPath, s.timed(routeTop, s.readHandler(true, s.serveTop)))
 	s.mux.HandleFunc(p+apiv1.TicksPath, s.timed(routeTicks, s.readHandler(true, s.serveTicks)))
 	s.mux.HandleFunc(p+apiv1.DiffPath, s.timed(routeDiff, s.readHandler(true, s.serveDiff)))
+	s.mux.HandleFunc(p+apiv1.AnnotationsPath, s.timed(routeAnnotations, s.readHandler(true, s.serveAnnotations)))
 	s.routeFallback()
 }
 

@@ -17,11 +17,13 @@ const (
 	routeTop      = "top"
 	routeTicks    = "ticks"
 	routeDiff     = "diff"
+	// routeAnnotations is GET .../annotations.
+	routeAnnotations = "annotations"
 )
 
 // ReadRoutes returns the route labels of ReadStat, one per read endpoint.
 func ReadRoutes() []string {
-	return []string{routeProjects, routeTree, routeSeries, routeTop, routeTicks, routeDiff}
+	return []string{routeProjects, routeTree, routeSeries, routeTop, routeTicks, routeDiff, routeAnnotations}
 }
 
 // ReadCodes returns the HTTP statuses a read is answered with: Stats.Reads has a (zero)

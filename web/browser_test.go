@@ -423,6 +423,26 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("annotations: tree version and replay on the chart", func(t *testing.T) {
+		if err := store.NewEvents(db).Record(ctx, store.Event{Kind: store.EventReplay, Project: project, At: f.first.Add(time.Hour),
+			End: f.first.Add(2 * time.Hour), Title: "rollup replay", Text: "12 ticks"}); err != nil {
+			t.Fatal(err)
+		}
+		p := open(t, link+"&node="+selected, 1280, 900)
+		chart := findOne(t, p.dom(), "div", "id", "chart")
+		var want apiv1.AnnotationsResponse
+		getJSON(ctx, t, srv.URL+"/v1/projects/"+project+"/annotations?"+url.Values{"from": {chart["data-from"]}, "to": {chart["data-to"]}}.Encode(), f.token, &want)
+		if len(want.Annotations) != 2 || chart["data-annotations"] != "2" {
+			t.Fatalf("API annotations %+v, chart shows %s", want.Annotations, chart["data-annotations"])
+		}
+		var kinds []string
+		p.eval(`[...document.querySelectorAll('#annotations-list li')].map((li) => li.dataset.kind + ' ' + li.dataset.time)`, &kinds)
+		if !slices.Equal(kinds, []string{"tree " + f.first.Format(time.RFC3339), "replay " + f.first.Add(time.Hour).Format(time.RFC3339)}) ||
+			p.str(`document.getElementById('annotations').hidden`) != "false" {
+			t.Errorf("annotations listed %v", kinds)
+		}
+	})
+
 	t.Run("drag to zoom, zoom out, click a tick", func(t *testing.T) {
 		p := open(t, link+"&node="+selected, 1280, 900)
 		fromBefore, toBefore := secsAttr(t, p, "from"), secsAttr(t, p, "to")

@@ -275,3 +275,32 @@ type SilentLeaf struct {
 	// Online is its count at the first tick.
 	Online int64 `json:"online"`
 }
+
+// AnnotationsPath answers an AnnotationsResponse: GET ProjectsPath + "/{project}" +
+// AnnotationsPath.
+const AnnotationsPath = "/annotations"
+
+// AnnotationsResponse is the body of GET /v1/projects/{project}/annotations?from=&to=: what
+// rollup itself recorded in the window, to draw on charts (the dashboard's, or Grafana's
+// through a JSON data source).
+type AnnotationsResponse struct {
+	// From and To are the window, [from, to).
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Annotations overlap the window, by Time.
+	Annotations []Annotation `json:"annotations"`
+}
+
+// Annotation is one recorded event.
+type Annotation struct {
+	// Time is when it starts; TimeEnd when it ends (equal for an instant).
+	Time    time.Time `json:"time"`
+	TimeEnd time.Time `json:"time_end"`
+	// Kind is "tree" (a tree version takes effect), "replay" or "retention".
+	Kind string `json:"kind"`
+	// Title is a one-line summary, Text the details.
+	Title string `json:"title"`
+	Text  string `json:"text"`
+	// Tags are "rollup" and Kind, for Grafana's annotation filters.
+	Tags []string `json:"tags"`
+}

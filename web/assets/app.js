@@ -43,6 +43,8 @@
   const DIFF_BACK = new Map([['tick', TICK_S], ['1h', 3600], ['1d', 86400], ['1w', 7 * 86400]]);
   const DIFF_TEXT = { tick: 'the tick before', '1h': 'an hour before', '1d': 'a day before', '1w': 'a week before' };
   const DIFF_N = 20;
+  // Colours of the annotations by kind (lines on the chart, marks in the list).
+  const NOTE_COLOURS = { tree: '#7048e8', replay: '#0c8599', retention: '#868e96' };
   const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
   const RETRY_MAX_S = 60; // never longer than the default refresh: the page follows the API's return within a minute
   const TICK_LIST_S = 86400; // the tick picker lists the last day
@@ -388,10 +390,17 @@
         if (e instanceof ApiError && (e.code === 'no_data' || e.code === 'unknown_node')) return { error: e.message };
         throw e;
       }) : Promise.resolve(null);
-    const [ticks, diff, s, ...cmp] = await Promise.all([ticksP, diffP, series(v.node), ...ids.map(series)]);
+    // Annotations are an extra: a failure to read them does not fail the view.
+    const notesP = api(projectPath(v.project, '/annotations'), { from: iso(range.from), to: iso(range.to) }, signal)
+      .then((b) => (b && Array.isArray(b.annotations) ? b.annotations : []))
+      .catch((e) => {
+        if (e && e.name === 'AbortError') throw e;
+        return [];
+      });
+    const [ticks, diff, notes, s, ...cmp] = await Promise.all([ticksP, diffP, notesP, series(v.node), ...ids.map(series)]);
     return {
       view: v, tree: t.tree, byId: t.byId, mismatch: t.mismatch, root: t.root, ticks, range, series: s,
-      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices, diff,
+      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices, diff, notes,
     };
   }
 
@@ -1174,9 +1183,11 @@
       compare: mode,
       compareIds: d.compare.map((c) => c.id).join(','),
       open: String(open.filter(Boolean).length),
+      annotations: String((d.notes || []).length),
       openFrom: firstOpen < 0 ? '' : iso(xs[firstOpen]),
     });
     renderLegend(mode);
+    renderNotes();
     if (xs.length === 0 || gaps === xs.length) {
       box.append(el('div', { class: 'empty', text: 'No data for ' + s.node + ' in this time range.' }));
     }
@@ -1223,6 +1234,24 @@
         ctx.font = (10 * devicePixelRatio) + 'px system-ui, sans-serif';
         ctx.textAlign = 'right';
         ctx.fillText('provisional', x1 - 3 * devicePixelRatio, top + 12 * devicePixelRatio);
+      }
+      // rollup's own records: a tinted span for a window (a replay), a line at its start.
+      for (const a of d.notes || []) {
+        const t0 = Math.max(r.from, secs(a.time));
+        const t1 = Math.min(r.to, secs(a.time_end));
+        const colour = NOTE_COLOURS[a.kind] || colors.fg;
+        const x0 = Math.round(u.valToPos(t0, 'x', true)) + 0.5;
+        if (t1 > t0) {
+          ctx.fillStyle = colour + '22';
+          ctx.fillRect(x0, top, Math.max(1, u.valToPos(t1, 'x', true) - x0), h);
+        }
+        ctx.strokeStyle = colour;
+        ctx.lineWidth = 1.5 * devicePixelRatio;
+        ctx.setLineDash([]);
+        ctx.beginPath();
+        ctx.moveTo(x0, top);
+        ctx.lineTo(x0, top + h);
+        ctx.stroke();
       }
       if (selTick >= r.from && selTick < r.to) {
         const x = Math.round(u.valToPos(selTick, 'x', true)) + 0.5;
@@ -1373,6 +1402,22 @@
       el('span', {}, el('i', { class: 'sw sw-sel' }), 'selected tick'),
       el('span', { class: 'hint', text: (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out' }));
     $('legend').replaceChildren(...items);
+  }
+
+  // renderNotes lists the annotations of the range under the chart: what rollup recorded.
+  function renderNotes() {
+    const d = state.data;
+    const v = state.view;
+    const notes = d.notes || [];
+    $('annotations').hidden = notes.length === 0;
+    $('annotations-list').replaceChildren(...notes.map((a) => {
+      const sw = el('i', { class: 'sw' });
+      sw.style.background = NOTE_COLOURS[a.kind] || '';
+      const t0 = secs(a.time);
+      const t1 = secs(a.time_end);
+      const when = fmtTime(t0, v.tz) + (t1 > t0 ? ' → ' + fmtTime(t1, v.tz) : '') + ' ' + tzName(t0, v.tz);
+      return el('li', { 'data-kind': a.kind, 'data-time': a.time }, sw, el('b', { text: a.title }), ' · ' + when + ' · ' + a.text);
+    }));
   }
 
   // timeLabels labels the x axis in tz, 24-hour, with the date under the first label of a day.
