@@ -696,11 +696,25 @@ func TestDashboardInChromium(t *testing.T) {
 		if withToken := p.str(`document.getElementById('share-link').value`); !strings.Contains(withToken, "token="+url.QueryEscape(f.token)) {
 			t.Errorf("with the token asked for: %q", withToken)
 		}
+		p.click("#share-token")
+		// Locked to the time range: absolute from, to and tick, the same data tomorrow.
+		p.click("#share-lock")
+		locked := p.str(`document.getElementById('share-link').value`)
+		from, to := p.str(`document.getElementById('chart').dataset.from`), p.str(`document.getElementById('chart').dataset.to`)
+		if strings.Contains(locked, "range=") || !strings.Contains(locked, "from="+url.QueryEscape(from)) || !strings.Contains(locked, "to="+url.QueryEscape(to)) ||
+			!strings.Contains(locked, "tick="+url.QueryEscape(tick)) {
+			t.Errorf("locked link %q, want from=%s to=%s tick=%s and no relative range", locked, from, to, tick)
+		}
+		p.click("#share-lock")
 
 		// Opened elsewhere: the link asks for a token, then shows the same view.
 		q := b.newPage(ctx, t, 1280, 900)
 		q.open(shared)
 		q.waitFor("the login form", `document.body.dataset.state === 'login'`)
+		if why := q.str(`document.getElementById('login-reason').textContent`); !strings.Contains(why, "This link carries no token") ||
+			!strings.Contains(why, `project "`+project+`"`) || !strings.Contains(why, "--read-only") {
+			t.Errorf("a link without a token says %q, want what to do", why)
+		}
 		q.eval(`document.getElementById('token-input').value = `+strconv.Quote(f.token), nil)
 		q.click(`#login button[type=submit]`)
 		q.waitLoads("the shared view", 0)

@@ -74,6 +74,7 @@
     timer: 0,
     overdue: false, // a refresh came due while the tab was hidden
     loads: 0,
+    keyIdx: null, // the chart point the keyboard selected
   };
 
   // ---- small helpers
@@ -130,10 +131,10 @@
     const p = tparts(ms / 1000, tz);
     return p2(p.h) + ':' + p2(p.mi) + ':' + p2(p.se);
   }
-  // toInput and fromInput convert to and from a datetime-local input's value in tz.
-  const toInput = (s, tz) => fmtDay(s, tz) + 'T' + fmtHM(s, tz);
+  // toInput and fromInput convert to and from a custom range field (24-hour ISO, YYYY-MM-DD HH:MM) in tz.
+  const toInput = (s, tz) => fmtDay(s, tz) + ' ' + fmtHM(s, tz);
   function fromInput(v, tz) {
-    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(v || '');
+    const m = /^\s*(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})\s*$/.exec(v || '');
     if (!m) return NaN;
     const [y, mo, d, h, mi] = m.slice(1).map(Number);
     const ms = tz === 'local' ? new Date(y, mo - 1, d, h, mi).getTime() : Date.UTC(y, mo - 1, d, h, mi);
@@ -235,8 +236,13 @@
     if (location.hash !== h) history.replaceState(null, '', h);
   }
 
-  function shareLink(withToken) {
-    return location.origin + location.pathname + '#' + viewParams(state.view, withToken ? state.token : '').toString();
+  // shareLink is the link of the view shown; lock pins it to the time range and tick shown
+  // (absolute from, to and tick), so an incident link shows the same data tomorrow.
+  function shareLink(withToken, lock) {
+    let v = state.view;
+    const d = state.data;
+    if (lock && d && !d.nodata) v = { ...v, range: { from: d.range.from, to: d.range.to }, tick: d.tree.tick };
+    return location.origin + location.pathname + '#' + viewParams(v, withToken ? state.token : '').toString();
   }
 
   // live: the view follows the newest data (latest tick, range ending now).
@@ -654,7 +660,12 @@
   async function start() {
     clearError();
     if (!state.token) {
-      showLogin('');
+      // A shared link comes without the token (unless its sender chose otherwise): say so.
+      const p = state.view && state.view.project;
+      showLogin(location.hash.length > 1 || p
+        ? 'This link carries no token: links to the dashboard are shared without one. Paste an API token of project ' + (p ? '"' + p + '"' : 'the link') +
+          ' below — ask the project\'s owner for a read-only one (rollup token create --project ' + (p || 'NAME') + ' --read-only).'
+        : '');
       return;
     }
     $('login').hidden = true;
@@ -1052,7 +1063,15 @@
         class: (isComplete(k) ? '' : 'incomplete') + (d.mismatch.has(k.id) ? ' mismatch' : ''),
         'data-child-id': k.id,
         ...nodeAttrs(k),
+        tabindex: '0',
+        'aria-label': k.id + ': ' + onlineText(k) + ' online, ' + fmt(k.reported) + ' of ' + fmt(k.expected) + ' leaves reported',
         onclick: () => selectNode(k.id),
+        onkeydown: (ev) => {
+          if (ev.key === 'Enter' || ev.key === ' ') {
+            ev.preventDefault();
+            selectNode(k.id);
+          }
+        },
       },
       el('td', { class: 'id', text: k.id }),
       el('td', { class: 'type', text: k.type }),
@@ -1130,6 +1149,7 @@
   }
 
   function destroyChart() {
+    state.keyIdx = null;
     if (state.chart) {
       state.chart.destroy();
       state.chart = null;
@@ -1306,6 +1326,12 @@
         data.push(stacked);
         if (k > 0) bands.push({ series: [k + 1, k], fill: colour + '55' });
       });
+      // "other": the children not in the top N, from the top of the stack up to the total, so
+      // the stack always reaches the node's total.
+      const otherCol = xs.map((x, i) => (ys[i] == null ? null : Math.max(acc[i], ys[i])));
+      series.push({ label: 'other', stroke: colors.fg, fill: colors.gap, width: 1, spanGaps: false, points: { show: false } });
+      data.push(otherCol);
+      bands.push({ series: [kids.length + 1, kids.length], fill: colors.gap });
       series.push({ label: s.node + ' (total)', stroke: colors.sel, width: 1.5, dash: [6, 4], spanGaps: false,
         points: { size: 4, fill: colors.sel, filter: isolated(ys) } });
       data.push(ys);
@@ -1342,6 +1368,7 @@
         { stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, values: timeLabels(v.tz) },
         {
           stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, size: 64,
+          label: 'players online' + (s.step === '5m' ? '' : ' (' + (s.agg || DEFAULT_AGG) + ' per ' + s.step + ')'), labelSize: 18,
           values: (u, vals) => vals.map((x) => fmt(x)),
         },
       ],
@@ -1369,8 +1396,48 @@
       const t = iso(xs[i]);
       if (t !== v.tick) go({ tick: t });
     });
-    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + 'Drag to zoom in, double-click to zoom out.';
+    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + (touchOnly() ? '' : 'Drag to zoom in, double-click to zoom out.');
     renderReadout(null);
+  }
+
+  // chartKey moves the chart's selected point with the keyboard and reads it in a live region.
+  function chartKey(ev) {
+    const u = state.chart;
+    const d = state.data;
+    if (!u || !d) return;
+    const n = pointsOf(d.series).length;
+    if (n === 0) return;
+    let i = state.keyIdx;
+    if (i == null || i >= n) {
+      const t = secs(d.tree.tick);
+      i = t >= d.range.from && t < d.range.to ? Math.floor((t - d.range.from) / d.range.ss) : n - 1;
+    }
+    switch (ev.key) {
+      case 'ArrowLeft': i = Math.max(0, i - 1); break;
+      case 'ArrowRight': i = Math.min(n - 1, i + 1); break;
+      case 'Home': i = 0; break;
+      case 'End': i = n - 1; break;
+      case 'Enter': {
+        const p = pointsOf(d.series)[i];
+        if (d.range.step === '5m' && p && p.online != null && p.t !== state.view.tick) go({ tick: p.t });
+        ev.preventDefault();
+        return;
+      }
+      default: return;
+    }
+    ev.preventDefault();
+    state.keyIdx = i;
+    const x = u.valToPos(u.data[0][i], 'x');
+    const yv = u.data[1][i];
+    u.setCursor({ left: x, top: yv == null ? u.bbox.height / devicePixelRatio / 2 : u.valToPos(yv, 'y') });
+    renderReadout(i);
+    $('chart-live').textContent = $('readout').textContent;
+    $('chart').dataset.keyIdx = String(i);
+  }
+
+  // touchOnly: a device without a fine pointer (a phone), where drag-zoom is not offered.
+  function touchOnly() {
+    return window.matchMedia('(pointer: coarse)').matches && !window.matchMedia('(any-pointer: fine)').matches;
   }
 
   function chartWidth() { return Math.max(240, $('chart').clientWidth); }
@@ -1380,13 +1447,16 @@
     const d = state.data;
     const items = [];
     if (mode === 'off') {
-      items.push(el('span', {}, el('i', { class: 'sw sw-line' }), 'online'));
+      items.push(el('span', { 'data-legend-id': d.series.node, 'data-stats': statsText(pointsOf(d.series)) }, el('i', { class: 'sw sw-line' }),
+        'online', el('span', { class: 'stats', text: ' ' + statsText(pointsOf(d.series)) })));
     } else {
       d.compare.forEach((c, k) => {
         const sw = el('i', { class: 'sw' });
         sw.style.background = PALETTE[k % PALETTE.length];
-        items.push(el('span', { 'data-legend-id': c.id }, sw, c.id));
+        const st = statsText(pointsOf(c.series));
+        items.push(el('span', { 'data-legend-id': c.id, 'data-stats': st }, sw, c.id, el('span', { class: 'stats', text: ' ' + st })));
       });
+      if (mode === 'stacked') items.push(el('span', { 'data-legend-id': 'other' }, el('i', { class: 'sw sw-other' }), 'other children'));
       if (mode === 'stacked') items.push(el('span', {}, el('i', { class: 'sw sw-total' }), d.series.node + ' (total)'));
       const all = (d.byId.get(state.view.node).children || []).length;
       items.push(el('span', { class: 'hint', text: 'top ' + d.compare.length + ' of ' + all + ' children by online at ' +
@@ -1400,8 +1470,19 @@
       el('span', {}, el('i', { class: 'sw sw-inc' }), 'incomplete (some leaves not reported)'),
       el('span', {}, el('i', { class: 'sw sw-gap' }), 'no data'),
       el('span', {}, el('i', { class: 'sw sw-sel' }), 'selected tick'),
-      el('span', { class: 'hint', text: (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out' }));
+      el('span', { class: 'hint', 'data-hint': 'chart', text: touchOnly()
+        ? (d.range.step === '5m' ? 'tap: pick a tick · ' : '') + 'zoom: pick a range above'
+        : (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out · arrow keys on the chart: move the point' }));
     $('legend').replaceChildren(...items);
+  }
+
+  // statsText is a series' min, max, mean and last over its points with data.
+  function statsText(pts) {
+    const vals = pts.filter((p) => p.online != null).map((p) => p.online);
+    if (vals.length === 0) return 'no data';
+    const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
+    return 'min ' + fmt(Math.min(...vals)) + ' · max ' + fmt(Math.max(...vals)) + ' · mean ' + fmt(Math.round(mean * 10) / 10) +
+      ' · last ' + fmt(vals[vals.length - 1]);
   }
 
   // renderNotes lists the annotations of the range under the chart: what rollup recorded.
@@ -1424,10 +1505,16 @@
   function timeLabels(tz) {
     return (u, splits, axis, space, incr) => {
       let prevDay = '';
+      let prevYear = '';
       return splits.map((x) => {
-        const day = fmtDay(x, tz).slice(5);
-        const label = incr >= 86400 ? day : day !== prevDay ? fmtHM(x, tz) + '\n' + day : fmtHM(x, tz);
+        const full = fmtDay(x, tz);
+        const day = full.slice(5);
+        const year = full.slice(0, 4);
+        // Days: the year under the first label of each year, so a year-long axis says which.
+        const label = incr >= 86400 ? (year !== prevYear ? day + '\n' + year : day)
+          : day !== prevDay ? fmtHM(x, tz) + '\n' + day : fmtHM(x, tz);
         prevDay = day;
+        prevYear = year;
         return label;
       });
     };
@@ -1574,7 +1661,7 @@
   // ---- share
 
   function renderShare() {
-    $('share-link').value = shareLink($('share-token').checked);
+    $('share-link').value = shareLink($('share-token').checked, $('share-lock').checked);
     $('share-copied').textContent = '';
   }
 
@@ -1636,6 +1723,7 @@
     $('cmp').addEventListener('change', (ev) => go({ cmp: ev.target.value }));
     $('cmp-n').addEventListener('change', (ev) => go({ n: Number(ev.target.value) }));
     $('diff-with').addEventListener('change', (ev) => go({ diff: ev.target.value }));
+    $('chart').addEventListener('keydown', chartKey);
     $('zoom-out').addEventListener('click', zoomOut);
     $('custom-open').addEventListener('click', () => {
       const open = $('custom').hidden;
@@ -1648,6 +1736,7 @@
     $('share-open').addEventListener('click', () => toggleShare($('share').hidden));
     $('share-close').addEventListener('click', () => toggleShare(false));
     $('share-token').addEventListener('change', renderShare);
+    $('share-lock').addEventListener('change', renderShare);
     $('share-copy').addEventListener('click', copyShare);
     document.addEventListener('keydown', (ev) => {
       if (ev.key === 'Escape' && !$('share').hidden) toggleShare(false);
