@@ -443,6 +443,67 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("accessibility: axe-core in both themes, keyboard on the chart and rows", func(t *testing.T) {
+		axe, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
+		if err != nil && os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but axe-core is missing (cd web/testdata/axe && npm ci): %v", err)
+		}
+		p := open(t, link+"&node="+selected, 1280, 900)
+		if err == nil {
+			p.eval(string(axe), nil)
+			for _, scheme := range []string{"light", "dark"} {
+				p.call("Emulation.setEmulatedMedia", map[string]any{"features": []map[string]string{{"name": "prefers-color-scheme", "value": scheme}}}, nil)
+				var bad []string
+				p.eval(`axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations
+					.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+					.map((v) => v.impact + ' ' + v.id + ': ' + v.nodes.slice(0, 3).map((n) => n.target.join(' ') + ' ' + (n.failureSummary || '').split('\n').slice(1, 2).join('')).join(' | ')))`, &bad)
+				if len(bad) > 0 {
+					t.Errorf("axe-core, %s theme: %d serious or critical violations:\n%s", scheme, len(bad), strings.Join(bad, "\n"))
+				}
+			}
+			p.call("Emulation.setEmulatedMedia", map[string]any{"features": []map[string]string{}}, nil)
+		} else {
+			t.Logf("axe-core is missing (cd web/testdata/axe && npm ci); CI is unset, so the axe check is skipped: %v", err)
+		}
+		// The chart takes the focus; the arrows move the point and a live region reads it.
+		p.eval(`document.getElementById('chart').focus()`, nil)
+		if p.str(`document.activeElement.id`) != "chart" {
+			t.Fatal("the chart cannot be focused")
+		}
+		before := p.str(`document.getElementById('readout').dataset.t`)
+		p.key("ArrowLeft")
+		after := p.str(`document.getElementById('readout').dataset.t`)
+		bt, _ := time.Parse(time.RFC3339, before)
+		at, _ := time.Parse(time.RFC3339, after)
+		if bt.Sub(at) != tree.DefaultTick {
+			t.Errorf("ArrowLeft moved the readout from %s to %s, want one tick back", before, after)
+		}
+		if live := p.str(`document.getElementById('chart-live').textContent`); !strings.Contains(live, "online") {
+			t.Errorf("the live region reads %q", live)
+		}
+		n := p.loads()
+		p.key("Enter")
+		p.waitLoads("Enter on the chart picks the tick", n)
+		if got := p.str(`document.getElementById('tick').value`); got != after {
+			t.Errorf("Enter on the chart: tick %s, want %s", got, after)
+		}
+		// Every child row is reachable with Tab and Enter selects it.
+		var rows, tabbable int
+		p.eval(`document.querySelectorAll('#children-body tr[data-child-id]').length`, &rows)
+		p.eval(`document.querySelectorAll('#children-body tr[data-child-id][tabindex="0"]').length`, &tabbable)
+		if rows == 0 || tabbable != rows {
+			t.Errorf("%d of %d child rows take the focus", tabbable, rows)
+		}
+		p.eval(`document.querySelector('#children-body tr[data-child-id]').focus()`, nil)
+		id := p.str(`document.activeElement.dataset.childId`)
+		n = p.loads()
+		p.key("Enter")
+		p.waitLoads("Enter on a row", n)
+		if got := p.str(`document.getElementById('summary').dataset.nodeId`); got != id {
+			t.Errorf("Enter on row %s selected %s", id, got)
+		}
+	})
+
 	t.Run("drag to zoom, zoom out, click a tick", func(t *testing.T) {
 		p := open(t, link+"&node="+selected, 1280, 900)
 		fromBefore, toBefore := secsAttr(t, p, "from"), secsAttr(t, p, "to")
