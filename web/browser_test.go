@@ -790,8 +790,21 @@ func TestDashboardInChromium(t *testing.T) {
 	t.Run("phone at 390 px", func(t *testing.T) {
 		p := b.newPage(ctx, t, 390, 844)
 		p.resize(390, 844, true)
+		p.call("Emulation.setTouchEmulationEnabled", map[string]any{"enabled": true, "maxTouchPoints": 5}, nil)
 		p.open(link + "&node=" + selected)
 		p.waitLoads("the first view", 0)
+		// Drag-zoom needs a mouse: a touch-only phone is not offered it.
+		if hint := p.str(`document.querySelector('#legend [data-hint="chart"]').textContent + ' ' + document.querySelector('#chart .u-over').title`); strings.Contains(hint, "drag") || strings.Contains(hint, "Drag") {
+			t.Errorf("a touch-only phone is offered drag-zoom: %q", hint)
+		}
+		// Every control is wholly on screen (the tick picker was cut off).
+		var cut []string
+		p.eval(`[...document.querySelectorAll('#controls select, #controls button, .chart-opts select, .chart-opts button, #ranges button, #diff-with')]
+			.filter((e) => !e.closest('[hidden]')).map((e) => [e.id || e.dataset.range || e.tagName, e.getBoundingClientRect()])
+			.filter(([, r]) => r.width > 0 && (r.left < 0 || r.right > document.documentElement.clientWidth + 0.5)).map(([id, r]) => id + ' ' + Math.round(r.left) + '–' + Math.round(r.right))`, &cut)
+		if len(cut) > 0 {
+			t.Errorf("controls cut off at 390 px: %v", cut)
+		}
 		var over []string
 		p.eval(`(() => {
 			const w = document.documentElement.clientWidth, out = [];
