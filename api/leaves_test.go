@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gameops/rollup/api/apiv1"
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/tree"
 	"github.com/gameops/rollup/tree/treedb"
@@ -49,7 +51,8 @@ func TestTreeChecks(t *testing.T) {
 	}{
 		{"leaf", both, `[{"id":"p1","type":"process","online":3}]`, http.StatusOK, "", true},
 		{"unknown id is kept (an orphan)", both, `[{"id":"p9","type":"process","online":3}]`, http.StatusOK, "", true},
-		{"interior id under another type is a different key", both, `[{"id":"s1","type":"process","online":3}]`, http.StatusOK, "", true},
+		{"interior id under another type is refused on its own", both, `[{"id":"s1","type":"process","online":3}]`, http.StatusOK, "", false},
+		{"leaf id under another type is refused on its own", both, `[{"id":"p1","type":"server","online":3},{"id":"p9","type":"process","online":1}]`, http.StatusOK, "", true},
 		{"interior node", both, `[{"id":"p1","type":"process","online":3},{"id":"s1","type":"server","online":9}]`, http.StatusBadRequest, "counts[1].id", false},
 		{"the root", both, `[{"id":"root","type":"project","online":9}]`, http.StatusBadRequest, "counts[0].id", false},
 		{"another project's leaf", both, `[{"id":"p1","type":"process","online":3},{"id":"b1","type":"process","online":999}]`, http.StatusForbidden, "counts[1].id", false},
@@ -82,7 +85,50 @@ func TestTreeChecks(t *testing.T) {
 			if got := sink.numCalls() > 0; got != tt.sinkCalled {
 				t.Fatalf("sink called = %v, want %v", got, tt.sinkCalled)
 			}
+			checkMismatches(t, tt.counts, r, sink, tt.trees == both)
 		})
+	}
+}
+
+// checkMismatches asserts that, in a 200 answer to counts against TestTreeChecks' tree, an
+// item whose id is a tree node of another type is rejected naming the tree's type and was
+// not written, and every other item was written and applied.
+func checkMismatches(t *testing.T, counts string, r result, sink *fakeSink, ownTree bool) {
+	t.Helper()
+	if r.status != http.StatusOK {
+		return
+	}
+	treeType := map[string]string{"root": "project", "g1": "group", "s1": "server", "p1": "process"}
+	var items []struct{ ID, Type string }
+	if err := json.Unmarshal([]byte(counts), &items); err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]bool{}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, call := range sink.calls {
+		for _, it := range call {
+			written[it.ID+"/"+it.Type] = true
+		}
+	}
+	if len(r.ok.Items) != len(items) {
+		t.Fatalf("%d item results for %d items", len(r.ok.Items), len(items))
+	}
+	for i, it := range items {
+		got := r.ok.Items[i]
+		typ, inTree := treeType[it.ID]
+		if inTree && typ != it.Type && ownTree {
+			if got.Status != apiv1.StatusRejected || !strings.Contains(got.Error, "is a "+typ+" in the project's tree") {
+				t.Errorf("item %d (%s as %s): %s %q, want rejected naming %s", i, it.ID, it.Type, got.Status, got.Error, typ)
+			}
+			if written[it.ID+"/"+it.Type] {
+				t.Errorf("item %d (%s as %s) was written", i, it.ID, it.Type)
+			}
+			continue
+		}
+		if got.Status != apiv1.StatusApplied || got.Index != i || got.ID != it.ID || !written[it.ID+"/"+it.Type] {
+			t.Errorf("item %d (%s as %s): %+v, written %v; want applied and written", i, it.ID, it.Type, got, written[it.ID+"/"+it.Type])
+		}
 	}
 }
 

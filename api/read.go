@@ -56,11 +56,13 @@ func (s *Server) routeReads(cfg Config) {
 		s.read.trees = treedb.New(cfg.DB)
 	}
 	p := "GET " + apiv1.ProjectsPath + "/{project}"
-	s.mux.HandleFunc("GET "+apiv1.ProjectsPath, s.readHandler(false, s.serveProjects))
-	s.mux.HandleFunc(p+apiv1.TreePath, s.readHandler(true, s.serveTree))
-	s.mux.HandleFunc(p+apiv1.SeriesPath, s.readHandler(true, s.serveSeries))
-	s.mux.HandleFunc(p+apiv1.TopPath, s.readHandler(true, s.serveTop))
-	s.mux.HandleFunc(p+apiv1.TicksPath, s.readHandler(true, s.serveTicks))
+	s.mux.HandleFunc("GET "+apiv1.ProjectsPath, s.timed(routeProjects, s.readHandler(false, s.serveProjects)))
+	s.mux.HandleFunc(p+apiv1.TreePath, s.timed(routeTree, s.readHandler(true, s.serveTree)))
+	s.mux.HandleFunc(p+apiv1.SeriesPath, s.timed(routeSeries, s.readHandler(true, s.serveSeries)))
+	s.mux.HandleFunc(p+apiv1.TopPath, s.timed(routeTop, s.readHandler(true, s.serveTop)))
+	s.mux.HandleFunc(p+apiv1.TicksPath, s.timed(routeTicks, s.readHandler(true, s.serveTicks)))
+	s.mux.HandleFunc(p+apiv1.DiffPath, s.timed(routeDiff, s.readHandler(true, s.serveDiff)))
+	s.mux.HandleFunc(p+apiv1.AnnotationsPath, s.timed(routeAnnotations, s.readHandler(true, s.serveAnnotations)))
 	s.routeFallback()
 }
 

@@ -52,7 +52,7 @@ func TestOpenAPIDocumentsReadAPI(t *testing.T) {
 	for name, v := range map[string]any{
 		"ProjectsResponse": apiv1.ProjectsResponse{}, "TreeResponse": apiv1.TreeResponse{}, "TreeNode": apiv1.TreeNode{},
 		"SeriesResponse": apiv1.SeriesResponse{}, "SeriesPoint": apiv1.SeriesPoint{}, "TopResponse": apiv1.TopResponse{},
-		"TickSummary": apiv1.TickSummary{},
+		"TickSummary": apiv1.TickSummary{}, "DiffResponse": apiv1.DiffResponse{}, "AnnotationsResponse": apiv1.AnnotationsResponse{}, "DiffNode": apiv1.DiffNode{},
 	} {
 		sc, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -316,16 +316,24 @@ func (v worldVersion) typeOf(id string) string {
 func naiveSeries(f *readFixture, node string, from, to time.Time, step time.Duration, agg string) []apiv1.SeriesPoint {
 	var out []apiv1.SeriesPoint
 	for b := from; b.Before(to); b = b.Add(step) {
-		p := apiv1.SeriesPoint{T: b, Complete: true}
+		p := apiv1.SeriesPoint{T: b, Complete: true, Ticks: int(step / rtick), ClosesAt: b.Add(step), Open: b.Add(step).After(readNow)}
 		var vals []int64
 		for tk := b; tk.Before(b.Add(step)); tk = tk.Add(rtick) {
 			online, reported, expected := f.w.total(tk, node)
-			if !tk.After(tree.AlignTick(readNow, rtick)) { // a tick not started yet expects nothing
+			started := !tk.After(tree.AlignTick(readNow, rtick))
+			if started { // a tick not started yet expects nothing
 				p.Expected += expected
 			}
 			if !f.hasDoc(tk, node) {
 				p.Complete = false
+				if started {
+					p.TicksDue++
+				}
 				continue
+			}
+			p.TicksDue++
+			if reported == expected {
+				p.TicksComplete++
 			}
 			p.Reported += reported
 			p.Complete = p.Complete && reported == expected
@@ -358,7 +366,11 @@ func pointEqual(a, b apiv1.SeriesPoint) bool {
 	if (a.Online == nil) != (b.Online == nil) || (a.Online != nil && *a.Online != *b.Online) {
 		return false
 	}
-	return a.T.Equal(b.T) && a.Reported == b.Reported && a.Expected == b.Expected && a.Complete == b.Complete
+	if a.Open != b.Open || !a.ClosesAt.Equal(b.ClosesAt) {
+		return false
+	}
+	return a.T.Equal(b.T) && a.Reported == b.Reported && a.Expected == b.Expected && a.Complete == b.Complete &&
+		a.Ticks == b.Ticks && a.TicksDue == b.TicksDue && a.TicksComplete == b.TicksComplete
 }
 
 func fmtPoint(p apiv1.SeriesPoint) string {
@@ -366,7 +378,8 @@ func fmtPoint(p apiv1.SeriesPoint) string {
 	if p.Online != nil {
 		online = strconv.FormatFloat(*p.Online, 'g', -1, 64)
 	}
-	return fmt.Sprintf("{%s online %s reported %d expected %d complete %v}", p.T.Format(time.RFC3339), online, p.Reported, p.Expected, p.Complete)
+	return fmt.Sprintf("{%s online %s reported %d expected %d complete %v ticks %d/%d/%d open %v}", p.T.Format(time.RFC3339), online,
+		p.Reported, p.Expected, p.Complete, p.TicksComplete, p.TicksDue, p.Ticks, p.Open)
 }
 
 func testReadTop(t *testing.T, f *readFixture) {
@@ -650,25 +663,39 @@ func testReadStepInProgress(t *testing.T, f *readFixture) {
 	type pt struct {
 		reported, expected int64
 		complete           bool
+		// ticks complete, due and in the step: completeness at 1h and 1d counts ticks
+		ticksComplete, ticksDue, ticks int
+		open                           bool
 	}
 	for _, tc := range []struct {
 		node, step string
 		last, prev pt // the step in progress and the one before
 	}{
-		{"now-g", apiv1.Step1h, pt{2, 2, true}, pt{24, 24, true}},
-		{"now-g", apiv1.Step1d, pt{2, 2, true}, pt{72, 576, false}}, // the day before has reports for its last 3 hours
-		{"now-root", apiv1.Step1h, pt{2, 3, false}, pt{36, 36, true}},
-		{"now-c", apiv1.Step1h, pt{0, 1, false}, pt{12, 12, true}},
+		{"now-g", apiv1.Step1h, pt{2, 2, true, 1, 1, 12, true}, pt{24, 24, true, 12, 12, 12, false}},
+		// the day before has reports for its last 3 hours: 36 of its 288 ticks complete
+		{"now-g", apiv1.Step1d, pt{2, 2, true, 1, 1, 288, true}, pt{72, 576, false, 36, 288, 288, false}},
+		{"now-root", apiv1.Step1h, pt{2, 3, false, 0, 1, 12, true}, pt{36, 36, true, 12, 12, 12, false}},
+		{"now-c", apiv1.Step1h, pt{0, 1, false, 0, 1, 12, true}, pt{12, 12, true, 12, 12, 12, false}},
+		{"now-g", apiv1.Step5m, pt{2, 2, true, 1, 1, 1, true}, pt{2, 2, true, 1, 1, 1, false}},
 	} {
 		var got apiv1.SeriesResponse
 		f.getOK(t, tok, path, url.Values{"node": {tc.node}, "step": {tc.step}}, &got) // default window: up to the current step's end
 		last, prev := got.Points[len(got.Points)-1], got.Points[len(got.Points)-2]
-		if !last.T.Equal(current) || (pt{last.Reported, last.Expected, last.Complete}) != tc.last {
+		if !last.T.Equal(current) || (pt{last.Reported, last.Expected, last.Complete, last.TicksComplete, last.TicksDue, last.Ticks, last.Open}) != tc.last {
 			t.Errorf("%s %s: step in progress %s, want %+v", tc.node, tc.step, fmtPoint(last), tc.last)
 		}
-		if (pt{prev.Reported, prev.Expected, prev.Complete}) != tc.prev {
+		if (pt{prev.Reported, prev.Expected, prev.Complete, prev.TicksComplete, prev.TicksDue, prev.Ticks, prev.Open}) != tc.prev {
 			t.Errorf("%s %s: the step before %s, want %+v", tc.node, tc.step, fmtPoint(prev), tc.prev)
 		}
+		step := map[string]time.Duration{apiv1.Step5m: rtick, apiv1.Step1h: time.Hour, apiv1.Step1d: 24 * time.Hour}[tc.step]
+		if !last.ClosesAt.Equal(current.Add(step)) || !prev.ClosesAt.Equal(current) {
+			t.Errorf("%s %s: closes_at %v and %v, want %s and %s", tc.node, tc.step, last.ClosesAt, prev.ClosesAt, current.Add(step), current)
+		}
+	}
+	var tr apiv1.TreeResponse
+	f.getOK(t, tok, apiv1.ProjectsPath+"/proj-now"+apiv1.TreePath, nil, &tr)
+	if !tr.Tick.Equal(current) || !tr.Open || !tr.ClosesAt.Equal(current.Add(rtick)) {
+		t.Errorf("tree at the open tick: tick %s open %v closes %v, want %s open until %s", tr.Tick, tr.Open, tr.ClosesAt, current, current.Add(rtick))
 	}
 	// A report for the next tick (ingest's clock skew allows it) counts although the tick
 	// has not started by the server's clock.

@@ -44,7 +44,7 @@ func (s *Server) serveSeries(ctx context.Context, _ tokenInfo, project string, q
 	}
 	if ok {
 		return apiv1.SeriesResponse{Node: sq.node, Type: typ, Step: sq.stepName, Agg: sq.agg,
-			Tier: string(tierOfStep(sq.stepName)), Points: points}, nil
+			Tier: string(tierOfStep(sq.stepName)), Points: markOpen(points, sq.step, s.read.now())}, nil
 	}
 	typ, ticks, err := s.read.nodeTicks(ctx, project, sq.node, sq.from, sq.to)
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Server) serveSeries(ctx context.Context, _ tokenInfo, project string, q
 	}
 	return apiv1.SeriesResponse{
 		Node: sq.node, Type: typ, Step: sq.stepName, Agg: sq.agg, Tier: string(store.Tier5m),
-		Points: downsample(ticks, sq.from, s.read.tick, int(sq.step/s.read.tick), sq.agg),
+		Points: markOpen(downsample(ticks, sq.from, s.read.tick, int(sq.step/s.read.tick), sq.agg), sq.step, s.read.now()),
 	}, nil
 }
 
@@ -162,6 +162,15 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 	return typ, ticks, nil
 }
 
+// markOpen sets every point's end (ClosesAt) and marks open those that have not ended at now.
+func markOpen(points []apiv1.SeriesPoint, step time.Duration, now time.Time) []apiv1.SeriesPoint {
+	for i := range points {
+		points[i].ClosesAt = points[i].T.Add(step)
+		points[i].Open = points[i].ClosesAt.After(now)
+	}
+	return points
+}
+
 // downsample combines every per consecutive ticks (starting at from, tick apart) into one
 // point: online by agg over the ticks that have a document (null when none has), reported and
 // expected summed, complete when some tick has a document and every tick but the future ones
@@ -169,17 +178,22 @@ func (rd *reader) nodeTicks(ctx context.Context, project, node string, from, to 
 func downsample(ticks []tickValue, from time.Time, tick time.Duration, per int, agg string) []apiv1.SeriesPoint {
 	out := make([]apiv1.SeriesPoint, 0, (len(ticks)+per-1)/per)
 	for lo := 0; lo < len(ticks); lo += per {
-		p := apiv1.SeriesPoint{T: from.Add(time.Duration(lo) * tick), Complete: true}
+		p := apiv1.SeriesPoint{T: from.Add(time.Duration(lo) * tick), Complete: true, Ticks: per}
 		var n, sum, maxv, minv, last int64
 		for _, tv := range ticks[lo:min(lo+per, len(ticks))] {
 			p.Reported += tv.reported
 			p.Expected += tv.expected
+			if !tv.future || tv.present {
+				p.TicksDue++
+			}
 			if !tv.present {
 				p.Complete = p.Complete && tv.future
 				continue
 			}
 			if tv.reported != tv.expected {
 				p.Complete = false
+			} else {
+				p.TicksComplete++
 			}
 			if n == 0 || tv.online > maxv {
 				maxv = tv.online

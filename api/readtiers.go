@@ -89,10 +89,12 @@ func (rd *reader) summarySeries(ctx context.Context, project string, sq seriesPa
 	points = make([]apiv1.SeriesPoint, n)
 	for b := range n {
 		s := stats[b]
-		p := apiv1.SeriesPoint{T: sq.from.Add(time.Duration(b) * sq.step), Reported: s.Reported, Expected: s.Expected}
+		p := apiv1.SeriesPoint{T: sq.from.Add(time.Duration(b) * sq.step), Reported: s.Reported, Expected: s.Expected, Ticks: per}
 		first := b * per
 		due := min(per, max(0, started-first)) // the bucket's started ticks
 		missing := due - s.Ticks.CountIn(0, due)
+		// due, plus the ticks ahead of the clock that already hold a document
+		p.TicksDue, p.TicksComplete = due+int(s.Count())-s.Ticks.CountIn(0, due), int(s.Full)
 		if missing > 0 {
 			for _, sp := range spans {
 				lo := max(0, int(sp.from.Sub(p.T)/rd.tick))

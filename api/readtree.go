@@ -12,7 +12,8 @@ import (
 )
 
 // serveTree answers GET /v1/projects/{project}/tree?tick=: every node of the tick's tree
-// version with its document's totals (0 of its leaves without one), and the orphans. It
+// version with its document's totals (0 of its leaves without one), and the orphans (leaf
+// documents that are not a leaf of the tree with their type). It
 // reads every document of the tick once (index {project, timestamp}).
 func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q url.Values) (any, error) {
 	if err := checkParams(q, "tick"); err != nil {
@@ -30,10 +31,13 @@ func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q u
 	docs := make(map[string]store.Node, tr.Len())
 	orphans := []apiv1.Orphan{}
 	err = s.read.tickDocs(ctx, project, t, func(d store.Node) {
+		if !d.Parent && !isTreeLeaf(tr, d.ID, d.Type) {
+			// counted nowhere: as replay and verify, an orphan is any leaf document
+			// that is not a leaf of the tree with its type
+			orphans = append(orphans, apiv1.Orphan{ID: d.ID, Type: d.Type, Online: d.Online})
+			return
+		}
 		if !tr.Has(d.ID) {
-			if !d.Parent {
-				orphans = append(orphans, apiv1.Orphan{ID: d.ID, Type: d.Type, Online: d.Online})
-			}
 			return
 		}
 		docs[d.ID+"\x00"+d.Type] = d
@@ -47,10 +51,17 @@ func (s *Server) serveTree(ctx context.Context, _ tokenInfo, project string, q u
 		}
 		return strings.Compare(a.Type, b.Type)
 	})
+	end := t.Add(s.read.tick)
 	return apiv1.TreeResponse{
 		Project: project, Tick: t, TreeVersion: sp.version, Root: tr.Root().ID,
-		Nodes: treeNodes(tr, docs), Orphans: orphans,
+		Nodes: treeNodes(tr, docs), Orphans: orphans, Open: end.After(s.read.now()), ClosesAt: end,
 	}, nil
+}
+
+// isTreeLeaf reports whether id is a leaf of tr with type typ.
+func isTreeLeaf(tr *tree.Tree, id, typ string) bool {
+	n, ok := tr.Node(id)
+	return ok && n.Type == typ && tr.IsLeaf(id)
 }
 
 // treeNodes lists tr's nodes breadth-first from the root, each with its document in docs

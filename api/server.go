@@ -34,6 +34,7 @@ type Server struct {
 	read reader
 	// stats counts the ingest answers.
 	stats *ingestStats
+	reads *readStats
 	// scratch holds the *ingestScratch of ingest requests.
 	scratch sync.Pool
 }
@@ -84,6 +85,7 @@ func newServer(cfg Config, store tokenStore) *Server {
 		mux: http.NewServeMux(),
 
 		stats: newIngestStats(),
+		reads: newReadStats(),
 	}
 	s.mux.HandleFunc("POST "+apiv1.CountsPath, s.handleCounts)
 	s.routeReads(cfg)
@@ -337,12 +339,26 @@ func (s *Server) write(ctx context.Context, sub *submission, resp *apiv1.CountsR
 		SubmissionID: sub.submissionID, Project: sub.project, Timestamp: sub.timestamp,
 		Version: sub.version, Items: items,
 	}
-	if len(sub.items) > 0 {
+	// toSink are the items written; at[j] is the request index of toSink[j] when some items
+	// were refused by checkLeaves (nil: toSink is sub.items).
+	toSink, at := sub.items, []int(nil)
+	if len(sub.mismatch) > 0 {
+		toSink, at = make([]bulk.Item, 0, len(sub.items)), make([]int, 0, len(sub.items))
+		for i, it := range sub.items {
+			if msg, ok := sub.mismatch[i]; ok {
+				resp.Items[i].Status, resp.Items[i].Error = apiv1.StatusRejected, msg
+				resp.Summary.Rejected++
+				continue
+			}
+			toSink, at = append(toSink, it), append(at, i)
+		}
+	}
+	if len(toSink) > 0 {
 		if s.cfg.Sink == nil {
 			return s.internal("no sink configured", errors.New("api: nil Sink"))
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-		results, err := s.cfg.Sink.Submit(sctx, sub.items)
+		results, err := s.cfg.Sink.Submit(sctx, toSink)
 		cancel()
 		switch {
 		case err != nil && (errors.Is(err, bulk.ErrUnavailable) || errors.Is(err, bulk.ErrClosed) ||
@@ -350,10 +366,14 @@ func (s *Server) write(ctx context.Context, sub *submission, resp *apiv1.CountsR
 			return s.unavailableErr("write", err)
 		case err != nil:
 			return s.internal("write", err)
-		case len(results) != len(sub.items):
-			return s.internal("write", fmt.Errorf("sink returned %d results for %d items", len(results), len(sub.items)))
+		case len(results) != len(toSink):
+			return s.internal("write", fmt.Errorf("sink returned %d results for %d items", len(results), len(toSink)))
 		}
-		for i, res := range results {
+		for j, res := range results {
+			i := j
+			if at != nil {
+				i = at[j]
+			}
 			it := &resp.Items[i]
 			switch res.Outcome {
 			case bulk.OutcomeApplied:

@@ -7,7 +7,8 @@ import (
 	"github.com/gameops/rollup/api/apiv1"
 )
 
-// Stats are the ingest counters (POST /v1/counts) since NewServer, for the metrics layer.
+// Stats are the ingest counters (POST /v1/counts) and the read API's latencies since
+// NewServer, for the metrics layer.
 type Stats struct {
 	// Requests counts answered ingest requests by HTTP status.
 	Requests map[int]int64
@@ -16,6 +17,9 @@ type Stats struct {
 	Rejections map[string]int64
 	// Items counts the items of 200 answers by status ("applied", "stale", "rejected").
 	Items map[string]int64
+	// Reads are the read API's latency histograms by route and status (a zero one for every
+	// route and ReadCodes status from the start).
+	Reads []ReadStat
 }
 
 // ingestStats are the live Stats.
@@ -26,8 +30,25 @@ type ingestStats struct {
 	items      [3]int64 // applied, stale, rejected
 }
 
+// newIngestStats starts every counter of a known label at 0 (IngestStatuses, IngestErrorCodes),
+// so that /metrics has them before the first such answer and rate() sees it.
 func newIngestStats() *ingestStats {
-	return &ingestStats{requests: map[int]int64{}, rejections: map[string]int64{}}
+	s := &ingestStats{requests: map[int]int64{}, rejections: map[string]int64{}}
+	for _, c := range IngestStatuses() {
+		s.requests[c] = 0
+	}
+	for _, c := range IngestErrorCodes() {
+		s.rejections[c] = 0
+	}
+	return s
+}
+
+// IngestErrorCodes returns the error codes POST /v1/counts answers with (the reason label of
+// the rejection counter).
+func IngestErrorCodes() []string {
+	return []string{apiv1.ErrMalformedJSON, apiv1.ErrMalformedBody, apiv1.ErrInvalidRequest, apiv1.ErrInvalidItem,
+		apiv1.ErrUnauthorized, apiv1.ErrForbidden, apiv1.ErrUnknownProject, apiv1.ErrRequestTimeout, apiv1.ErrBodyTooLarge,
+		apiv1.ErrTooManyItems, apiv1.ErrUnsupportedMediaType, apiv1.ErrOutOfWindow, apiv1.ErrUnavailable, apiv1.ErrInternal}
 }
 
 // record counts one answer: its status, and the error code of a failure or the summary of a
@@ -56,5 +77,9 @@ func (s *ingestStats) snapshot() Stats {
 	}
 }
 
-// Stats returns the ingest counters since NewServer.
-func (s *Server) Stats() Stats { return s.stats.snapshot() }
+// Stats returns the ingest counters and the read latencies since NewServer.
+func (s *Server) Stats() Stats {
+	st := s.stats.snapshot()
+	st.Reads = s.reads.snapshot()
+	return st
+}

@@ -72,7 +72,12 @@ func TestStats(t *testing.T) {
 			t.Fatalf("%s: status %d, want %d (%s)", st.name, r.status, st.status, r.raw)
 		}
 		got := srv.Stats()
-		if !maps.Equal(got.Requests, st.requests) || !maps.Equal(got.Rejections, st.rejections) || !maps.Equal(got.Items, st.items) {
+		// Every known status and code is there from the start, at 0 until it happens.
+		if len(got.Requests) != len(IngestStatuses()) || len(got.Rejections) != len(IngestErrorCodes()) {
+			t.Fatalf("%s: %d statuses and %d codes, want every known one (%d, %d)", st.name, len(got.Requests), len(got.Rejections),
+				len(IngestStatuses()), len(IngestErrorCodes()))
+		}
+		if !maps.Equal(nonZero(got.Requests), st.requests) || !maps.Equal(nonZero(got.Rejections), st.rejections) || !maps.Equal(got.Items, st.items) {
 			t.Fatalf("%s: stats %+v, want requests %v rejections %v items %v", st.name, got, st.requests, st.rejections, st.items)
 		}
 	}
@@ -83,4 +88,15 @@ func TestStats(t *testing.T) {
 	if after := srv.Stats(); !maps.Equal(after.Requests, before.Requests) {
 		t.Fatalf("a read changed the ingest requests: %v → %v", before.Requests, after.Requests)
 	}
+}
+
+// nonZero returns the entries of m that are not 0.
+func nonZero[K comparable](m map[K]int64) map[K]int64 {
+	out := map[K]int64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }

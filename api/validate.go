@@ -31,6 +31,10 @@ type submission struct {
 	timestamp    time.Time
 	version      int64
 	items        []bulk.Item
+	// mismatch holds, by item index, why an item was refused on its own by checkLeaves (its
+	// id is in the project's tree at the tick with another type): nothing is written for it
+	// and its status is rejected. Nil when every item goes to the Sink.
+	mismatch map[int]string
 }
 
 // rfc3339Example shows the accepted date-time form in messages.

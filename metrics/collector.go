@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -75,7 +76,7 @@ type collector struct {
 
 // descs are every series' descriptions. A function, not a package variable: no globals.
 type descs struct {
-	ingestRequests, ingestRejections, ingestItems                        *prometheus.Desc
+	ingestRequests, ingestRejections, ingestItems, readSeconds           *prometheus.Desc
 	bulkBatches, bulkOps, bulkItems, bulkReissued, bulkRetries, bulkFail *prometheus.Desc
 	bulkDown, bulkDownFor, bulkRefused, bulkProbes, bulkConflicts        *prometheus.Desc
 	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
@@ -96,6 +97,7 @@ func newDescs() descs {
 		ingestRequests:   desc("ingest_requests_total", "Ingest requests (POST /v1/counts) answered, by HTTP status.", "status"),
 		ingestRejections: desc("ingest_rejections_total", "Ingest requests answered with an error, by error code (reason).", "reason"),
 		ingestItems:      desc("ingest_items_total", "Items of successful ingest requests, by item status.", "status"),
+		readSeconds:      desc("read_request_seconds", "Read API requests (GET /v1/projects...) by route and HTTP status: time to answer.", "route", "code"),
 		bulkBatches:      desc("bulk_batches_total", "Batches the bulk writer cut and wrote."),
 		bulkOps:          desc("bulk_batch_ops", "Operations per bulk batch (after deduplicating keys)."),
 		bulkItems:        desc("bulk_items_total", "Items that reached a bulk batch, by final outcome.", "outcome"),
@@ -159,7 +161,7 @@ func newDescs() descs {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	d := newDescs()
 	for _, x := range []*prometheus.Desc{
-		d.ingestRequests, d.ingestRejections, d.ingestItems,
+		d.ingestRequests, d.ingestRejections, d.ingestItems, d.readSeconds,
 		d.bulkBatches, d.bulkOps, d.bulkItems, d.bulkReissued, d.bulkRetries, d.bulkFail,
 		d.bulkDown, d.bulkDownFor, d.bulkRefused, d.bulkProbes, d.bulkConflicts,
 		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
@@ -200,21 +202,31 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for status, n := range s.Items {
 			counter(d.ingestItems, n, status)
 		}
+		for _, r := range s.Reads {
+			ch <- prometheus.MustNewConstHistogram(d.readSeconds, r.Latency.Count, r.Latency.Sum, r.Latency.Buckets(), r.Route, strconv.Itoa(r.Code))
+		}
 	}
 	if c.src.Bulk != nil {
 		s := c.src.Bulk()
 		counter(d.bulkBatches, s.Batches)
 		histogram(d.bulkOps, s.BatchOps)
-		for o, n := range s.Items {
-			counter(d.bulkItems, n, o.String())
+		// Every known outcome and class from the start (0 until the first): rate() then sees
+		// the first failure instead of a series that appears with it.
+		for _, o := range []bulk.Outcome{bulk.OutcomeApplied, bulk.OutcomeStale, bulk.OutcomeRejected, bulk.OutcomeUnknown} {
+			counter(d.bulkItems, s.Items[o], o.String())
 		}
 		counter(d.bulkReissued, s.Reissued)
 		counter(d.bulkConflicts, s.Conflicts)
 		for _, cl := range []store.Class{store.ClassUnknownOutcome, store.ClassWriteConcern} {
 			counter(d.bulkRetries, s.Retries[cl], cl.String())
 		}
+		for _, cl := range bulkClasses() {
+			counter(d.bulkFail, s.Failures[cl], cl.String())
+		}
 		for cl, n := range s.Failures {
-			counter(d.bulkFail, n, cl.String())
+			if !slices.Contains(bulkClasses(), cl) {
+				counter(d.bulkFail, n, cl.String())
+			}
 		}
 		down, downFor := 0.0, 0.0
 		if s.StoreDown {
@@ -283,6 +295,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Retention != nil {
 		collectRetention(d, c.src.Retention(), counter, gauge)
 	}
+}
+
+// bulkClasses are the error classes a bulk failure is counted under.
+func bulkClasses() []store.Class {
+	return []store.Class{store.ClassDuplicateKey, store.ClassPermanent, store.ClassWriteConcern, store.ClassUnknownOutcome, store.ClassContext}
 }
 
 // collectRetention sends the retention enforcer's series.

@@ -499,3 +499,42 @@ func BenchmarkScrapeTotals(b *testing.B) {
 		})
 	}
 }
+
+// TestCountersAtZeroFromStart: before any request or write, every counter of a known label
+// set is exported at 0 (so rate() counts the first failure), and the read API's latency
+// histogram has a series per route and status; a read then lands in its own series.
+func TestCountersAtZeroFromStart(t *testing.T) {
+	srv := api.NewServer(api.Config{Logger: zaptest.NewLogger(t)})
+	reg := NewRegistry()
+	if err := Register(reg, Sources{API: srv.Stats, Bulk: func() bulk.Stats { return bulk.Stats{} }}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, c := range api.IngestStatuses() {
+		want = append(want, fmt.Sprintf(`rollup_ingest_requests_total{status="%d"} 0`, c))
+	}
+	for _, r := range api.IngestErrorCodes() {
+		want = append(want, fmt.Sprintf(`rollup_ingest_rejections_total{reason="%s"} 0`, r))
+	}
+	for _, s := range []string{"applied", "stale", "rejected"} {
+		want = append(want, fmt.Sprintf(`rollup_ingest_items_total{status="%s"} 0`, s), fmt.Sprintf(`rollup_bulk_items_total{outcome="%s"} 0`, s))
+	}
+	for _, c := range []string{"duplicate_key", "permanent", "write_concern", "unknown_outcome", "context"} {
+		want = append(want, fmt.Sprintf(`rollup_bulk_failures_total{class="%s"} 0`, c))
+	}
+	for _, r := range api.ReadRoutes() {
+		for _, c := range api.ReadCodes() {
+			want = append(want, fmt.Sprintf(`rollup_read_request_seconds_count{code="%d",route="%s"} 0`, c, r))
+		}
+	}
+	wantLines(t, scrape(t, Handler(reg)), want...)
+
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/projects/p/series", nil)) // no token: 401
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("GET without a token: %d", rec.Code)
+	}
+	body := scrape(t, Handler(reg))
+	wantLines(t, body, `rollup_read_request_seconds_count{code="401",route="series"} 1`, `rollup_read_request_seconds_count{code="200",route="series"} 0`,
+		`rollup_read_request_seconds_bucket{code="401",route="series",le="+Inf"} 1`)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,7 +329,29 @@ func (e *Enforcer) pass(ctx context.Context, keep func(context.Context) error) (
 	e.passes.Add(1)
 	e.lastPass.Store(time.Now().UnixNano())
 	rep.Took = time.Since(start)
+	e.record(ctx, start, rep)
 	return rep, nil
+}
+
+// record writes a pass that deleted documents as an event (an annotation on the charts); a
+// pass that deleted nothing is not worth one. A failure is logged, never the pass's.
+func (e *Enforcer) record(ctx context.Context, start time.Time, rep PassReport) {
+	var total int64
+	parts := make([]string, 0, len(rep.Deleted))
+	for _, t := range store.Tiers() {
+		if n := rep.Deleted[t]; n > 0 {
+			total += n
+			parts = append(parts, fmt.Sprintf("%d %s", n, t))
+		}
+	}
+	if total == 0 {
+		return
+	}
+	err := store.NewEvents(e.db).Record(ctx, store.Event{Kind: store.EventRetention, At: start.UTC(), End: time.Now().UTC(),
+		Title: "retention pass", Text: fmt.Sprintf("deleted %d documents (%s) over %d projects", total, strings.Join(parts, ", "), rep.Projects)})
+	if err != nil {
+		e.log.Warn("retention pass not recorded as an annotation", zap.Error(err))
+	}
 }
 
 // project enforces one project's policy at now, tier by tier: it computes where the tier's

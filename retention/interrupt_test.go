@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,11 @@ func TestFaultMidBatch(t *testing.T) {
 	}
 	if n := enf.Stats().Deleted[store.TierLeaves]; n != expired {
 		t.Errorf("counted %d deleted, want %d", n, expired)
+	}
+	// The pass that deleted is recorded for the charts' annotations (for every project).
+	evs, err := store.NewEvents(e.db).Range(e.ctx, "a", began.Add(-time.Hour), time.Now().Add(time.Minute), 10)
+	if err != nil || len(evs) == 0 || evs[0].Kind != store.EventRetention || evs[0].Project != "" || !strings.Contains(evs[0].Text, "deleted") {
+		t.Errorf("recorded events %+v, %v; want the retention pass", evs, err)
 	}
 }
 

@@ -133,9 +133,10 @@ type TickReport struct {
 	// Ignored is the number of parent documents of nodes that are not parents in the tree of
 	// the tick (left by a tree edit; no reader or replay uses them).
 	Ignored int
-	// Orphans is the number of leaf ids not in the tree of the tick.
+	// Orphans is the number of orphan leaves: (id, type) keys of leaf documents that are not
+	// a leaf of the tree of the tick with that type (counted nowhere, as replay counts them).
 	Orphans int
-	// OrphanLeaves are those leaves' documents (one per id), in id order.
+	// OrphanLeaves are those leaves' documents (one per key), in id and type order.
 	OrphanLeaves []LeafDoc
 	// Violations are in order: duplicates and invalid documents first, then per node from the
 	// deepest level up, in id order.
@@ -211,15 +212,27 @@ func Check(d TickDocs) (TickReport, error) {
 			leaves[k.id] = l
 		}
 	}
+	// orphan: ids not in the tree (a parent's children entry for one is KindOrphan). A
+	// leaf document counts as an orphan leaf, as in replay and the read API, whenever it is
+	// not a tree leaf with its type (unknown id, interior id, another type).
 	orphan := map[string]bool{}
+	listed := map[docKey]bool{}
 	for _, l := range d.Leaves {
-		if _, ok := byID[l.ID]; !ok && !orphan[l.ID] {
+		n, ok := byID[l.ID]
+		if !ok {
 			orphan[l.ID] = true
+		}
+		k := docKey{l.ID, l.Type}
+		if (!ok || n.Type != l.Type || len(kids[l.ID]) > 0) && !listed[k] {
+			listed[k] = true
 			r.Orphans++
 			r.OrphanLeaves = append(r.OrphanLeaves, l)
 		}
 	}
-	sort.Slice(r.OrphanLeaves, func(i, j int) bool { return r.OrphanLeaves[i].ID < r.OrphanLeaves[j].ID })
+	sort.Slice(r.OrphanLeaves, func(i, j int) bool {
+		a, b := r.OrphanLeaves[i], r.OrphanLeaves[j]
+		return a.ID < b.ID || a.ID == b.ID && a.Type < b.Type
+	})
 	for k := range parents {
 		if n, ok := byID[k.id]; !ok || n.Type != k.typ || len(kids[k.id]) == 0 {
 			r.Ignored += len(parents[k])

@@ -472,3 +472,18 @@ func (p *page) consoleErrors() []string {
 	}
 	return out
 }
+
+// key presses and releases the key (a DOM key name: "ArrowLeft", "Enter", "Tab") in the
+// focused element.
+func (p *page) key(key string) {
+	p.t.Helper()
+	codes := map[string]int{"ArrowLeft": 37, "ArrowRight": 39, "Enter": 13, "Tab": 9, "Home": 36, "End": 35}
+	for _, typ := range []string{"rawKeyDown", "keyUp"} {
+		ev := map[string]any{"type": typ, "key": key, "code": key, "windowsVirtualKeyCode": codes[key], "nativeVirtualKeyCode": codes[key]}
+		if key == "Enter" && typ == "rawKeyDown" {
+			p.call("Input.dispatchKeyEvent", ev, nil)
+			ev = map[string]any{"type": "char", "key": key, "text": "\r"}
+		}
+		p.call("Input.dispatchKeyEvent", ev, nil)
+	}
+}

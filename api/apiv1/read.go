@@ -57,13 +57,18 @@ type TreeResponse struct {
 	Tick time.Time `json:"tick"`
 	// TreeVersion is the tree version of the tick.
 	TreeVersion int `json:"tree_version"`
+	// Open is true while the tick has not ended by the server's clock: its counts are
+	// provisional (agents may still overwrite them).
+	Open bool `json:"open"`
+	// ClosesAt is the end of the tick: when an Open tick's counts become final.
+	ClosesAt time.Time `json:"closes_at"`
 	// Root is the id of the root node (Nodes[0]).
 	Root string `json:"root"`
 	// Nodes has every node of the tree: the root first, then breadth-first with children in
 	// tree order.
 	Nodes []TreeNode `json:"nodes"`
-	// Orphans are the tick's leaf documents whose id is not in the tree (counted nowhere),
-	// sorted by id then type.
+	// Orphans are the tick's leaf documents whose (id, type) is not a leaf of the tree
+	// (counted nowhere; verify and replay use the same rule), sorted by id then type.
 	Orphans []Orphan `json:"orphans"`
 }
 
@@ -85,7 +90,7 @@ type TreeNode struct {
 	Children []string `json:"children"`
 }
 
-// Orphan is a leaf document whose id is not in the tree version of its tick.
+// Orphan is a leaf document whose (id, type) is not a leaf of the tree version of its tick.
 type Orphan struct {
 	// ID is the document's id.
 	ID string `json:"id"`
@@ -126,8 +131,23 @@ type SeriesPoint struct {
 	// Expected is the sum over the step's ticks of the leaves the tree expects (a tick without
 	// a document still expects the node's leaves); for a 5m step, the tick's.
 	Expected int64 `json:"expected"`
-	// Complete is true when every tick of the step has a document with reported == expected.
+	// Complete is true when every tick of the step due so far has a document with reported ==
+	// expected (TicksComplete == TicksDue > 0). For an Open point it describes the ticks so
+	// far: the step is not final.
 	Complete bool `json:"complete"`
+	// Ticks is the number of ticks in the step (1 at 5m, 12 at 1h, 288 at 1d).
+	Ticks int `json:"ticks"`
+	// TicksDue is how many of them are due: started by the server's clock, or ahead of it
+	// but already holding a document.
+	TicksDue int `json:"ticks_due"`
+	// TicksComplete is how many of them have a document with reported == expected: the
+	// completeness of a 1h or 1d point, in ticks (Reported and Expected are leaves × ticks).
+	TicksComplete int `json:"ticks_complete"`
+	// Open is true while the step has not ended by the server's clock (the open tick, hour
+	// or day): its values are provisional, agents may still overwrite them.
+	Open bool `json:"open"`
+	// ClosesAt is the end of the step: when an Open step's values become final.
+	ClosesAt time.Time `json:"closes_at"`
 }
 
 // TopResponse is the body of GET /v1/projects/{project}/top: a node's children at a tick,
@@ -192,3 +212,95 @@ const (
 	// answer's Allow header.
 	ErrMethodNotAllowed = "method_not_allowed"
 )
+
+// DiffPath answers a DiffResponse: GET ProjectsPath + "/{project}" + DiffPath.
+const DiffPath = "/diff"
+
+// DiffResponse is the body of GET /v1/projects/{project}/diff?from=&to=&node=&n=: why a
+// node's total changed between two ticks, node by node of its subtree.
+type DiffResponse struct {
+	// Node is the subtree's root (the node asked for, by default the tree's root).
+	Node string `json:"node"`
+	// From and To are the two ticks compared.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// FromTreeVersion and ToTreeVersion are the tree versions of the two ticks.
+	FromTreeVersion int `json:"from_tree_version"`
+	ToTreeVersion   int `json:"to_tree_version"`
+	// Root is Node's own change; Share of every node is its change over Root.Change.
+	Root DiffNode `json:"root"`
+	// Nodes are the nodes under Node whose total changed, or with leaves that went silent,
+	// by |change| descending then id; at most n of NodesTotal.
+	Nodes      []DiffNode `json:"nodes"`
+	NodesTotal int        `json:"nodes_total"`
+	// Silent are the leaves that reported at From and not at To (still in the tree): a drop
+	// of their whole count that is missing data, not players gone. By online at From
+	// descending then id; at most n of SilentTotal, whose online at From sums to SilentOnline.
+	Silent       []SilentLeaf `json:"silent"`
+	SilentTotal  int          `json:"silent_total"`
+	SilentOnline int64        `json:"silent_online"`
+}
+
+// DiffNode is one node's change between the two ticks of a DiffResponse.
+type DiffNode struct {
+	// ID, Type and Parent are the node's (in the tree of To, or of From when it left).
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Parent string `json:"parent"`
+	// Leaf is true for a leaf.
+	Leaf bool `json:"leaf"`
+	// From and To are its online totals at the two ticks (0 without a document or not in
+	// that tick's tree).
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Change is To − From.
+	Change int64 `json:"change"`
+	// Share is Change over the root's change (null when the root did not change).
+	Share *float64 `json:"share"`
+	// SilentLeaves are the leaves under it (itself for a leaf) that went silent, and
+	// SilentOnline their online at From: that much of a drop is missing reports.
+	SilentLeaves int64 `json:"silent_leaves"`
+	SilentOnline int64 `json:"silent_online"`
+	// ReportedChange is Change + SilentOnline: the change that is not silence (real drops
+	// and gains of the leaves that reported, plus leaves that came or left).
+	ReportedChange int64 `json:"reported_change"`
+}
+
+// SilentLeaf is a leaf that reported at the first tick of a diff and not at the second.
+type SilentLeaf struct {
+	// ID, Type and Parent are the leaf's.
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Parent string `json:"parent"`
+	// Online is its count at the first tick.
+	Online int64 `json:"online"`
+}
+
+// AnnotationsPath answers an AnnotationsResponse: GET ProjectsPath + "/{project}" +
+// AnnotationsPath.
+const AnnotationsPath = "/annotations"
+
+// AnnotationsResponse is the body of GET /v1/projects/{project}/annotations?from=&to=: what
+// rollup itself recorded in the window, to draw on charts (the dashboard's, or Grafana's
+// through a JSON data source).
+type AnnotationsResponse struct {
+	// From and To are the window, [from, to).
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Annotations overlap the window, by Time.
+	Annotations []Annotation `json:"annotations"`
+}
+
+// Annotation is one recorded event.
+type Annotation struct {
+	// Time is when it starts; TimeEnd when it ends (equal for an instant).
+	Time    time.Time `json:"time"`
+	TimeEnd time.Time `json:"time_end"`
+	// Kind is "tree" (a tree version takes effect), "replay" or "retention".
+	Kind string `json:"kind"`
+	// Title is a one-line summary, Text the details.
+	Title string `json:"title"`
+	Text  string `json:"text"`
+	// Tags are "rollup" and Kind, for Grafana's annotation filters.
+	Tags []string `json:"tags"`
+}

@@ -41,7 +41,73 @@ const (
 	rollupJob      = "rollup"
 	prometheusPort = "9090"
 	grafanaDSUID   = "rollup-prometheus"
+	// dashboardDS is the data source every dashboard query names: the dashboard's own
+	// "datasource" variable, so that the JSON imports into any Grafana.
+	dashboardDS = "${datasource}"
 )
+
+// runbookBase is how every alert's runbook_url starts: the external label runbook_base_url
+// of the Prometheus evaluating it, or this repository's docs/alerts.md on GitHub.
+const runbookBase = "{{ with $externalLabels.runbook_base_url }}{{ . }}{{ else }}https://github.com/gameops/rollup/blob/main/docs/alerts.md{{ end }}"
+
+// secondsExpr matches a query whose values are seconds: a _seconds gauge, histogram or sum
+// (not a rate of a _total or _count), or an age computed from a timestamp.
+var secondsExpr = regexp.MustCompile(`_seconds(_bucket|_sum)?\b|time\(\) -`)
+
+// checkDashboardPortable checks what makes a dashboard JSON import into any Grafana: no data
+// source uid but the dashboard's variable (or Grafana's built-in one) anywhere in it, an
+// __inputs entry for the Prometheus data source, and a "datasource" variable of type
+// datasource defaulting to that input.
+func checkDashboardPortable(t *testing.T, base string, data []byte) {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", base, err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ds, ok := x["datasource"].(map[string]any); ok {
+				if uid, _ := ds["uid"].(string); uid != dashboardDS && uid != "-- Grafana --" {
+					t.Errorf("%s: %s.datasource has the hard-coded uid %q, want %s", base, path, uid, dashboardDS)
+				}
+			}
+			for k, e := range x {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("$", doc)
+	var d struct {
+		Inputs []struct {
+			Name, Type, PluginID string
+		} `json:"__inputs"`
+		Templating struct {
+			List []struct {
+				Name, Type string
+				Query      any `json:"query"`
+				Current    struct {
+					Value any `json:"value"`
+				} `json:"current"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("%s: %v", base, err)
+	}
+	if len(d.Inputs) != 1 || d.Inputs[0].Name != "DS_PROMETHEUS" || d.Inputs[0].Type != "datasource" || d.Inputs[0].PluginID != "prometheus" {
+		t.Errorf("%s: __inputs %+v, want one prometheus data source input DS_PROMETHEUS", base, d.Inputs)
+	}
+	if l := d.Templating.List; len(l) == 0 || l[0].Name != "datasource" || l[0].Type != "datasource" || l[0].Query != "prometheus" ||
+		l[0].Current.Value != "${DS_PROMETHEUS}" {
+		t.Errorf("%s: the first variable is %+v, want datasource (type datasource, query prometheus, default ${DS_PROMETHEUS})", base, l)
+	}
+}
 
 // prometheusMetrics are the series Prometheus itself adds to every scrape that rules and
 // dashboards may read.
@@ -71,7 +137,8 @@ func exportedMetrics(t *testing.T) (names map[string]bool, families []string) {
 	h := hist.New(1, 2).Snapshot()
 	src := metrics.Sources{
 		API: func() api.Stats {
-			return api.Stats{Requests: map[int]int64{200: 1}, Rejections: map[string]int64{"invalid_item": 1}, Items: map[string]int64{"applied": 1}}
+			return api.Stats{Requests: map[int]int64{200: 1}, Rejections: map[string]int64{"invalid_item": 1}, Items: map[string]int64{"applied": 1},
+				Reads: []api.ReadStat{{Route: "tree", Code: 200, Latency: h}}}
 		},
 		Bulk: func() bulk.Stats {
 			return bulk.Stats{Batches: 1, BatchOps: h, Items: map[bulk.Outcome]int64{bulk.OutcomeApplied: 1},
@@ -283,7 +350,8 @@ func markdownAnchors(t *testing.T, path string) map[string]bool {
 }
 
 // TestAlertRules checks the rules without promtool: every rule reads only metrics rollup
-// exports; every alert has a severity, a summary and a runbook that is a heading of
+// exports; every alert has a severity (critical or warning), a summary and a runbook_url
+// (under the configurable base) whose anchor is a heading of
 // docs/alerts.md; and rules_test.yml has, for every alert, a case where it fires and one
 // where it does not.
 func TestAlertRules(t *testing.T) {
@@ -318,12 +386,13 @@ func TestAlertRules(t *testing.T) {
 				t.Errorf("alert %s is defined twice", name)
 			}
 			alerts[name] = true
-			if !slices.Contains([]string{"page", "warning"}, r.Labels["severity"]) {
-				t.Errorf("%s: severity %q, want page or warning", name, r.Labels["severity"])
+			if !slices.Contains([]string{"critical", "warning"}, r.Labels["severity"]) {
+				t.Errorf("%s: severity %q, want critical or warning", name, r.Labels["severity"])
 			}
-			runbook, ok := strings.CutPrefix(r.Annotations["runbook"], "docs/alerts.md#")
-			if r.Annotations["summary"] == "" || !ok || !anchors[runbook] {
-				t.Errorf("%s: summary %q, runbook %q: want a summary and docs/alerts.md#<a heading of it>", name, r.Annotations["summary"], r.Annotations["runbook"])
+			runbook, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase+"#")
+			if r.Annotations["summary"] == "" || !ok || !anchors[runbook] || r.Annotations["runbook"] != "" {
+				t.Errorf("%s: summary %q, runbook_url %q: want a summary and %s#<a heading of docs/alerts.md>",
+					name, r.Annotations["summary"], r.Annotations["runbook_url"], runbookBase)
 			}
 			if fires[name] == 0 || quiet[name] == 0 {
 				t.Errorf("%s: rules_test.yml has %d firing and %d not-firing cases, want at least one of each", name, fires[name], quiet[name])
@@ -705,6 +774,7 @@ func grafanaDashboards(t *testing.T, grafana, prometheus string) (files []string
 			t.Fatalf("%s: %v", f, err)
 		}
 		base := filepath.Base(f)
+		checkDashboardPortable(t, base, data)
 		if d.UID == "" || d.Title == "" || uids[d.UID] != "" {
 			t.Errorf("%s: uid %q (also in %q) title %q: want a unique uid and a title", base, d.UID, uids[d.UID], d.Title)
 		}
@@ -713,7 +783,7 @@ func grafanaDashboards(t *testing.T, grafana, prometheus string) (files []string
 			if v.Type != "query" {
 				continue
 			}
-			if v.Datasource["uid"] != grafanaDSUID {
+			if v.Datasource["uid"] != dashboardDS {
 				t.Errorf("%s: variable %s uses data source %v", base, v.Name, v.Datasource)
 			}
 			inner, ok := strings.CutPrefix(v.Definition, "label_values(")
@@ -728,11 +798,31 @@ func grafanaDashboards(t *testing.T, grafana, prometheus string) (files []string
 		walk = func(panels []json.RawMessage) {
 			for _, raw := range panels {
 				var p struct {
-					Title      string            `json:"title"`
-					Type       string            `json:"type"`
-					Datasource map[string]any    `json:"datasource"`
-					Panels     []json.RawMessage `json:"panels"`
-					Targets    []struct {
+					Title       string            `json:"title"`
+					Type        string            `json:"type"`
+					Datasource  map[string]any    `json:"datasource"`
+					Panels      []json.RawMessage `json:"panels"`
+					FieldConfig struct {
+						Defaults struct {
+							Unit string `json:"unit"`
+						} `json:"defaults"`
+						Overrides []struct {
+							Matcher struct {
+								ID      string `json:"id"`
+								Options string `json:"options"`
+							} `json:"matcher"`
+							Properties []struct {
+								ID    string `json:"id"`
+								Value any    `json:"value"`
+							} `json:"properties"`
+						} `json:"overrides"`
+					} `json:"fieldConfig"`
+					Options struct {
+						Legend struct {
+							Calcs []string `json:"calcs"`
+						} `json:"legend"`
+					} `json:"options"`
+					Targets []struct {
 						Expr       string         `json:"expr"`
 						RefID      string         `json:"refId"`
 						Datasource map[string]any `json:"datasource"`
@@ -749,12 +839,30 @@ func grafanaDashboards(t *testing.T, grafana, prometheus string) (files []string
 				if len(p.Targets) == 0 {
 					t.Errorf("%s: no query", where)
 				}
-				if p.Datasource["uid"] != grafanaDSUID {
-					t.Errorf("%s: data source %v, want uid %s", where, p.Datasource, grafanaDSUID)
+				if p.Datasource["uid"] != dashboardDS {
+					t.Errorf("%s: data source %v, want uid %s", where, p.Datasource, dashboardDS)
+				}
+				if p.Type == "timeseries" && !slices.Equal(p.Options.Legend.Calcs, []string{"min", "max", "mean", "lastNotNull"}) {
+					t.Errorf("%s: legend calculations %v, want min, max, mean and last", where, p.Options.Legend.Calcs)
+				}
+				unitOf := map[string]string{}
+				for _, o := range p.FieldConfig.Overrides {
+					for _, pr := range o.Properties {
+						if o.Matcher.ID == "byFrameRefID" && pr.ID == "unit" {
+							unitOf[o.Matcher.Options], _ = pr.Value.(string)
+						}
+					}
 				}
 				for _, tg := range p.Targets {
-					if tg.Datasource != nil && tg.Datasource["uid"] != grafanaDSUID {
-						t.Errorf("%s %s: data source %v, want uid %s", where, tg.RefID, tg.Datasource, grafanaDSUID)
+					if tg.Datasource != nil && tg.Datasource["uid"] != dashboardDS {
+						t.Errorf("%s %s: data source %v, want uid %s", where, tg.RefID, tg.Datasource, dashboardDS)
+					}
+					unit, ok := unitOf[tg.RefID]
+					if !ok {
+						unit = p.FieldConfig.Defaults.Unit
+					}
+					if secondsExpr.MatchString(tg.Expr) != (unit == "s") {
+						t.Errorf("%s %s: unit %q for %q: a query of seconds (and only one) wants unit s, by default or a per-series override", where, tg.RefID, unit, tg.Expr)
 					}
 					queries = append(queries, dashboardQuery{where + " " + tg.RefID, tg.Expr})
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/recompute"
@@ -109,6 +110,15 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 			TiersOnly: c.tiers,
 		})
 		p.finish()
+		if err == nil && st.Ticks+st.Hours+st.Days > 0 {
+			// The dashboard's and Grafana's annotations show it on the window's chart.
+			if rerr := store.NewEvents(db).Record(ctx, store.Event{Kind: store.EventReplay, Project: c.window.project,
+				At: c.window.from, End: c.window.to, Title: "rollup replay",
+				Text: fmt.Sprintf("%d ticks, %d parent writes (%d conflicts), %d hourly and %d daily summaries rebuilt",
+					st.Ticks, st.ParentWrites, st.Conflicts, st.Hours, st.Days)}); rerr != nil {
+				log.Warn("replay done, but not recorded as an annotation", zap.Error(rerr))
+			}
+		}
 		return replaySummary(e.stdout, c, st, p.elapsed(), err)
 	})
 }

@@ -311,6 +311,12 @@ func TestReplayVerify(t *testing.T) {
 	}
 	wantAll(t, "replay summary", out, fmt.Sprintf("replayed project ops [2024-05-01T10:00:00Z, 2024-05-01T10:15:00Z): 3 ticks, %d leaves, %d parent writes (0 conflicts), 0 orphans, 0 invalid in ",
 		leaves, 3*e.parents()))
+	// The replay is recorded for the charts' annotations, with its window.
+	evs, err := store.NewEvents(e.db).Range(e.ctx, "ops", opsT0, opsT0.Add(time.Hour), 10)
+	if err != nil || len(evs) != 1 || evs[0].Kind != store.EventReplay || !evs[0].At.Equal(opsT0) || !evs[0].End.Equal(opsT0.Add(15*time.Minute)) ||
+		!strings.Contains(evs[0].Text, "3 ticks") {
+		t.Fatalf("recorded events %+v, %v; want the replay of [10:00, 10:15)", evs, err)
+	}
 	e.mustVerify()
 	vout, _ := e.verify()
 	wantAll(t, "verify", vout, fmt.Sprintf("3 ticks, %d (node, tick) checked, %d leaf documents, 0 orphan leaves", 3*e.parents(), leaves),

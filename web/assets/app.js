@@ -39,8 +39,14 @@
   const COMPARE = ['off', 'lines', 'stacked'];
   const COMPARE_NS = [3, 5, 10];
   const DEFAULT_N = 5;
+  // "Why did it change?": compare the tick shown with one this far before (or a picked tick).
+  const DIFF_BACK = new Map([['tick', TICK_S], ['1h', 3600], ['1d', 86400], ['1w', 7 * 86400]]);
+  const DIFF_TEXT = { tick: 'the tick before', '1h': 'an hour before', '1d': 'a day before', '1w': 'a week before' };
+  const DIFF_N = 20;
+  // Colours of the annotations by kind (lines on the chart, marks in the list).
+  const NOTE_COLOURS = { tree: '#7048e8', replay: '#0c8599', retention: '#868e96' };
   const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
-  const RETRY_MAX_S = 300;
+  const RETRY_MAX_S = 60; // never longer than the default refresh: the page follows the API's return within a minute
   const TICK_LIST_S = 86400; // the tick picker lists the last day
   const CHILD_PAGE = 200; // children rendered per node before "show more"
   const PALETTE = ['#2f6fdb', '#e8590c', '#2b8a3e', '#ae3ec9', '#f08c00', '#1098ad', '#d6336c', '#74b816', '#4263eb', '#868e96'];
@@ -68,6 +74,7 @@
     timer: 0,
     overdue: false, // a refresh came due while the tab was hidden
     loads: 0,
+    keyIdx: null, // the chart point the keyboard selected
   };
 
   // ---- small helpers
@@ -124,10 +131,10 @@
     const p = tparts(ms / 1000, tz);
     return p2(p.h) + ':' + p2(p.mi) + ':' + p2(p.se);
   }
-  // toInput and fromInput convert to and from a datetime-local input's value in tz.
-  const toInput = (s, tz) => fmtDay(s, tz) + 'T' + fmtHM(s, tz);
+  // toInput and fromInput convert to and from a custom range field (24-hour ISO, YYYY-MM-DD HH:MM) in tz.
+  const toInput = (s, tz) => fmtDay(s, tz) + ' ' + fmtHM(s, tz);
   function fromInput(v, tz) {
-    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(v || '');
+    const m = /^\s*(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})\s*$/.exec(v || '');
     if (!m) return NaN;
     const [y, mo, d, h, mi] = m.slice(1).map(Number);
     const ms = tz === 'local' ? new Date(y, mo - 1, d, h, mi).getTime() : Date.UTC(y, mo - 1, d, h, mi);
@@ -149,7 +156,7 @@
   function defaultView() {
     return {
       project: '', node: '', tick: '', range: { rel: DEFAULT_RANGE }, step: 'auto', agg: DEFAULT_AGG,
-      tz: 'utc', cmp: 'off', n: DEFAULT_N, refresh: DEFAULT_REFRESH,
+      tz: 'utc', cmp: 'off', n: DEFAULT_N, refresh: DEFAULT_REFRESH, diff: '',
     };
   }
 
@@ -193,6 +200,10 @@
     if (Number.isInteger(n) && n >= 1 && n <= 20) v.n = n;
     const r = p.get('refresh');
     if (r === 'off' || refreshS(r) > 0) v.refresh = r;
+    const diff = p.get('diff') || '';
+    const diffT = secs(diff);
+    if (DIFF_BACK.has(diff)) v.diff = diff;
+    else if (Number.isFinite(diffT)) v.diff = iso(floorTo(diffT, TICK_S));
     return { view: normalize(v), token: p.get('token') || '' };
   }
 
@@ -216,6 +227,7 @@
     if (v.cmp !== 'off') p.set('cmp', v.cmp);
     if (v.n !== DEFAULT_N) p.set('n', String(v.n));
     if (v.refresh !== DEFAULT_REFRESH) p.set('refresh', v.refresh);
+    if (v.diff) p.set('diff', v.diff);
     return p;
   }
 
@@ -224,8 +236,13 @@
     if (location.hash !== h) history.replaceState(null, '', h);
   }
 
-  function shareLink(withToken) {
-    return location.origin + location.pathname + '#' + viewParams(state.view, withToken ? state.token : '').toString();
+  // shareLink is the link of the view shown; lock pins it to the time range and tick shown
+  // (absolute from, to and tick), so an incident link shows the same data tomorrow.
+  function shareLink(withToken, lock) {
+    let v = state.view;
+    const d = state.data;
+    if (lock && d && !d.nodata) v = { ...v, range: { from: d.range.from, to: d.range.to }, tick: d.tree.tick };
+    return location.origin + location.pathname + '#' + viewParams(v, withToken ? state.token : '').toString();
   }
 
   // live: the view follows the newest data (latest tick, range ending now).
@@ -374,10 +391,22 @@
     const ids = compareIds(v, t.byId);
     const ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
       { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
-    const [ticks, s, ...cmp] = await Promise.all([ticksP, series(v.node), ...ids.map(series)]);
+    const diffP = v.diff ? api(projectPath(v.project, '/diff'), { from: diffFrom(v.diff, tickS), to: iso(tickS), node: v.node, n: DIFF_N }, signal)
+      .catch((e) => {
+        if (e instanceof ApiError && (e.code === 'no_data' || e.code === 'unknown_node')) return { error: e.message };
+        throw e;
+      }) : Promise.resolve(null);
+    // Annotations are an extra: a failure to read them does not fail the view.
+    const notesP = api(projectPath(v.project, '/annotations'), { from: iso(range.from), to: iso(range.to) }, signal)
+      .then((b) => (b && Array.isArray(b.annotations) ? b.annotations : []))
+      .catch((e) => {
+        if (e && e.name === 'AbortError') throw e;
+        return [];
+      });
+    const [ticks, diff, notes, s, ...cmp] = await Promise.all([ticksP, diffP, notesP, series(v.node), ...ids.map(series)]);
     return {
       view: v, tree: t.tree, byId: t.byId, mismatch: t.mismatch, root: t.root, ticks, range, series: s,
-      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices,
+      compare: cmp.map((c, i) => ({ id: ids[i], series: c })), cache: used, loadedAt, notices, diff, notes,
     };
   }
 
@@ -388,7 +417,7 @@
     const ctrl = new AbortController();
     state.loading = ctrl;
     document.body.dataset.busy = 'true';
-    if (!state.data) setStatus('loading…');
+    showLoading(next, reason);
     let d;
     try {
       d = await fetchView(next, reason, ctrl.signal);
@@ -396,13 +425,49 @@
       if (state.loading !== ctrl) return; // superseded by a newer load
       state.loading = null;
       delete document.body.dataset.busy;
+      hideLoading();
       failed(next, reason, e);
       return;
     }
     if (state.loading !== ctrl) return;
     state.loading = null;
     delete document.body.dataset.busy;
+    hideLoading();
     commit(d);
+  }
+
+  // showLoading says at once (in the same task as the click) that a load is under way: a bar
+  // over the page and, in the status, what is being loaded; for a user's change the control
+  // asked for is marked pending and the content dimmed until the new view is shown.
+  function showLoading(next, reason) {
+    const box = $('loading');
+    const user = reason === 'user' && state.data;
+    box.textContent = user ? 'Loading ' + describeChange(next) + '…' : reason === 'refresh' ? 'Refreshing…' : 'Loading…';
+    box.hidden = false;
+    box.dataset.since = String(performance.now());
+    $('app').classList.toggle('pending', !!user);
+    for (const b of document.querySelectorAll('#ranges button')) {
+      b.classList.toggle('pending', !!user && !!next.range.rel && b.dataset.range === next.range.rel && next.range.rel !== state.view.range.rel);
+    }
+    if (!state.data) setStatus('loading…');
+  }
+
+  function hideLoading() {
+    $('loading').hidden = true;
+    $('app').classList.remove('pending');
+    for (const b of document.querySelectorAll('#ranges button.pending')) b.classList.remove('pending');
+  }
+
+  // retryDelayS is the wait before retry number failures (1, 2, …) of a view refreshed every
+  // every seconds (0: off): doubling from RETRY_FIRST_S (or the refresh interval when it is
+  // shorter) up to the refresh interval, never more than RETRY_MAX_S, and at least what a
+  // 503's Retry-After asked for (capped the same way); the jitter never passes the cap. So the page
+  // shows the API's return within one refresh interval (at most a minute).
+  function retryDelayS(failures, every, retryAfter) {
+    const first = Math.min(RETRY_FIRST_S, every || RETRY_FIRST_S);
+    const cap = Math.min(RETRY_MAX_S, Math.max(every || RETRY_MAX_S, 2 * first));
+    const backoff = first * 2 ** Math.min(16, failures - 1) * (1 + Math.random() * 0.2);
+    return Math.min(cap, Math.max(retryAfter || 0, backoff));
   }
 
   function commit(d) {
@@ -471,6 +536,7 @@
     if (next.step !== v.step) parts.push('step ' + next.step);
     if (next.agg !== v.agg) parts.push(next.agg + ' per step');
     if (next.cmp !== v.cmp || next.n !== v.n) parts.push('the comparison of children');
+    if (next.diff !== v.diff) parts.push(next.diff ? 'the changes since ' + (DIFF_TEXT[next.diff] || fmtWhen(secs(next.diff), next.tz)) : 'no comparison');
     return parts.length ? parts.join(', ') : 'the view';
   }
 
@@ -496,9 +562,7 @@
     const every = refreshS(state.view && state.view.refresh);
     let ms;
     if (state.failures > 0) {
-      const first = Math.min(RETRY_FIRST_S, every || RETRY_FIRST_S);
-      const s = Math.max(state.retryAfter, Math.min(RETRY_MAX_S, first * 2 ** Math.min(16, state.failures - 1)));
-      ms = Math.round(s * 1000 * (1 + Math.random() * 0.2));
+      ms = Math.round(retryDelayS(state.failures, every, state.retryAfter) * 1000);
       state.retryAt = Date.now() + ms;
     } else if (state.data && !state.data.nodata && isLive(state.view) && every > 0) {
       ms = every * 1000;
@@ -596,7 +660,12 @@
   async function start() {
     clearError();
     if (!state.token) {
-      showLogin('');
+      // A shared link comes without the token (unless its sender chose otherwise): say so.
+      const p = state.view && state.view.project;
+      showLogin(location.hash.length > 1 || p
+        ? 'This link carries no token: links to the dashboard are shared without one. Paste an API token of project ' + (p ? '"' + p + '"' : 'the link') +
+          ' below — ask the project\'s owner for a read-only one (rollup token create --project ' + (p || 'NAME') + ' --read-only).'
+        : '');
       return;
     }
     $('login').hidden = true;
@@ -644,6 +713,7 @@
     } else {
       renderTree();
       renderDetail();
+      renderDiff();
       renderChart();
     }
     renderStatus();
@@ -917,7 +987,7 @@
     for (const r of rows) {
       const s = secs(r.tick);
       seen.add(s);
-      const mark = r.reported < r.expected ? ' ◐' : '';
+      const mark = (r.reported < r.expected ? ' ◐' : '') + (s + TICK_S > nowS() ? ' · open (provisional)' : '');
       opts.push(el('option', {
         value: iso(s),
         text: fmtTime(s, v.tz) + ' · ' + fmt(r.online) + ' online · ' + fmt(r.reported) + '/' + fmt(r.expected) + mark,
@@ -959,6 +1029,13 @@
     const c = $('node-completeness');
     c.textContent = fmt(n.reported) + ' / ' + fmt(n.expected) + (isComplete(n) ? '' : ' · incomplete');
     c.classList.toggle('warn', !isComplete(n));
+    // The open tick is provisional: agents may still overwrite its counts until it closes.
+    const open = !!d.tree.open;
+    summary.dataset.open = String(open);
+    const prov = $('node-provisional');
+    prov.hidden = !open;
+    prov.textContent = open ? 'provisional: the tick is open until ' + fmtHM(secs(d.tree.closes_at), v.tz) + ' ' +
+      tzName(secs(d.tree.closes_at), v.tz) + ', its counts may still change' : '';
 
     const bad = d.mismatch.get(n.id);
     const note = $('node-mismatch');
@@ -986,7 +1063,15 @@
         class: (isComplete(k) ? '' : 'incomplete') + (d.mismatch.has(k.id) ? ' mismatch' : ''),
         'data-child-id': k.id,
         ...nodeAttrs(k),
+        tabindex: '0',
+        'aria-label': k.id + ': ' + onlineText(k) + ' online, ' + fmt(k.reported) + ' of ' + fmt(k.expected) + ' leaves reported',
         onclick: () => selectNode(k.id),
+        onkeydown: (ev) => {
+          if (ev.key === 'Enter' || ev.key === ' ') {
+            ev.preventDefault();
+            selectNode(k.id);
+          }
+        },
       },
       el('td', { class: 'id', text: k.id }),
       el('td', { class: 'type', text: k.type }),
@@ -1002,6 +1087,61 @@
     $('children-empty').hidden = kids.length > 0;
   }
 
+  // ---- rendering: why did it change?
+
+  // diffFrom is the tick a diff of the tick at tickS compares with: diff is a DIFF_BACK key
+  // or a tick.
+  function diffFrom(diff, tickS) {
+    return DIFF_BACK.has(diff) ? iso(tickS - DIFF_BACK.get(diff)) : diff;
+  }
+
+  function renderDiff() {
+    const d = state.data;
+    const v = state.view;
+    const sel = $('diff-with');
+    const opts = [el('option', { value: '', text: 'off' }), ...[...DIFF_BACK.keys()].map((k) => el('option', { value: k, text: DIFF_TEXT[k] }))];
+    if (v.diff && !DIFF_BACK.has(v.diff)) opts.push(el('option', { value: v.diff, text: fmtWhen(secs(v.diff), v.tz) }));
+    sel.replaceChildren(...opts);
+    sel.value = v.diff;
+    const box = $('diff');
+    const r = d.diff;
+    box.hidden = !r;
+    delete box.dataset.rootChange;
+    if (!r) return;
+    if (r.error) {
+      box.replaceChildren(el('p', { class: 'hint', text: 'Cannot compare: ' + r.error }));
+      return;
+    }
+    box.dataset.from = r.from;
+    box.dataset.to = r.to;
+    box.dataset.rootChange = String(r.root.change);
+    box.dataset.silentOnline = String(r.silent_online);
+    const signed = (x) => (x > 0 ? '+' : x < 0 ? '−' : '±') + fmt(Math.abs(x));
+    const pct = (x) => (x == null ? '—' : (100 * x).toFixed(0) + '%');
+    const head = el('p', { class: 'diff-head' },
+      el('b', { text: r.node + ' ' + signed(r.root.change) }),
+      el('span', { text: ' from ' + fmtWhen(secs(r.from), v.tz) + ' (' + fmt(r.root.from) + ') to ' + fmtTime(secs(r.to), v.tz) + ' (' + fmt(r.root.to) + ')' }),
+      r.silent_total ? el('span', { class: 'warn', text: ' · ' + fmt(r.silent_online) + ' of it is ' + fmt(r.silent_total) +
+        ' leaves gone silent (missing reports, not players gone); the rest: ' + signed(r.root.reported_change) }) : null);
+    const rows = r.nodes.map((n) => el('tr', { 'data-diff-id': n.id, 'data-change': String(n.change), class: n.silent_leaves && n.reported_change === 0 ? 'silent' : '' },
+      el('td', { class: 'id' }, el('a', { href: '#', text: n.id, onclick: (ev) => { ev.preventDefault(); selectNode(n.id); } })),
+      el('td', { class: 'type', text: n.type }),
+      el('td', { class: 'num', text: fmt(n.from) }),
+      el('td', { class: 'num', text: fmt(n.to) }),
+      el('td', { class: 'num', text: signed(n.change) }),
+      el('td', { class: 'num', text: pct(n.share) }),
+      el('td', { class: 'num', text: n.silent_leaves ? signed(-n.silent_online) + ' (' + fmt(n.silent_leaves) + ' silent)' : '' })));
+    const more = r.nodes_total > r.nodes.length ? el('p', { class: 'hint', text: fmt(r.nodes_total - r.nodes.length) + ' more changed nodes (smaller changes)' }) : null;
+    const table = el('div', { class: 'table-wrap' }, el('table', { class: 'children diff-table' },
+      el('thead', {}, el('tr', {}, ...['node', 'type', 'before', 'now', 'change', 'share', 'gone silent'].map((h, i) =>
+        el('th', { scope: 'col', class: i >= 2 ? 'num' : '', text: h })))),
+      el('tbody', {}, ...rows)));
+    const silent = r.silent.length ? el('details', { class: 'diff-silent', open: true },
+      el('summary', { text: fmt(r.silent_total) + ' leaves went silent: they reported ' + fmt(r.silent_online) + ' at ' + fmtTime(secs(r.from), v.tz) + ' and nothing since' }),
+      el('ul', {}, ...r.silent.map((l) => el('li', { 'data-silent-id': l.id, text: l.id + ' (' + l.type + ', under ' + l.parent + '): ' + fmt(l.online) })))) : null;
+    box.replaceChildren(head, r.nodes.length ? table : el('p', { class: 'hint', text: 'No node under ' + r.node + ' changed.' }), more, silent);
+  }
+
   // ---- rendering: chart
 
   function cssVar(name) {
@@ -1009,6 +1149,7 @@
   }
 
   function destroyChart() {
+    state.keyIdx = null;
     if (state.chart) {
       state.chart.destroy();
       state.chart = null;
@@ -1027,11 +1168,12 @@
     const xs = pts.map((p) => secs(p.t));
     const ys = pts.map((p) => (p.online == null ? null : p.online));
     const inc = pts.map((p) => (p.online != null && !p.complete ? p.online : null));
+    const open = pts.map((p) => !!p.open);
     const kids = d.compare.map((c) => {
       const byT = new Map(pointsOf(c.series).map((p) => [secs(p.t), p.online]));
       return xs.map((x) => (byT.has(x) ? byT.get(x) : null));
     });
-    return { xs, ys, inc, kids };
+    return { xs, ys, inc, open, kids };
   }
 
   function renderChart() {
@@ -1041,8 +1183,9 @@
     const r = d.range;
     const s = d.series;
     const box = $('chart');
-    const { xs, ys, inc, kids } = chartData();
+    const { xs, ys, inc, open, kids } = chartData();
     const gaps = ys.filter((y) => y == null).length;
+    const firstOpen = open.indexOf(true);
     const incomplete = inc.filter((y) => y != null).length;
     const mode = kids.length ? v.cmp : 'off';
     Object.assign(box.dataset, {
@@ -1059,8 +1202,12 @@
       incomplete: String(incomplete),
       compare: mode,
       compareIds: d.compare.map((c) => c.id).join(','),
+      open: String(open.filter(Boolean).length),
+      annotations: String((d.notes || []).length),
+      openFrom: firstOpen < 0 ? '' : iso(xs[firstOpen]),
     });
     renderLegend(mode);
+    renderNotes();
     if (xs.length === 0 || gaps === xs.length) {
       box.append(el('div', { class: 'empty', text: 'No data for ' + s.node + ' in this time range.' }));
     }
@@ -1071,6 +1218,7 @@
     const colors = {
       fg: cssVar('--muted'), grid: cssVar('--line'), accent: cssVar('--accent'), fill: cssVar('--accent-soft'),
       warn: cssVar('--warn'), warnSoft: cssVar('--warn-soft'), gap: cssVar('--gap'), sel: cssVar('--fg'),
+      open: cssVar('--open-soft'), openLine: cssVar('--muted'),
     };
     const selTick = secs(d.tree.tick);
 
@@ -1087,6 +1235,43 @@
         const x1 = u.valToPos(xs[i] + r.ss, 'x', true);
         ctx.fillStyle = colour;
         ctx.fillRect(x0, top, Math.max(1, x1 - x0), h);
+      }
+      // The open step (tick, hour or day not yet ended): hatched, labelled, left edge dashed.
+      if (firstOpen >= 0) {
+        const x0 = u.valToPos(xs[firstOpen], 'x', true);
+        const x1 = u.valToPos(Math.min(r.to, xs[xs.length - 1] + r.ss), 'x', true);
+        ctx.fillStyle = colors.open;
+        ctx.fillRect(x0, top, Math.max(1, x1 - x0), h);
+        ctx.strokeStyle = colors.openLine;
+        ctx.lineWidth = 1;
+        ctx.setLineDash([2, 3]);
+        ctx.beginPath();
+        ctx.moveTo(Math.round(x0) + 0.5, top);
+        ctx.lineTo(Math.round(x0) + 0.5, top + h);
+        ctx.stroke();
+        ctx.setLineDash([]);
+        ctx.fillStyle = colors.openLine;
+        ctx.font = (10 * devicePixelRatio) + 'px system-ui, sans-serif';
+        ctx.textAlign = 'right';
+        ctx.fillText('provisional', x1 - 3 * devicePixelRatio, top + 12 * devicePixelRatio);
+      }
+      // rollup's own records: a tinted span for a window (a replay), a line at its start.
+      for (const a of d.notes || []) {
+        const t0 = Math.max(r.from, secs(a.time));
+        const t1 = Math.min(r.to, secs(a.time_end));
+        const colour = NOTE_COLOURS[a.kind] || colors.fg;
+        const x0 = Math.round(u.valToPos(t0, 'x', true)) + 0.5;
+        if (t1 > t0) {
+          ctx.fillStyle = colour + '22';
+          ctx.fillRect(x0, top, Math.max(1, u.valToPos(t1, 'x', true) - x0), h);
+        }
+        ctx.strokeStyle = colour;
+        ctx.lineWidth = 1.5 * devicePixelRatio;
+        ctx.setLineDash([]);
+        ctx.beginPath();
+        ctx.moveTo(x0, top);
+        ctx.lineTo(x0, top + h);
+        ctx.stroke();
       }
       if (selTick >= r.from && selTick < r.to) {
         const x = Math.round(u.valToPos(selTick, 'x', true)) + 0.5;
@@ -1141,6 +1326,12 @@
         data.push(stacked);
         if (k > 0) bands.push({ series: [k + 1, k], fill: colour + '55' });
       });
+      // "other": the children not in the top N, from the top of the stack up to the total, so
+      // the stack always reaches the node's total.
+      const otherCol = xs.map((x, i) => (ys[i] == null ? null : Math.max(acc[i], ys[i])));
+      series.push({ label: 'other', stroke: colors.fg, fill: colors.gap, width: 1, spanGaps: false, points: { show: false } });
+      data.push(otherCol);
+      bands.push({ series: [kids.length + 1, kids.length], fill: colors.gap });
       series.push({ label: s.node + ' (total)', stroke: colors.sel, width: 1.5, dash: [6, 4], spanGaps: false,
         points: { size: 4, fill: colors.sel, filter: isolated(ys) } });
       data.push(ys);
@@ -1177,6 +1368,7 @@
         { stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, values: timeLabels(v.tz) },
         {
           stroke: colors.fg, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid }, size: 64,
+          label: 'players online' + (s.step === '5m' ? '' : ' (' + (s.agg || DEFAULT_AGG) + ' per ' + s.step + ')'), labelSize: 18,
           values: (u, vals) => vals.map((x) => fmt(x)),
         },
       ],
@@ -1204,8 +1396,48 @@
       const t = iso(xs[i]);
       if (t !== v.tick) go({ tick: t });
     });
-    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + 'Drag to zoom in, double-click to zoom out.';
+    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + (touchOnly() ? '' : 'Drag to zoom in, double-click to zoom out.');
     renderReadout(null);
+  }
+
+  // chartKey moves the chart's selected point with the keyboard and reads it in a live region.
+  function chartKey(ev) {
+    const u = state.chart;
+    const d = state.data;
+    if (!u || !d) return;
+    const n = pointsOf(d.series).length;
+    if (n === 0) return;
+    let i = state.keyIdx;
+    if (i == null || i >= n) {
+      const t = secs(d.tree.tick);
+      i = t >= d.range.from && t < d.range.to ? Math.floor((t - d.range.from) / d.range.ss) : n - 1;
+    }
+    switch (ev.key) {
+      case 'ArrowLeft': i = Math.max(0, i - 1); break;
+      case 'ArrowRight': i = Math.min(n - 1, i + 1); break;
+      case 'Home': i = 0; break;
+      case 'End': i = n - 1; break;
+      case 'Enter': {
+        const p = pointsOf(d.series)[i];
+        if (d.range.step === '5m' && p && p.online != null && p.t !== state.view.tick) go({ tick: p.t });
+        ev.preventDefault();
+        return;
+      }
+      default: return;
+    }
+    ev.preventDefault();
+    state.keyIdx = i;
+    const x = u.valToPos(u.data[0][i], 'x');
+    const yv = u.data[1][i];
+    u.setCursor({ left: x, top: yv == null ? u.bbox.height / devicePixelRatio / 2 : u.valToPos(yv, 'y') });
+    renderReadout(i);
+    $('chart-live').textContent = $('readout').textContent;
+    $('chart').dataset.keyIdx = String(i);
+  }
+
+  // touchOnly: a device without a fine pointer (a phone), where drag-zoom is not offered.
+  function touchOnly() {
+    return window.matchMedia('(pointer: coarse)').matches && !window.matchMedia('(any-pointer: fine)').matches;
   }
 
   function chartWidth() { return Math.max(240, $('chart').clientWidth); }
@@ -1215,37 +1447,88 @@
     const d = state.data;
     const items = [];
     if (mode === 'off') {
-      items.push(el('span', {}, el('i', { class: 'sw sw-line' }), 'online'));
+      items.push(el('span', { 'data-legend-id': d.series.node, 'data-stats': statsText(pointsOf(d.series)) }, el('i', { class: 'sw sw-line' }),
+        'online', el('span', { class: 'stats', text: ' ' + statsText(pointsOf(d.series)) })));
     } else {
       d.compare.forEach((c, k) => {
         const sw = el('i', { class: 'sw' });
         sw.style.background = PALETTE[k % PALETTE.length];
-        items.push(el('span', { 'data-legend-id': c.id }, sw, c.id));
+        const st = statsText(pointsOf(c.series));
+        items.push(el('span', { 'data-legend-id': c.id, 'data-stats': st }, sw, c.id, el('span', { class: 'stats', text: ' ' + st })));
       });
+      if (mode === 'stacked') items.push(el('span', { 'data-legend-id': 'other' }, el('i', { class: 'sw sw-other' }), 'other children'));
       if (mode === 'stacked') items.push(el('span', {}, el('i', { class: 'sw sw-total' }), d.series.node + ' (total)'));
       const all = (d.byId.get(state.view.node).children || []).length;
       items.push(el('span', { class: 'hint', text: 'top ' + d.compare.length + ' of ' + all + ' children by online at ' +
         fmtTime(secs(d.tree.tick), state.view.tz) }));
     }
+    if (pointsOf(d.series).some((p) => p.open)) {
+      items.push(el('span', { 'data-legend': 'open' }, el('i', { class: 'sw sw-open' }),
+        'provisional (the open ' + ({ '5m': 'tick', '1h': 'hour', '1d': 'day' }[d.range.step] || 'step') + ': may still change)'));
+    }
     items.push(
       el('span', {}, el('i', { class: 'sw sw-inc' }), 'incomplete (some leaves not reported)'),
       el('span', {}, el('i', { class: 'sw sw-gap' }), 'no data'),
       el('span', {}, el('i', { class: 'sw sw-sel' }), 'selected tick'),
-      el('span', { class: 'hint', text: (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out' }));
+      el('span', { class: 'hint', 'data-hint': 'chart', text: touchOnly()
+        ? (d.range.step === '5m' ? 'tap: pick a tick · ' : '') + 'zoom: pick a range above'
+        : (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out · arrow keys on the chart: move the point' }));
     $('legend').replaceChildren(...items);
+  }
+
+  // statsText is a series' min, max, mean and last over its points with data.
+  function statsText(pts) {
+    const vals = pts.filter((p) => p.online != null).map((p) => p.online);
+    if (vals.length === 0) return 'no data';
+    const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
+    return 'min ' + fmt(Math.min(...vals)) + ' · max ' + fmt(Math.max(...vals)) + ' · mean ' + fmt(Math.round(mean * 10) / 10) +
+      ' · last ' + fmt(vals[vals.length - 1]);
+  }
+
+  // renderNotes lists the annotations of the range under the chart: what rollup recorded.
+  function renderNotes() {
+    const d = state.data;
+    const v = state.view;
+    const notes = d.notes || [];
+    $('annotations').hidden = notes.length === 0;
+    $('annotations-list').replaceChildren(...notes.map((a) => {
+      const sw = el('i', { class: 'sw' });
+      sw.style.background = NOTE_COLOURS[a.kind] || '';
+      const t0 = secs(a.time);
+      const t1 = secs(a.time_end);
+      const when = fmtTime(t0, v.tz) + (t1 > t0 ? ' → ' + fmtTime(t1, v.tz) : '') + ' ' + tzName(t0, v.tz);
+      return el('li', { 'data-kind': a.kind, 'data-time': a.time }, sw, el('b', { text: a.title }), ' · ' + when + ' · ' + a.text);
+    }));
   }
 
   // timeLabels labels the x axis in tz, 24-hour, with the date under the first label of a day.
   function timeLabels(tz) {
     return (u, splits, axis, space, incr) => {
       let prevDay = '';
+      let prevYear = '';
       return splits.map((x) => {
-        const day = fmtDay(x, tz).slice(5);
-        const label = incr >= 86400 ? day : day !== prevDay ? fmtHM(x, tz) + '\n' + day : fmtHM(x, tz);
+        const full = fmtDay(x, tz);
+        const day = full.slice(5);
+        const year = full.slice(0, 4);
+        // Days: the year under the first label of each year, so a year-long axis says which.
+        const label = incr >= 86400 ? (year !== prevYear ? day + '\n' + year : day)
+          : day !== prevDay ? fmtHM(x, tz) + '\n' + day : fmtHM(x, tz);
         prevDay = day;
+        prevYear = year;
         return label;
       });
     };
+  }
+
+  // completenessText says how complete point p is: at 5m its leaves, at 1h and 1d its ticks
+  // (a sum of leaves over ticks would read 2,400/2,400 for a 200-leaf tree), "so far" while
+  // the step is open.
+  function completenessText(p, step) {
+    if (step === '5m' || p.ticks === 1) return 'leaves ' + fmt(p.reported) + '/' + fmt(p.expected);
+    const due = p.ticks_due != null ? p.ticks_due : p.ticks;
+    let s = 'ticks complete ' + fmt(p.ticks_complete || 0) + '/' + fmt(due);
+    if (due < p.ticks) s += ' so far (of ' + fmt(p.ticks) + ')';
+    return s;
   }
 
   // renderReadout shows the values at point idx of the chart, or without one (the cursor is
@@ -1280,11 +1563,20 @@
       : fmtTime(ps, v.tz) + '–' + (d.range.step === '1d' ? fmtTime(ps + d.range.ss, v.tz) : fmtHM(ps + d.range.ss, v.tz)) + ' ' +
         tzName(ps, v.tz) + ' (' + d.series.agg + ' per ' + d.range.step + ')';
     const parts = [el('span', { text: what + when + ' · ' + d.series.node + ' ' })];
+    box.dataset.open = String(!!p.open);
+    box.dataset.completeness = completenessText(p, d.range.step);
     if (p.online == null) {
       parts.push(el('span', { class: 'warn', text: 'no data' }));
     } else {
-      parts.push(el('b', { text: fmt(p.online) }), el('span', { text: ' online · leaves ' + fmt(p.reported) + '/' + fmt(p.expected) }));
+      parts.push(el('b', { text: fmt(p.online) }), el('span', { text: ' online · ' + box.dataset.completeness }));
       if (!p.complete) parts.push(el('span', { class: 'warn', text: ' · incomplete' }));
+      else if (p.open) parts.push(el('span', { text: ' · complete so far' }));
+    }
+    if (p.open && p.closes_at) {
+      const c = secs(p.closes_at);
+      const what = { '5m': 'tick', '1h': 'hour', '1d': 'day' }[d.range.step] || 'step';
+      parts.push(el('span', { class: 'provisional', 'data-closes-at': p.closes_at,
+        text: ' · provisional: the ' + what + ' is open until ' + (d.range.step === '1d' ? fmtTime(c, v.tz) : fmtHM(c, v.tz)) + ' ' + tzName(c, v.tz) }));
     }
     const line = [el('div', {}, parts)];
     if (d.compare.length) {
@@ -1369,7 +1661,7 @@
   // ---- share
 
   function renderShare() {
-    $('share-link').value = shareLink($('share-token').checked);
+    $('share-link').value = shareLink($('share-token').checked, $('share-lock').checked);
     $('share-copied').textContent = '';
   }
 
@@ -1420,6 +1712,8 @@
     $('signout').addEventListener('click', () => showLogin(''));
     $('error-close').addEventListener('click', clearError);
     $('retry-now').addEventListener('click', () => reload('retry'));
+    $('refresh-now').addEventListener('click', () => reload(state.failures > 0 ? 'retry' : 'refresh'));
+    window.addEventListener('online', () => { if (state.failures > 0) reload('retry'); });
     $('project').addEventListener('change', (ev) => go({ project: ev.target.value, node: '', tick: '' }));
     $('tick').addEventListener('change', (ev) => go({ tick: ev.target.value }));
     $('tz').addEventListener('change', (ev) => go({ tz: ev.target.value }));
@@ -1428,6 +1722,8 @@
     $('agg').addEventListener('change', (ev) => go({ agg: ev.target.value }));
     $('cmp').addEventListener('change', (ev) => go({ cmp: ev.target.value }));
     $('cmp-n').addEventListener('change', (ev) => go({ n: Number(ev.target.value) }));
+    $('diff-with').addEventListener('change', (ev) => go({ diff: ev.target.value }));
+    $('chart').addEventListener('keydown', chartKey);
     $('zoom-out').addEventListener('click', zoomOut);
     $('custom-open').addEventListener('click', () => {
       const open = $('custom').hidden;
@@ -1440,6 +1736,7 @@
     $('share-open').addEventListener('click', () => toggleShare($('share').hidden));
     $('share-close').addEventListener('click', () => toggleShare(false));
     $('share-token').addEventListener('change', renderShare);
+    $('share-lock').addEventListener('change', renderShare);
     $('share-copy').addEventListener('click', copyShare);
     document.addEventListener('keydown', (ev) => {
       if (ev.key === 'Escape' && !$('share').hidden) toggleShare(false);
@@ -1471,6 +1768,9 @@
     });
     start();
   }
+
+  // For the browser test: the retry policy as a pure function.
+  window.rollupDashboard = { retryDelayS };
 
   init();
 })();
