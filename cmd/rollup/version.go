@@ -2,21 +2,28 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
 )
 
+const versionUsage = `usage: rollup version
+
+Prints the module version, the VCS revision and its time ("modified" when the checkout had
+uncommitted changes), and the Go version this binary was built with, from its build info.
+
+Examples:
+  rollup version
+  # rollup v1.4.0 (69d6559…, 2026-11-28T06:00:00Z) go1.26.8
+
+Flags:
+`
+
 // runVersion prints the module version and the VCS revision the binary was built from.
 func runVersion(_ context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprintln(e.stderr, "usage: rollup version\n\nPrints the module version, the VCS revision and time, and the Go version of this binary.")
-	}
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	fs := e.flags("version", versionUsage)
+	if err := e.parse(fs, args); err != nil {
+		return usageError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: version takes no arguments", errUsage)
