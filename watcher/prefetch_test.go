@@ -15,36 +15,30 @@ import (
 // TestBurstEnds: when a burst is written, by the batch, the stream's state and the reader's.
 func TestBurstEnds(t *testing.T) {
 	w := &Watcher{opts: Options{MinBurstDelay: 50 * time.Millisecond, MaxBurstDelay: 300 * time.Millisecond, MaxBurst: 1000}}
+	const ms = time.Millisecond
 	tests := []struct {
-		name     string
-		n        int
-		complete bool
-		end      bool
-		leaves   int
-		age      time.Duration
-		last     time.Duration
-		closing  bool
-		ahead    bool
-		want     bool
+		name string
+		c    burstSignals
+		want bool
 	}{
-		{"quiet stream", 0, false, false, 10, time.Millisecond, 0, false, true, true},
-		{"tick complete", 5, true, false, 10, time.Millisecond, time.Second, false, true, true},
-		{"invalidate or shutdown", 5, false, true, 10, time.Millisecond, time.Second, false, true, true},
-		{"too many leaves", 5, false, false, 1000, time.Millisecond, 0, false, true, true},
-		{"too old while the reader stays ahead", 5, false, false, 10, 300 * time.Millisecond, time.Second, false, true, true},
-		{"young, reader ahead", 5, false, false, 10, 60 * time.Millisecond, 0, false, true, false},
-		{"young, caught up", 5, false, false, 10, 10 * time.Millisecond, 0, false, false, false},
-		{"min age, caught up", 5, false, false, 10, 50 * time.Millisecond, 20 * time.Millisecond, false, false, true},
-		{"min age, caught up, younger than the last writes", 5, false, false, 10, 100 * time.Millisecond, 200 * time.Millisecond, false, false, false},
-		{"as old as the last writes, caught up", 5, false, false, 10, 200 * time.Millisecond, 200 * time.Millisecond, false, false, true},
-		{"a tick closing: min age, caught up, younger than the last writes", 5, false, false, 10, 50 * time.Millisecond, 200 * time.Millisecond, true, false, true},
-		{"a tick closing: young", 5, false, false, 10, 10 * time.Millisecond, 200 * time.Millisecond, true, false, false},
-		{"a tick closing: reader ahead", 5, false, false, 10, 60 * time.Millisecond, 200 * time.Millisecond, true, true, false},
+		{"quiet stream", burstSignals{n: 0, leaves: 10, age: ms, ahead: true}, true},
+		{"tick complete", burstSignals{n: 5, complete: true, leaves: 10, age: ms, lastWrite: time.Second, ahead: true}, true},
+		{"invalidate or shutdown", burstSignals{n: 5, end: true, leaves: 10, age: ms, lastWrite: time.Second, ahead: true}, true},
+		{"too many leaves", burstSignals{n: 5, leaves: 1000, age: ms, ahead: true}, true},
+		{"too old while the reader stays ahead", burstSignals{n: 5, leaves: 10, age: 300 * ms, lastWrite: time.Second, ahead: true}, true},
+		{"young, reader ahead", burstSignals{n: 5, leaves: 10, age: 60 * ms, ahead: true}, false},
+		{"young, caught up", burstSignals{n: 5, leaves: 10, age: 10 * ms}, false},
+		{"min age, caught up", burstSignals{n: 5, leaves: 10, age: 50 * ms, lastWrite: 20 * ms}, true},
+		{"min age, caught up, younger than the last writes", burstSignals{n: 5, leaves: 10, age: 100 * ms, lastWrite: 200 * ms}, false},
+		{"as old as the last writes, caught up", burstSignals{n: 5, leaves: 10, age: 200 * ms, lastWrite: 200 * ms}, true},
+		{"a tick closing: min age, caught up, younger than the last writes", burstSignals{n: 5, leaves: 10, age: 50 * ms, lastWrite: 200 * ms, closing: true}, true},
+		{"a tick closing: young", burstSignals{n: 5, leaves: 10, age: 10 * ms, lastWrite: 200 * ms, closing: true}, false},
+		{"a tick closing: reader ahead", burstSignals{n: 5, leaves: 10, age: 60 * ms, lastWrite: 200 * ms, closing: true, ahead: true}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := w.burstEnds(tc.n, tc.complete, tc.end, tc.leaves, tc.age, tc.last, tc.closing, tc.ahead); got != tc.want {
-				t.Fatalf("burstEnds = %v, want %v", got, tc.want)
+			if got := w.burstEnds(tc.c); got != tc.want {
+				t.Fatalf("burstEnds(%+v) = %v, want %v", tc.c, got, tc.want)
 			}
 		})
 	}

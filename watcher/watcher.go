@@ -301,6 +301,19 @@ func (w *Watcher) open(ctx context.Context, s *streamState) (*mongo.ChangeStream
 
 // runStream opens a stream, replays a lost window if asked, and processes batches until the
 // stream ends or ctx is done.
+//
+// A burst is the leaves of consecutive server batches, recomputed together: each dirty
+// (parent, tick) is written once per burst. The batches are read ahead by a reader goroutine
+// (see reader) while the burst before is written. A burst ends as burstEnds says — the stream
+// quiet, a (project, tick) complete (see completion), every batch read so far in it,
+// MaxBurstDelay, MaxBurst, an invalidate or shutdown —; server batches are never split.
+//
+// The summaries of the parents a burst wrote (or found current) wait in dirty until the
+// stream is quiet, MaxTierDelay passes or MaxTierBuckets are waiting (and at an invalidate or
+// shutdown): then every waiting bucket is recomputed once, by a flush that runs beside the
+// next bursts (see tierFlush), so the parents' freshness does not wait for the summaries.
+// Meanwhile the position stays before those bursts (see position), so a crash before the
+// summaries are written redoes the bursts, whose parents are current and come back into dirty.
 func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 	cs, err := w.open(ctx, s)
 	if err != nil {
@@ -322,169 +335,180 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		}
 		w.progressed(s)
 	}
-	// A burst is the leaves of consecutive server batches, recomputed together: each dirty
-	// (parent, tick) is written once per burst. The batches are read ahead by a reader
-	// goroutine (see reader) while the burst before is written. A burst ends as burstEnds
-	// says — the stream quiet, a (project, tick) complete (see completion), every batch read
-	// so far in it, MaxBurstDelay, MaxBurst, an invalidate or shutdown —; server batches are
-	// never split. pending is the token after the burst.
-	//
-	// The summaries of the parents a burst wrote (or found current) wait in dirty until the
-	// stream is quiet, MaxTierDelay passes or MaxTierBuckets are waiting (and at an invalidate
-	// or shutdown): then every waiting bucket is recomputed once, by a flush that runs beside
-	// the next bursts (see tierFlush), so the parents' freshness does not wait for the
-	// summaries. Meanwhile the position stays before those bursts (held is the token after
-	// them; a flush in flight takes it along and gives it back when its writes are done), so a
-	// crash before the summaries are written redoes the bursts, whose parents are current and
-	// come back into dirty.
-	burst := newBurst()
-	var lastWrite time.Duration // how long the last burst's writes took
-	var pending, held bson.Raw
-	dirty := recompute.NewDirty()
-	var inFlight *tierFlush
-	defer func() {
-		if inFlight != nil {
-			_ = inFlight.wait() // the stream ends with an error already; the flush is redone
-		}
-	}()
-	// calls counts the TryNext calls of this stream: the first one only reads the batch the
-	// stream was opened with (no getMore), so an empty first batch proves nothing.
-	emptyResumes, calls := 0, 0
-	advance := func(tok bson.Raw) {
-		s.token = tok
-		w.stats.prog.position(w.cps.id, s.token)
-	}
-	// finishFlush waits for the flush in flight (if block, else only if it is done) and moves
-	// the position past the bursts it covered.
-	finishFlush := func(block bool) error {
-		if inFlight == nil || (!block && !inFlight.done()) {
-			return nil
-		}
-		f := inFlight
-		inFlight = nil
-		if err := f.wait(); err != nil {
-			return err
-		}
-		if f.token != nil {
-			advance(f.token)
-		}
-		return nil
-	}
-	// startFlush hands the waiting buckets and the held position to a new flush (at most one
-	// is in flight); with block it waits for it.
-	startFlush := func(block bool) error {
-		if err := finishFlush(true); err != nil {
-			return err
-		}
-		if dirty.Len() == 0 {
-			if held != nil {
-				advance(held)
-				held = nil
-			}
-			return nil
-		}
-		inFlight = w.flushTiers(work, dirty, held)
-		dirty, held = recompute.NewDirty(), nil
-		if block {
-			return finishFlush(true)
-		}
-		return nil
-	}
-	flush := func() error {
-		if len(burst.leaves) > 0 {
-			took, err := w.processBurst(work, burst.leaves, dirty)
-			if err != nil {
-				return err
-			}
-			lastWrite = took
-			w.progressed(s)
-		}
-		burst.reset()
-		if pending != nil {
-			if dirty.Len() > 0 || held != nil || inFlight != nil {
-				held = pending
-			} else {
-				advance(pending)
-			}
-			pending = nil
-		}
-		return nil
-	}
-	tiersDue := func(quiet bool) bool {
-		n := dirty.Len()
-		if n == 0 {
-			return held != nil
-		}
-		return quiet || n >= w.opts.MaxTierBuckets || time.Since(dirty.Since()) >= w.opts.MaxTierDelay
-	}
+	st := w.newStream(ctx, work, s)
+	defer st.pos.abandon() // the stream ends with an error already; the flush is redone
 	rd := w.read(ctx, cs)
 	defer rd.stop() // before cs.Close (deferred earlier, so run later)
 	for {
-		calls++
-		b := rd.next()
-		invalidate, n, err := b.invalidate, b.n, b.err
-		if err != nil {
-			if ctx.Err() != nil {
-				// Shutdown: finish what the stream delivered; the token stays after it.
-				if ferr := flush(); ferr != nil {
-					return ferr
-				}
-				if ferr := startFlush(true); ferr != nil {
-					return ferr
-				}
-			}
+		st.calls++
+		if end, err := st.batch(rd.next(), rd); end {
 			return err
-		}
-		if n > 0 {
-			burst.add(b)
-		}
-		if b.token != nil {
-			pending = b.token
-		}
-		if w.burstEnds(n, b.complete, invalidate != nil || ctx.Err() != nil, len(burst.leaves), time.Since(burst.start), lastWrite, burst.closing, rd.ready()) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		ending := invalidate != nil || ctx.Err() != nil
-		if err := finishFlush(ending || dirty.Len() >= w.opts.MaxTierBuckets); err != nil {
-			return err
-		}
-		if len(burst.leaves) == 0 && inFlight == nil && tiersDue(n == 0 || ending) {
-			if err := startFlush(ending); err != nil {
-				return err
-			}
-		}
-		if invalidate != nil {
-			s.resume = invalidate
-			if err := w.save(work, s, invalidate); err != nil {
-				return err
-			}
-			return errInvalidated
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if b.resumed && n == 0 {
-			// An empty batch the driver resumed the stream for is no sign of health.
-			if emptyResumes++; emptyResumes >= maxEmptyResumes {
-				return fmt.Errorf("change stream: %w", errResumeLoop)
-			}
-			continue
-		}
-		emptyResumes = 0
-		switch {
-		case len(burst.leaves) == 0 && time.Since(s.safe.SavedAt) >= w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token):
-			if err := w.save(work, s, s.token); err != nil {
-				return err
-			}
-			if calls > 1 {
-				w.progressed(s)
-			}
-		case n == 0 && len(burst.leaves) == 0 && calls > 1:
-			w.progressed(s) // caught up, nothing to save yet
 		}
 	}
+}
+
+// stream is the loop of one opened change stream: the burst being gathered, the summaries
+// waiting (dirty) and the position, over the watcher's writes and checkpoints.
+type stream struct {
+	w         *Watcher
+	ctx, work context.Context
+	s         *streamState
+	burst     *burstState
+	dirty     *recompute.Dirty
+	pos       position
+	lastWrite time.Duration // how long the last burst's writes took
+	// calls counts the TryNext calls of this stream: the first one only reads the batch the
+	// stream was opened with (no getMore), so an empty first batch proves nothing.
+	emptyResumes, calls int
+}
+
+// newStream returns the loop of a stream just opened, at s.token.
+func (w *Watcher) newStream(ctx, work context.Context, s *streamState) *stream {
+	st := &stream{w: w, ctx: ctx, work: work, s: s, burst: newBurst(), dirty: recompute.NewDirty()}
+	st.pos.advance = func(tok bson.Raw) {
+		s.token = tok
+		w.stats.prog.position(w.cps.id, s.token)
+	}
+	return st
+}
+
+// batch processes the next batch the reader delivered; end says the stream is over, with err
+// (nil: ctx is done).
+func (st *stream) batch(b streamBatch, rd *reader) (end bool, err error) {
+	if b.err != nil {
+		if st.ctx.Err() != nil {
+			// Shutdown: finish what the stream delivered; the token stays after it.
+			if ferr := st.writeBurst(); ferr != nil {
+				return true, ferr
+			}
+			if ferr := st.flushTiers(true); ferr != nil {
+				return true, ferr
+			}
+		}
+		return true, b.err
+	}
+	if b.n > 0 {
+		st.burst.add(b)
+	}
+	st.pos.read(b.token)
+	if st.w.burstEnds(st.signals(b, rd)) {
+		if err := st.writeBurst(); err != nil {
+			return true, err
+		}
+	}
+	if err := st.tiers(b); err != nil {
+		return true, err
+	}
+	if b.invalidate != nil {
+		st.s.resume = b.invalidate
+		if err := st.w.save(st.work, st.s, b.invalidate); err != nil {
+			return true, err
+		}
+		return true, errInvalidated
+	}
+	if st.ctx.Err() != nil {
+		return true, nil
+	}
+	if err := st.checkpoint(b); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// signals is what burstEnds decides on after batch b.
+func (st *stream) signals(b streamBatch, rd *reader) burstSignals {
+	return burstSignals{
+		n: b.n, complete: b.complete, end: b.invalidate != nil || st.ctx.Err() != nil,
+		leaves: len(st.burst.leaves), age: time.Since(st.burst.start), lastWrite: st.lastWrite,
+		closing: st.burst.closing, ahead: rd.ready(),
+	}
+}
+
+// writeBurst writes the parents of the burst gathered and moves the position past it.
+func (st *stream) writeBurst() error {
+	if len(st.burst.leaves) > 0 {
+		took, err := st.w.processBurst(st.work, st.burst.leaves, st.dirty)
+		if err != nil {
+			return err
+		}
+		st.lastWrite = took
+		st.w.progressed(st.s)
+	}
+	st.burst.reset()
+	st.pos.written(st.dirty.Len() > 0)
+	return nil
+}
+
+// tiers finishes the flush in flight when it is done (waiting for it at the stream's end or
+// when MaxTierBuckets wait), and starts the next one between bursts when tiersDue says so.
+func (st *stream) tiers(b streamBatch) error {
+	ending := b.invalidate != nil || st.ctx.Err() != nil
+	finish := st.pos.collect
+	if ending || st.dirty.Len() >= st.w.opts.MaxTierBuckets {
+		finish = st.pos.finish
+	}
+	if err := finish(); err != nil {
+		return err
+	}
+	if len(st.burst.leaves) == 0 && !st.pos.flushing() && st.tiersDue(b.n == 0 || ending) {
+		return st.flushTiers(ending)
+	}
+	return nil
+}
+
+// flushTiers hands the waiting buckets and the held position to a new flush (at most one is
+// in flight); with block it waits for it.
+func (st *stream) flushTiers(block bool) error {
+	if err := st.pos.finish(); err != nil {
+		return err
+	}
+	if st.dirty.Len() == 0 {
+		st.pos.release()
+		return nil
+	}
+	st.pos.hand(st.w.flushTiers(st.work, st.dirty))
+	st.dirty = recompute.NewDirty()
+	if block {
+		return st.pos.finish()
+	}
+	return nil
+}
+
+// tiersDue reports whether the waiting summaries (or a held position) are due for a flush:
+// the stream is quiet, or MaxTierBuckets or MaxTierDelay is reached.
+func (st *stream) tiersDue(quiet bool) bool {
+	n := st.dirty.Len()
+	if n == 0 {
+		return st.pos.held != nil
+	}
+	return quiet || n >= st.w.opts.MaxTierBuckets || time.Since(st.dirty.Since()) >= st.w.opts.MaxTierDelay
+}
+
+// checkpoint saves the safe token between bursts every CheckpointInterval and records the
+// stream's progress; an empty batch the driver resumed the stream for is no sign of health,
+// and maxEmptyResumes of them in a row end the stream.
+func (st *stream) checkpoint(b streamBatch) error {
+	s := st.s
+	if b.resumed && b.n == 0 {
+		if st.emptyResumes++; st.emptyResumes >= maxEmptyResumes {
+			return fmt.Errorf("change stream: %w", errResumeLoop)
+		}
+		return nil
+	}
+	st.emptyResumes = 0
+	idle := len(st.burst.leaves) == 0
+	switch {
+	case idle && time.Since(s.safe.SavedAt) >= st.w.opts.CheckpointInterval && !bytesEqual(s.token, s.safe.Token):
+		if err := st.w.save(st.work, s, s.token); err != nil {
+			return err
+		}
+		if st.calls > 1 {
+			st.w.progressed(s)
+		}
+	case b.n == 0 && idle && st.calls > 1:
+		st.w.progressed(s) // caught up, nothing to save yet
+	}
+	return nil
 }
 
 // burstState is the leaves of the batches gathered for the next recompute: when the first came and,
@@ -520,11 +544,19 @@ func (b *burstState) reset() {
 	b.closing = false
 }
 
-// burstEnds reports whether the burst ends after a batch of n events (0: an empty getMore, the
-// stream is quiet) that completed a tick or not, ends the stream (an invalidate, a shutdown),
-// leaving the burst with leaves leaves begun age ago, when the previous burst's writes took
-// lastWrite, with a tick closing or not, while the reader has (ahead) or has not read the next
-// batch yet.
+// burstSignals is what decides whether a burst ends after a batch (see burstEnds).
+type burstSignals struct {
+	n        int  // events in the batch (0: an empty getMore, the stream is quiet)
+	complete bool // the batch completed a tick
+	end      bool // the batch ends the stream (an invalidate, a shutdown)
+	leaves   int  // leaves in the burst
+	// age is how long ago the burst began; lastWrite how long the previous burst's writes took.
+	age, lastWrite time.Duration
+	closing        bool // a tick is closing (see burstState)
+	ahead          bool // the reader has read the next batch already
+}
+
+// burstEnds reports whether the burst ends after a batch, as c describes it.
 //
 // A burst ends when the stream is quiet or a tick complete, and otherwise once every batch
 // read so far is in it and it is as old as MinBurstDelay and as the previous burst's writes:
@@ -538,16 +570,17 @@ func (b *burstState) reset() {
 // written and wait for its writes (at 100k leaves, 150–190 ms behind the last leaf instead of
 // one small burst's writes). MaxBurstDelay and MaxBurst bound a burst whose reader stays ahead
 // (a backlog).
-func (w *Watcher) burstEnds(n int, complete, end bool, leaves int, age, lastWrite time.Duration, closing, ahead bool) bool {
+func (w *Watcher) burstEnds(c burstSignals) bool {
+	lastWrite := c.lastWrite
 	switch {
-	case n == 0, complete, end:
+	case c.n == 0, c.complete, c.end:
 		return true
-	case leaves >= w.opts.MaxBurst, age >= w.opts.MaxBurstDelay:
+	case c.leaves >= w.opts.MaxBurst, c.age >= w.opts.MaxBurstDelay:
 		return true
-	case closing:
+	case c.closing:
 		lastWrite = 0
 	}
-	return !ahead && age >= max(w.opts.MinBurstDelay, lastWrite)
+	return !c.ahead && c.age >= max(w.opts.MinBurstDelay, lastWrite)
 }
 
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
@@ -626,17 +659,16 @@ func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *
 	return took, nil
 }
 
-// tierFlush is a write of waiting summaries running beside the stream's next bursts; token is
-// the stream position after the bursts it covers (nil: none to move to).
+// tierFlush is a write of waiting summaries running beside the stream's next bursts (the
+// position it makes safe is the stream's position.flushTo).
 type tierFlush struct {
-	token    bson.Raw
 	finished chan struct{} // closed when err is set
 	err      error
 }
 
 // flushTiers starts writing the summaries of dirty, which the flush owns from now on.
-func (w *Watcher) flushTiers(ctx context.Context, dirty *recompute.Dirty, token bson.Raw) *tierFlush {
-	f := &tierFlush{token: token, finished: make(chan struct{})}
+func (w *Watcher) flushTiers(ctx context.Context, dirty *recompute.Dirty) *tierFlush {
+	f := &tierFlush{finished: make(chan struct{})}
 	go func() {
 		defer close(f.finished)
 		f.err = w.summarize(ctx, dirty)
