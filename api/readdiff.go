@@ -187,6 +187,13 @@ func diffTicks(a, b tickState, node string, n int) apiv1.DiffResponse {
 		}
 	}
 	out.Root = *root
+	rankDiff(&out, n)
+	return out
+}
+
+// rankDiff orders out's nodes by the size of their change and its silent leaves by the
+// online they lost (ties by id), counts both in the totals and keeps the first n of each.
+func rankDiff(out *apiv1.DiffResponse, n int) {
 	slices.SortFunc(out.Nodes, func(x, y apiv1.DiffNode) int {
 		if c := cmp.Compare(abs(y.Change), abs(x.Change)); c != 0 {
 			return c
@@ -201,7 +208,6 @@ func diffTicks(a, b tickState, node string, n int) apiv1.DiffResponse {
 	})
 	out.NodesTotal, out.SilentTotal = len(out.Nodes), len(out.Silent)
 	out.Nodes, out.Silent = out.Nodes[:min(n, len(out.Nodes))], out.Silent[:min(n, len(out.Silent))]
-	return out
 }
 
 func abs(v int64) int64 {

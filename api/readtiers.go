@@ -88,40 +88,47 @@ func (rd *reader) summarySeries(ctx context.Context, project string, sq seriesPa
 	started := min(n*per, max(0, int(tree.AlignTick(rd.now(), rd.tick).Sub(sq.from)/rd.tick)+1))
 	points = make([]apiv1.SeriesPoint, n)
 	for b := range n {
-		s := stats[b]
-		p := apiv1.SeriesPoint{T: sq.from.Add(time.Duration(b) * sq.step), Reported: s.Reported, Expected: s.Expected, Ticks: per}
-		first := b * per
-		due := min(per, max(0, started-first)) // the bucket's started ticks
-		missing := due - s.Ticks.CountIn(0, due)
-		// due, plus the ticks ahead of the clock that already hold a document
-		p.TicksDue, p.TicksComplete = due+int(s.Count())-s.Ticks.CountIn(0, due), int(s.Full)
-		if missing > 0 {
-			for _, sp := range spans {
-				lo := max(0, int(sp.from.Sub(p.T)/rd.tick))
-				hi := min(due, int(sp.to.Sub(p.T)/rd.tick))
-				if lo >= hi || sp.tree == nil || !sp.tree.Has(sq.node) {
-					continue
-				}
-				p.Expected += int64(hi-lo-s.Ticks.CountIn(lo, hi)) * int64(sp.tree.LeafCount(sq.node))
-			}
-		}
-		cnt := s.Count()
-		p.Complete = cnt > 0 && missing == 0 && s.Full == cnt
-		if cnt > 0 {
-			var v float64
-			switch sq.agg {
-			case apiv1.AggMean:
-				v = s.Mean()
-			case apiv1.AggLast:
-				v = float64(s.Last)
-			case apiv1.AggMin:
-				v = float64(s.Min)
-			default:
-				v = float64(s.Max)
-			}
-			p.Online = &v
-		}
-		points[b] = p
+		points[b] = rd.summaryPoint(sq, spans, stats[b], b, per, started)
 	}
 	return typ, points, true, nil
+}
+
+// summaryPoint is the point of bucket b (per ticks) of a summary series from s, the merged
+// summaries of its ticks; started is how many ticks of the window have started. The ticks
+// started without a document each expect the node's leaves of the tree version of their
+// span (spans) and make the point incomplete.
+func (rd *reader) summaryPoint(sq seriesParams, spans []span, s rollup.Stats, b, per, started int) apiv1.SeriesPoint {
+	p := apiv1.SeriesPoint{T: sq.from.Add(time.Duration(b) * sq.step), Reported: s.Reported, Expected: s.Expected, Ticks: per}
+	first := b * per
+	due := min(per, max(0, started-first)) // the bucket's started ticks
+	missing := due - s.Ticks.CountIn(0, due)
+	// due, plus the ticks ahead of the clock that already hold a document
+	p.TicksDue, p.TicksComplete = due+int(s.Count())-s.Ticks.CountIn(0, due), int(s.Full)
+	if missing > 0 {
+		for _, sp := range spans {
+			lo := max(0, int(sp.from.Sub(p.T)/rd.tick))
+			hi := min(due, int(sp.to.Sub(p.T)/rd.tick))
+			if lo >= hi || sp.tree == nil || !sp.tree.Has(sq.node) {
+				continue
+			}
+			p.Expected += int64(hi-lo-s.Ticks.CountIn(lo, hi)) * int64(sp.tree.LeafCount(sq.node))
+		}
+	}
+	cnt := s.Count()
+	p.Complete = cnt > 0 && missing == 0 && s.Full == cnt
+	if cnt > 0 {
+		var v float64
+		switch sq.agg {
+		case apiv1.AggMean:
+			v = s.Mean()
+		case apiv1.AggLast:
+			v = float64(s.Last)
+		case apiv1.AggMin:
+			v = float64(s.Min)
+		default:
+			v = float64(s.Max)
+		}
+		p.Online = &v
+	}
+	return p
 }

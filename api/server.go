@@ -181,6 +181,8 @@ func (s *Server) failCounts(w http.ResponseWriter, e *httpError) ingestOutcome {
 	return ingestOutcome{status: e.status, code: e.body.Error}
 }
 
+// serveCounts answers an ingest request, in the order of its numbered steps, and returns its
+// outcome.
 func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutcome {
 	now := s.cfg.Now()
 	ctx := r.Context()
@@ -190,33 +192,9 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	boundBody(r, rc, s.cfg.BodyReadTimeout)
 
 	// 1. Who: before reading the body, so an unauthenticated caller learns nothing.
-	token, ok := bearerToken(r.Header.Get("Authorization"))
-	if !ok {
-		return s.failCounts(w, s.unauthorizedErr(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\""))
-	}
-	// During a known store outage: 503 at once, whatever the request (nothing of it could
-	// be written); the body is read first so that the agent sees the answer.
-	if g, ok := s.cfg.Sink.(StoreGate); ok {
-		if err := g.Available(ctx); err != nil {
-			_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-			s.log.Debug("submission refused: store unavailable", zap.Error(err))
-			return s.failCounts(w, unavailable())
-		}
-	}
-	info, found, err := s.auth.lookupByToken(ctx, token, now)
-	if err != nil {
-		return s.failCounts(w, s.unavailableErr("token lookup", err))
-	}
-	if !found {
-		return s.failCounts(w, s.unauthorizedErr(w, "unknown token"))
-	}
-	if herr := s.admit(ctx, w, info, now); herr != nil {
+	info, herr := s.ingestCaller(ctx, w, r, now)
+	if herr != nil {
 		return s.failCounts(w, herr)
-	}
-	if info.readOnly {
-		return s.failCounts(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
-			Error: apiv1.ErrForbidden, Message: "the token is read-only; submitting counts needs an ingest token (rollup token create without --read-only)",
-		}})
 	}
 
 	// 2. The body: what it is (415), its bytes (408, 413, 400 malformed_body), then its JSON.
@@ -226,32 +204,14 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
-	buf, body, herr := s.readIngestBody(w, r, rc, enc, sc.buf[:0])
-	sc.buf = buf
+	raw, herr := s.readCounts(ctx, w, r, rc, enc, sc, info, now)
 	if herr != nil {
 		return s.failCounts(w, herr)
-	}
-	raw, herr := decodeBody(body, s.lim.maxItems, &sc.raw)
-	if herr != nil {
-		return s.failCounts(w, herr)
-	}
-	if ok, wait := s.limits.allowLeaves(info.hash, len(raw.counts), now); !ok {
-		s.holdBack(ctx, wait)
-		return s.failCounts(w, rateLimited(w, wait, fmt.Sprintf("the token is over its %g counts per second", s.limits.leaves.rate)))
 	}
 
 	// 3. Which project: any other project than the token's is 403, existing or not.
-	if raw.project.ok && raw.project.v != info.project {
-		return s.failCounts(w, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
-			Error: apiv1.ErrForbidden, Message: "the token does not belong to this project",
-			Errors: []apiv1.FieldError{{Field: "project", Message: "not the token's project"}},
-		}})
-	}
-	if !info.projectExists {
-		return s.failCounts(w, &httpError{status: http.StatusNotFound, body: apiv1.ErrorResponse{
-			Error: apiv1.ErrUnknownProject, Message: fmt.Sprintf("project %q does not exist (any more)", info.project),
-			Errors: []apiv1.FieldError{{Field: "project", Message: "unknown project"}},
-		}})
+	if herr := projectRefusal(raw, info); herr != nil {
+		return s.failCounts(w, herr)
 	}
 
 	// 4. What: every value, all or nothing.
@@ -270,6 +230,87 @@ func (s *Server) serveCounts(w http.ResponseWriter, r *http.Request) ingestOutco
 	if herr := s.write(ctx, sub, resp); herr != nil {
 		return s.failCounts(w, herr)
 	}
+	return s.answerWritten(w, sc)
+}
+
+// ingestCaller is step 1 of an ingest request: the token of its Authorization header, which
+// must be known, admitted (not revoked, expired or over its request rate) and allowed to
+// ingest. During a known store outage the answer is 503 at once, whatever the request
+// (nothing of it could be written); the body is read first so that the agent sees the answer.
+func (s *Server) ingestCaller(ctx context.Context, w http.ResponseWriter, r *http.Request, now time.Time) (tokenInfo, *httpError) {
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return tokenInfo{}, s.unauthorizedErr(w, "missing or malformed Authorization header; send \"Authorization: Bearer <token>\"")
+	}
+	if g, ok := s.cfg.Sink.(StoreGate); ok {
+		if err := g.Available(ctx); err != nil {
+			_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+			s.log.Debug("submission refused: store unavailable", zap.Error(err))
+			return tokenInfo{}, unavailable()
+		}
+	}
+	info, found, err := s.auth.lookupByToken(ctx, token, now)
+	if err != nil {
+		return tokenInfo{}, s.unavailableErr("token lookup", err)
+	}
+	if !found {
+		return tokenInfo{}, s.unauthorizedErr(w, "unknown token")
+	}
+	if herr := s.admit(ctx, w, info, now); herr != nil {
+		return tokenInfo{}, herr
+	}
+	if info.readOnly {
+		return tokenInfo{}, &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrForbidden, Message: "the token is read-only; submitting counts needs an ingest token (rollup token create without --read-only)",
+		}}
+	}
+	return info, nil
+}
+
+// readCounts is the rest of step 2 of an ingest request: its body's bytes read into sc's
+// buffer and decoded into sc's request, within the token's counts per second (a token over
+// it is held back, then answered 429).
+func (s *Server) readCounts(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *http.ResponseController,
+	enc bodyEncoding, sc *ingestScratch, info tokenInfo, now time.Time,
+) (*rawRequest, *httpError) {
+	buf, body, herr := s.readIngestBody(w, r, rc, enc, sc.buf[:0])
+	sc.buf = buf
+	if herr != nil {
+		return nil, herr
+	}
+	raw, herr := decodeBody(body, s.lim.maxItems, &sc.raw)
+	if herr != nil {
+		return nil, herr
+	}
+	if ok, wait := s.limits.allowLeaves(info.hash, len(raw.counts), now); !ok {
+		s.holdBack(ctx, wait)
+		return nil, rateLimited(w, wait, fmt.Sprintf("the token is over its %g counts per second", s.limits.leaves.rate))
+	}
+	return raw, nil
+}
+
+// projectRefusal is step 3 of an ingest request: 403 when raw names another project than
+// the token's (existing or not), 404 when the token's project no longer exists, else nil.
+func projectRefusal(raw *rawRequest, info tokenInfo) *httpError {
+	if raw.project.ok && raw.project.v != info.project {
+		return &httpError{status: http.StatusForbidden, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrForbidden, Message: "the token does not belong to this project",
+			Errors: []apiv1.FieldError{{Field: "project", Message: "not the token's project"}},
+		}}
+	}
+	if !info.projectExists {
+		return &httpError{status: http.StatusNotFound, body: apiv1.ErrorResponse{
+			Error: apiv1.ErrUnknownProject, Message: fmt.Sprintf("project %q does not exist (any more)", info.project),
+			Errors: []apiv1.FieldError{{Field: "project", Message: "unknown project"}},
+		}}
+	}
+	return nil
+}
+
+// answerWritten writes the 200 of a written request, sc's response, encoded into sc's
+// buffer, and returns its outcome.
+func (s *Server) answerWritten(w http.ResponseWriter, sc *ingestScratch) ingestOutcome {
+	resp := &sc.resp
 	out, err := resp.AppendJSON(sc.buf[:0])
 	if err != nil { // not for a validated timestamp; encoding/json then fails the same way
 		writeJSON(w, http.StatusOK, resp)

@@ -182,118 +182,160 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	d := newDescs()
 	now := c.src.Now()
-	counter := func(dd *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(dd, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(dd *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(dd, prometheus.GaugeValue, v, labels...)
-	}
-	histogram := func(dd *prometheus.Desc, s hist.Snapshot) {
-		ch <- prometheus.MustNewConstHistogram(dd, s.Count, s.Sum, s.Buckets())
-	}
+	out := sender{ch: ch}
 	if c.src.API != nil {
-		s := c.src.API()
-		for status, n := range s.Requests {
-			counter(d.ingestRequests, n, strconv.Itoa(status))
-		}
-		for reason, n := range s.Rejections {
-			counter(d.ingestRejections, n, reason)
-		}
-		for status, n := range s.Items {
-			counter(d.ingestItems, n, status)
-		}
-		for _, r := range s.Reads {
-			ch <- prometheus.MustNewConstHistogram(d.readSeconds, r.Latency.Count, r.Latency.Sum, r.Latency.Buckets(), r.Route, strconv.Itoa(r.Code))
-		}
+		collectAPI(out, d, c.src.API())
 	}
 	if c.src.Bulk != nil {
-		s := c.src.Bulk()
-		counter(d.bulkBatches, s.Batches)
-		histogram(d.bulkOps, s.BatchOps)
-		// Every known outcome and class from the start (0 until the first): rate() then sees
-		// the first failure instead of a series that appears with it.
-		for _, o := range []bulk.Outcome{bulk.OutcomeApplied, bulk.OutcomeStale, bulk.OutcomeRejected, bulk.OutcomeUnknown} {
-			counter(d.bulkItems, s.Items[o], o.String())
-		}
-		counter(d.bulkReissued, s.Reissued)
-		counter(d.bulkConflicts, s.Conflicts)
-		for _, cl := range []store.Class{store.ClassUnknownOutcome, store.ClassWriteConcern} {
-			counter(d.bulkRetries, s.Retries[cl], cl.String())
-		}
-		for _, cl := range bulkClasses() {
-			counter(d.bulkFail, s.Failures[cl], cl.String())
-		}
-		for cl, n := range s.Failures {
-			if !slices.Contains(bulkClasses(), cl) {
-				counter(d.bulkFail, n, cl.String())
-			}
-		}
-		down, downFor := 0.0, 0.0
-		if s.StoreDown {
-			down, downFor = 1, max(0, now.Sub(s.DownSince).Seconds())
-		}
-		gauge(d.bulkDown, down)
-		gauge(d.bulkDownFor, downFor)
-		counter(d.bulkRefused, s.Refused)
-		counter(d.bulkProbes, s.ProbesOK, "ok")
-		counter(d.bulkProbes, s.ProbesFailed, "failed")
+		collectBulk(out, d, c.src.Bulk(), now)
 	}
 	if c.src.Watcher != nil {
-		s := c.src.Watcher()
-		counter(d.events, s.Events)
-		counter(d.batches, s.Batches)
-		counter(d.parentWrites, s.ParentWrites)
-		counter(d.conflicts, s.Conflicts)
-		counter(d.tierWrites, s.TierWrites)
-		counter(d.tierConflicts, s.TierConflicts)
-		counter(d.replays, s.Replays)
-		counter(d.orphans, s.Orphans)
-		counter(d.invalid, s.Invalid)
-		counter(d.fenced, s.Fenced)
-		counter(d.takeovers, s.Takeovers)
-		counter(d.leaseLosses, s.LeaseLosses)
-		if !s.LastEventTime.IsZero() {
-			gauge(d.lastEvent, float64(s.LastEventTime.UnixNano())/1e9)
-		}
+		collectWatcher(out, d, c.src.Watcher())
 	}
 	if c.src.Progress != nil {
-		p := c.src.Progress()
-		histogram(d.recompute, p.Recompute)
-		histogram(d.tierSeconds, p.Tiers)
-		for _, s := range p.Streams {
-			if !s.Position.IsZero() {
-				gauge(d.lag, max(0, now.Sub(s.Position).Seconds()), s.Checkpoint)
-			}
-			if !s.CheckpointSavedAt.IsZero() {
-				gauge(d.checkpointAge, max(0, now.Sub(s.CheckpointSavedAt).Seconds()), s.Checkpoint)
-			}
-		}
+		collectProgress(out, d, c.src.Progress(), now)
 	}
 	if c.src.Leadership != nil {
-		for _, p := range c.src.Leadership() {
-			v := 0.0
-			if p.Leader {
-				v = 1
-			}
-			gauge(d.leader, v, p.Partition, p.ID)
-			gauge(d.term, float64(p.Term), p.Partition, p.ID)
-		}
+		collectLeadership(out, d, c.src.Leadership())
 	}
 	if c.src.Components != nil {
-		for _, s := range c.src.Components() {
-			v := 0.0
-			if s.Ready {
-				v = 1
-			}
-			gauge(d.componentReady, v, s.Component)
-			gauge(d.componentSince, max(0, now.Sub(s.Since).Seconds()), s.Component)
-		}
+		collectComponents(out, d, c.src.Components(), now)
 	}
 	if c.src.Totals != nil {
-		collectTotals(d, c.src.Totals(), now, counter, gauge)
+		collectTotals(d, c.src.Totals(), now, out.counter, out.gauge)
 	}
 	if c.src.Retention != nil {
-		collectRetention(d, c.src.Retention(), counter, gauge)
+		collectRetention(d, c.src.Retention(), out.counter, out.gauge)
+	}
+}
+
+// sender sends the const metrics of a scrape on its channel.
+type sender struct {
+	ch chan<- prometheus.Metric
+}
+
+// counter sends the counter dd with value v.
+func (s sender) counter(dd *prometheus.Desc, v int64, labels ...string) {
+	s.ch <- prometheus.MustNewConstMetric(dd, prometheus.CounterValue, float64(v), labels...)
+}
+
+// gauge sends the gauge dd with value v.
+func (s sender) gauge(dd *prometheus.Desc, v float64, labels ...string) {
+	s.ch <- prometheus.MustNewConstMetric(dd, prometheus.GaugeValue, v, labels...)
+}
+
+// histogram sends the histogram dd of h.
+func (s sender) histogram(dd *prometheus.Desc, h hist.Snapshot, labels ...string) {
+	s.ch <- prometheus.MustNewConstHistogram(dd, h.Count, h.Sum, h.Buckets(), labels...)
+}
+
+// collectAPI sends the ingest API's series: requests, rejections and items, and the reads'
+// latency by route and status.
+func collectAPI(out sender, d descs, s api.Stats) {
+	for status, n := range s.Requests {
+		out.counter(d.ingestRequests, n, strconv.Itoa(status))
+	}
+	for reason, n := range s.Rejections {
+		out.counter(d.ingestRejections, n, reason)
+	}
+	for status, n := range s.Items {
+		out.counter(d.ingestItems, n, status)
+	}
+	for _, r := range s.Reads {
+		out.histogram(d.readSeconds, r.Latency, r.Route, strconv.Itoa(r.Code))
+	}
+}
+
+// collectBulk sends the bulk writer's series: batches, item outcomes, retries and failures
+// by class, and the store's availability as the writer sees it.
+func collectBulk(out sender, d descs, s bulk.Stats, now time.Time) {
+	out.counter(d.bulkBatches, s.Batches)
+	out.histogram(d.bulkOps, s.BatchOps)
+	// Every known outcome and class from the start (0 until the first): rate() then sees
+	// the first failure instead of a series that appears with it.
+	for _, o := range []bulk.Outcome{bulk.OutcomeApplied, bulk.OutcomeStale, bulk.OutcomeRejected, bulk.OutcomeUnknown} {
+		out.counter(d.bulkItems, s.Items[o], o.String())
+	}
+	out.counter(d.bulkReissued, s.Reissued)
+	out.counter(d.bulkConflicts, s.Conflicts)
+	for _, cl := range []store.Class{store.ClassUnknownOutcome, store.ClassWriteConcern} {
+		out.counter(d.bulkRetries, s.Retries[cl], cl.String())
+	}
+	for _, cl := range bulkClasses() {
+		out.counter(d.bulkFail, s.Failures[cl], cl.String())
+	}
+	for cl, n := range s.Failures {
+		if !slices.Contains(bulkClasses(), cl) {
+			out.counter(d.bulkFail, n, cl.String())
+		}
+	}
+	down, downFor := 0.0, 0.0
+	if s.StoreDown {
+		down, downFor = 1, max(0, now.Sub(s.DownSince).Seconds())
+	}
+	out.gauge(d.bulkDown, down)
+	out.gauge(d.bulkDownFor, downFor)
+	out.counter(d.bulkRefused, s.Refused)
+	out.counter(d.bulkProbes, s.ProbesOK, "ok")
+	out.counter(d.bulkProbes, s.ProbesFailed, "failed")
+}
+
+// collectWatcher sends the watcher's counters and the time of its last event.
+func collectWatcher(out sender, d descs, s watcher.Stats) {
+	out.counter(d.events, s.Events)
+	out.counter(d.batches, s.Batches)
+	out.counter(d.parentWrites, s.ParentWrites)
+	out.counter(d.conflicts, s.Conflicts)
+	out.counter(d.tierWrites, s.TierWrites)
+	out.counter(d.tierConflicts, s.TierConflicts)
+	out.counter(d.replays, s.Replays)
+	out.counter(d.orphans, s.Orphans)
+	out.counter(d.invalid, s.Invalid)
+	out.counter(d.fenced, s.Fenced)
+	out.counter(d.takeovers, s.Takeovers)
+	out.counter(d.leaseLosses, s.LeaseLosses)
+	if !s.LastEventTime.IsZero() {
+		out.gauge(d.lastEvent, float64(s.LastEventTime.UnixNano())/1e9)
+	}
+}
+
+// collectProgress sends the watcher's durations and, per stream, its lag and the age of its
+// checkpoint at now.
+func collectProgress(out sender, d descs, p watcher.Progress, now time.Time) {
+	out.histogram(d.recompute, p.Recompute)
+	out.histogram(d.tierSeconds, p.Tiers)
+	for _, s := range p.Streams {
+		if !s.Position.IsZero() {
+			out.gauge(d.lag, max(0, now.Sub(s.Position).Seconds()), s.Checkpoint)
+		}
+		if !s.CheckpointSavedAt.IsZero() {
+			out.gauge(d.checkpointAge, max(0, now.Sub(s.CheckpointSavedAt).Seconds()), s.Checkpoint)
+		}
+	}
+}
+
+// collectLeadership sends, per partition, whether this instance leads it and the term.
+func collectLeadership(out sender, d descs, parts []watcher.PartitionState) {
+	for _, p := range parts {
+		v := 0.0
+		if p.Leader {
+			v = 1
+		}
+		out.gauge(d.leader, v, p.Partition, p.ID)
+		out.gauge(d.term, float64(p.Term), p.Partition, p.ID)
+	}
+}
+
+// collectComponents sends, per component, whether it is ready and since when (seconds
+// before now).
+func collectComponents(out sender, d descs, states []status.State, now time.Time) {
+	for _, s := range states {
+		v := 0.0
+		if s.Ready {
+			v = 1
+		}
+		out.gauge(d.componentReady, v, s.Component)
+		out.gauge(d.componentSince, max(0, now.Sub(s.Since).Seconds()), s.Component)
 	}
 }
 
