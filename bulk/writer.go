@@ -121,6 +121,15 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer cancelWrites()
 	w.health.tracker.Ready()
 	// The prober runs while batches may still be written (until the drain ends).
+	defer w.startProber(ctx)()
+	defer w.startDrainTimer(ctx, cancelWrites)()
+	w.writeBatches(ctx, writeCtx)
+	return nil
+}
+
+// startProber runs the store health prober until the returned function is called; that
+// function stops it and waits for it to return.
+func (w *Writer) startProber(ctx context.Context) (stop func()) {
 	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
 	var prober sync.WaitGroup
 	prober.Add(1)
@@ -128,8 +137,16 @@ func (w *Writer) Run(ctx context.Context) error {
 		defer prober.Done()
 		w.health.run(probeCtx)
 	}()
-	defer prober.Wait()
-	defer stopProbes()
+	return func() {
+		stopProbes()
+		prober.Wait()
+	}
+}
+
+// startDrainTimer calls cancelWrites once Options.DrainTimeout has passed since ctx was done,
+// unless the returned function is called first; that function stops the timer and waits for
+// it to return.
+func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.CancelFunc) (stop func()) {
 	runDone := make(chan struct{})
 	var drainTimer sync.WaitGroup
 	drainTimer.Add(1)
@@ -148,11 +165,17 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-runDone:
 		}
 	}()
-	defer drainTimer.Wait()
-	defer close(runDone)
+	return func() {
+		close(runDone)
+		drainTimer.Wait()
+	}
+}
 
-	// Batches are cut only while a worker is free to send them at once, as the policy says
-	// (see "Batching policy" in docs/design/ingest.md); until then pending items keep collecting.
+// writeBatches cuts and writes batches (with writeCtx) until ctx is done, then stops accepting
+// and returns once every pending item is written. Batches are cut only while a worker is free
+// to send them at once, as the policy says (see "Batching policy" in docs/design/ingest.md);
+// until then pending items keep collecting.
+func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
 	finished := make(chan struct{}, w.opts.Workers) // one per batch written
 	inFlight, idleSince := 0, w.clock.now()
@@ -200,7 +223,6 @@ func (w *Writer) Run(ctx context.Context) error {
 		}
 	}
 	workers.Wait()
-	return nil
 }
 
 // take cuts the next batch as the policy says (drain: whatever is pending, a batch at a

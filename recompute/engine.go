@@ -470,40 +470,8 @@ func (e *Engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 				return done, err
 			}
 		}
-		var ws []guardedWrite
-		var wkeys []pkey
-		var next []rollup.Parent
-		now := e.now()
-		for _, k := range pending {
-			dp := r.dirty[k]
-			dk := store.Key{ID: k.id, Type: dp.node.Type, Tick: k.tick}
-			cur := rollup.Parent{ID: k.id, Type: dp.node.Type, Project: k.project, Timestamp: k.tick}
-			raw, exists := stored[dk]
-			if exists {
-				p, err := store.DecodeParent(raw)
-				if err != nil {
-					e.stats.invalid.Add(1)
-					e.log.Warn("skipping a parent: its key holds a document that is not a parent document",
-						zap.String("id", k.id), zap.String("type", dp.node.Type), zap.Time("tick", k.tick), zap.Error(err))
-					continue
-				}
-				cur = p
-			}
-			merge := rollup.Merge
-			if rebuild {
-				merge = rollup.Rebuild
-			}
-			n, changed := merge(cur, dp.in, childSet(dp))
-			if !changed {
-				if exists {
-					done[k] = cur
-				}
-				continue
-			}
-			ws = append(ws, guardedWrite{key: dk, exists: exists, rev: cur.Rev, update: store.ParentUpdate(n, now)})
-			wkeys = append(wkeys, k)
-			next = append(next, n)
-		}
+		cw := e.mergeAttempt(r, pending, stored, rebuild, done)
+		ws, wkeys, next := cw.writes, cw.keys, cw.next
 		if len(ws) == 0 {
 			return done, nil
 		}
@@ -538,6 +506,54 @@ func (e *Engine) writeChunk(ctx context.Context, r *round, keys []pkey) (map[pke
 		}
 	}
 	return done, nil
+}
+
+// chunkWrites are the guarded writes of one attempt of writeChunk, with each write's key and
+// the parent state it writes.
+type chunkWrites struct {
+	writes []guardedWrite
+	keys   []pkey
+	next   []rollup.Parent
+}
+
+// mergeAttempt merges (Rebuild with rebuild, else Merge) the round's contributions into the
+// stored documents of the pending keys and returns the writes that change one. A key whose
+// document does not change is set in done; one whose document does not decode is counted
+// invalid and skipped.
+func (e *Engine) mergeAttempt(r *round, pending []pkey, stored map[store.Key]bson.Raw, rebuild bool, done map[pkey]rollup.Parent) chunkWrites {
+	var cw chunkWrites
+	now := e.now()
+	for _, k := range pending {
+		dp := r.dirty[k]
+		dk := store.Key{ID: k.id, Type: dp.node.Type, Tick: k.tick}
+		cur := rollup.Parent{ID: k.id, Type: dp.node.Type, Project: k.project, Timestamp: k.tick}
+		raw, exists := stored[dk]
+		if exists {
+			p, err := store.DecodeParent(raw)
+			if err != nil {
+				e.stats.invalid.Add(1)
+				e.log.Warn("skipping a parent: its key holds a document that is not a parent document",
+					zap.String("id", k.id), zap.String("type", dp.node.Type), zap.Time("tick", k.tick), zap.Error(err))
+				continue
+			}
+			cur = p
+		}
+		merge := rollup.Merge
+		if rebuild {
+			merge = rollup.Rebuild
+		}
+		n, changed := merge(cur, dp.in, childSet(dp))
+		if !changed {
+			if exists {
+				done[k] = cur
+			}
+			continue
+		}
+		cw.writes = append(cw.writes, guardedWrite{key: dk, exists: exists, rev: cur.Rev, update: store.ParentUpdate(n, now)})
+		cw.keys = append(cw.keys, k)
+		cw.next = append(cw.next, n)
+	}
+	return cw
 }
 
 // readParents reads the stored documents of keys with one find on the unique index.

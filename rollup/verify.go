@@ -152,28 +152,99 @@ type docKey struct{ id, typ string }
 // tree: it finds every violation (see the ViolationKind constants) and every change a replay
 // would make. It does no I/O. It returns an error only for an invalid tree.
 func Check(d TickDocs) (TickReport, error) {
-	var r TickReport
-	add := func(v Violation) {
-		v.Tick = d.Tick
-		r.Violations = append(r.Violations, v)
+	c := newTickCheck(d)
+	c.checkDocuments()
+	c.countOrphansAndIgnored()
+	if len(d.Nodes) == 0 {
+		return c.r, nil
 	}
+	totals, err := FullRecompute(d.Nodes, c.leaves)
+	if err != nil {
+		return c.r, fmt.Errorf("tree version %d: %w", d.TreeVersion, err)
+	}
+	for _, n := range deepestFirst(d.Nodes, c.byID, c.kids) {
+		c.checkNode(n, totals)
+	}
+	return c.r, nil
+}
 
-	// Duplicates, over every document of the tick.
-	count := map[docKey]int{}
-	for _, l := range d.Leaves {
-		count[docKey{l.ID, l.Type}]++
+// tickCheck is one run of Check: the tick's documents indexed by key, its tree indexed by id,
+// and the report being built.
+type tickCheck struct {
+	d TickDocs
+	r TickReport
+	// count is the number of documents per key (leaves, parents and invalid ones).
+	count   map[docKey]int
+	parents map[docKey][]Parent
+	// leafDocs is each leaf key's current value: the greatest version wins, as in Merge.
+	leafDocs map[docKey]Leaf
+	// leaves are the current values of the keys that are tree nodes with that type, by id.
+	leaves map[string]Leaf
+	byID   map[string]Node
+	kids   map[string][]Node
+	// orphan holds the ids of leaf documents not in the tree (a parent's children entry for
+	// one is KindOrphan).
+	orphan map[string]bool
+}
+
+// newTickCheck indexes the documents and tree of d.
+func newTickCheck(d TickDocs) *tickCheck {
+	c := &tickCheck{
+		d:        d,
+		count:    map[docKey]int{},
+		parents:  map[docKey][]Parent{},
+		leafDocs: make(map[docKey]Leaf, len(d.Leaves)),
+		leaves:   make(map[string]Leaf, len(d.Leaves)),
+		byID:     make(map[string]Node, len(d.Nodes)),
+		kids:     make(map[string][]Node, len(d.Nodes)),
+		orphan:   map[string]bool{},
 	}
-	parents := map[docKey][]Parent{}
+	for _, l := range d.Leaves {
+		k := docKey{l.ID, l.Type}
+		c.count[k]++
+		if cur, ok := c.leafDocs[k]; ok && !leafWins(l.Leaf, cur) {
+			continue
+		}
+		c.leafDocs[k] = l.Leaf
+	}
 	for _, p := range d.Parents {
 		k := docKey{p.ID, p.Type}
-		count[k]++
-		parents[k] = append(parents[k], p)
+		c.count[k]++
+		c.parents[k] = append(c.parents[k], p)
 	}
 	for _, inv := range d.Invalid {
-		count[docKey{inv.ID, inv.Type}]++
+		c.count[docKey{inv.ID, inv.Type}]++
 	}
+	for _, n := range d.Nodes {
+		c.byID[n.ID] = n
+		if n.Parent != "" {
+			c.kids[n.Parent] = append(c.kids[n.Parent], n)
+		}
+	}
+	for k, l := range c.leafDocs {
+		if n, ok := c.byID[k.id]; ok && n.Type == k.typ {
+			c.leaves[k.id] = l
+		}
+	}
+	for _, l := range d.Leaves {
+		if _, ok := c.byID[l.ID]; !ok {
+			c.orphan[l.ID] = true
+		}
+	}
+	return c
+}
+
+// add records v at the tick.
+func (c *tickCheck) add(v Violation) {
+	v.Tick = c.d.Tick
+	c.r.Violations = append(c.r.Violations, v)
+}
+
+// checkDocuments reports the duplicates, over every document of the tick, in id and type
+// order, then the invalid documents.
+func (c *tickCheck) checkDocuments() {
 	dups := make([]docKey, 0)
-	for k, n := range count {
+	for k, n := range c.count {
 		if n > 1 {
 			dups = append(dups, k)
 		}
@@ -182,113 +253,88 @@ func Check(d TickDocs) (TickReport, error) {
 		return dups[i].id < dups[j].id || dups[i].id == dups[j].id && dups[i].typ < dups[j].typ
 	})
 	for _, k := range dups {
-		add(Violation{Kind: KindDuplicate, Node: k.id, Type: k.typ, Field: "documents", Stored: int64(count[k]), Expected: 1,
-			Detail: duplicateDetail(parents[k])})
+		c.add(Violation{Kind: KindDuplicate, Node: k.id, Type: k.typ, Field: "documents", Stored: int64(c.count[k]), Expected: 1,
+			Detail: duplicateDetail(c.parents[k])})
 	}
-	for _, inv := range d.Invalid {
-		add(Violation{Kind: KindInvalid, Node: inv.ID, Type: inv.Type, Detail: inv.Reason})
+	for _, inv := range c.d.Invalid {
+		c.add(Violation{Kind: KindInvalid, Node: inv.ID, Type: inv.Type, Detail: inv.Reason})
 	}
+}
 
-	// The leaves' current values: the greatest version of each key wins, as in Merge.
-	leaves := make(map[string]Leaf, len(d.Leaves))
-	leafDocs := make(map[docKey]Leaf, len(d.Leaves))
-	for _, l := range d.Leaves {
-		k := docKey{l.ID, l.Type}
-		if cur, ok := leafDocs[k]; ok && !leafWins(l.Leaf, cur) {
-			continue
-		}
-		leafDocs[k] = l.Leaf
-	}
-	byID := make(map[string]Node, len(d.Nodes))
-	kids := make(map[string][]Node, len(d.Nodes))
-	for _, n := range d.Nodes {
-		byID[n.ID] = n
-		if n.Parent != "" {
-			kids[n.Parent] = append(kids[n.Parent], n)
-		}
-	}
-	for k, l := range leafDocs {
-		if n, ok := byID[k.id]; ok && n.Type == k.typ {
-			leaves[k.id] = l
-		}
-	}
-	// orphan: ids not in the tree (a parent's children entry for one is KindOrphan). A
-	// leaf document counts as an orphan leaf, as in replay and the read API, whenever it is
-	// not a tree leaf with its type (unknown id, interior id, another type).
-	orphan := map[string]bool{}
+// countOrphansAndIgnored counts the orphan leaves and the ignored parent documents. A leaf
+// document counts as an orphan leaf, as in replay and the read API, whenever it is not a tree
+// leaf with its type (unknown id, interior id, another type).
+func (c *tickCheck) countOrphansAndIgnored() {
 	listed := map[docKey]bool{}
-	for _, l := range d.Leaves {
-		n, ok := byID[l.ID]
-		if !ok {
-			orphan[l.ID] = true
-		}
+	for _, l := range c.d.Leaves {
+		n, ok := c.byID[l.ID]
 		k := docKey{l.ID, l.Type}
-		if (!ok || n.Type != l.Type || len(kids[l.ID]) > 0) && !listed[k] {
+		if (!ok || n.Type != l.Type || len(c.kids[l.ID]) > 0) && !listed[k] {
 			listed[k] = true
-			r.Orphans++
-			r.OrphanLeaves = append(r.OrphanLeaves, l)
+			c.r.Orphans++
+			c.r.OrphanLeaves = append(c.r.OrphanLeaves, l)
 		}
 	}
-	sort.Slice(r.OrphanLeaves, func(i, j int) bool {
-		a, b := r.OrphanLeaves[i], r.OrphanLeaves[j]
+	sort.Slice(c.r.OrphanLeaves, func(i, j int) bool {
+		a, b := c.r.OrphanLeaves[i], c.r.OrphanLeaves[j]
 		return a.ID < b.ID || a.ID == b.ID && a.Type < b.Type
 	})
-	for k := range parents {
-		if n, ok := byID[k.id]; !ok || n.Type != k.typ || len(kids[k.id]) == 0 {
-			r.Ignored += len(parents[k])
+	for k := range c.parents {
+		if n, ok := c.byID[k.id]; !ok || n.Type != k.typ || len(c.kids[k.id]) == 0 {
+			c.r.Ignored += len(c.parents[k])
 		}
 	}
-	if len(d.Nodes) == 0 {
-		return r, nil
-	}
-	totals, err := FullRecompute(d.Nodes, leaves)
-	if err != nil {
-		return r, fmt.Errorf("tree version %d: %w", d.TreeVersion, err)
-	}
+}
 
-	for _, n := range deepestFirst(d.Nodes, byID, kids) {
-		r.Checked++
-		want := totals[n.ID]
-		docs := parents[docKey{n.ID, n.Type}]
-		// The children map a replay would build (versions of parent children excluded: they
-		// are the children's revisions after the replay).
-		wantKids := map[string]ChildState{}
-		for _, c := range kids[n.ID] {
-			if len(kids[c.ID]) == 0 {
-				if l, ok := leaves[c.ID]; ok {
-					wantKids[c.ID] = ChildState{Type: c.Type, Online: l.Online, Version: l.Version, Reported: 1, Expected: 1}
-				}
-				continue
-			}
-			if t := totals[c.ID]; t.Reported > 0 || len(parents[docKey{c.ID, c.Type}]) > 0 {
-				wantKids[c.ID] = ChildState{Type: c.Type, Online: t.Online, Reported: t.Reported, Expected: t.Expected}
-			}
-		}
-		if len(docs) == 0 {
-			if want.Reported > 0 {
-				add(Violation{Kind: KindMissing, Node: n.ID, Type: n.Type, Field: "online", Expected: want.Online,
-					Detail: fmt.Sprintf("no document; %d of %d leaves under it reported", want.Reported, want.Expected)})
-			}
-			if len(wantKids) > 0 {
-				r.Changes = append(r.Changes, Change{Node: n.ID, Type: n.Type, Tick: d.Tick, Want: want, Children: true})
+// wantChildren returns the children map a replay would build for parent n (versions of parent
+// children excluded: they are the children's revisions after the replay).
+func (c *tickCheck) wantChildren(n Node, totals map[string]Totals) map[string]ChildState {
+	wantKids := map[string]ChildState{}
+	for _, ch := range c.kids[n.ID] {
+		if len(c.kids[ch.ID]) == 0 {
+			if l, ok := c.leaves[ch.ID]; ok {
+				wantKids[ch.ID] = ChildState{Type: ch.Type, Online: l.Online, Version: l.Version, Reported: 1, Expected: 1}
 			}
 			continue
 		}
-		for _, p := range docs {
-			c := Change{Node: n.ID, Type: n.Type, Tick: d.Tick, HasDoc: true, Want: want,
-				Stored: Totals{Online: p.Online, Reported: p.Reported, Expected: p.Expected}}
-			vs, childrenDiffer := checkParent(p, n, want, wantKids, kids, byID, orphan, leafDocs, parents, d.TreeVersion)
-			for _, v := range vs {
-				add(v)
-			}
-			c.Children = childrenDiffer
-			c.TreeVersion = p.TreeVersion != d.TreeVersion
-			if c.Stored != c.Want || c.Children || c.TreeVersion {
-				r.Changes = append(r.Changes, c)
-			}
+		if t := totals[ch.ID]; t.Reported > 0 || len(c.parents[docKey{ch.ID, ch.Type}]) > 0 {
+			wantKids[ch.ID] = ChildState{Type: ch.Type, Online: t.Online, Reported: t.Reported, Expected: t.Expected}
 		}
 	}
-	return r, nil
+	return wantKids
+}
+
+// checkNode checks the documents of tree parent n against the recomputed totals and records
+// the changes a replay would make to them.
+func (c *tickCheck) checkNode(n Node, totals map[string]Totals) {
+	d := c.d
+	c.r.Checked++
+	want := totals[n.ID]
+	docs := c.parents[docKey{n.ID, n.Type}]
+	wantKids := c.wantChildren(n, totals)
+	if len(docs) == 0 {
+		if want.Reported > 0 {
+			c.add(Violation{Kind: KindMissing, Node: n.ID, Type: n.Type, Field: "online", Expected: want.Online,
+				Detail: fmt.Sprintf("no document; %d of %d leaves under it reported", want.Reported, want.Expected)})
+		}
+		if len(wantKids) > 0 {
+			c.r.Changes = append(c.r.Changes, Change{Node: n.ID, Type: n.Type, Tick: d.Tick, Want: want, Children: true})
+		}
+		return
+	}
+	for _, p := range docs {
+		ch := Change{Node: n.ID, Type: n.Type, Tick: d.Tick, HasDoc: true, Want: want,
+			Stored: Totals{Online: p.Online, Reported: p.Reported, Expected: p.Expected}}
+		vs, childrenDiffer := checkParent(p, n, want, wantKids, c.kids, c.byID, c.orphan, c.leafDocs, c.parents, d.TreeVersion)
+		for _, v := range vs {
+			c.add(v)
+		}
+		ch.Children = childrenDiffer
+		ch.TreeVersion = p.TreeVersion != d.TreeVersion
+		if ch.Stored != ch.Want || ch.Children || ch.TreeVersion {
+			c.r.Changes = append(c.r.Changes, ch)
+		}
+	}
 }
 
 // checkParent checks one stored parent document of tree node n; it also reports whether its

@@ -100,15 +100,8 @@ func Serve(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) erro
 // backoff (see status.go) while /readyz says what waits and ingest answers 503.
 // With certs the API is served over TLS only.
 func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, certs *certfile.Reloader, log *zap.Logger, out io.Writer) error {
-	// A short heartbeat (the URI's heartbeatFrequencyMS wins) notices a store that came back
-	// soon; the driver's default would delay every component's recovery. Server selection
-	// gives up after 2 s (twice the heartbeat): every component retries with its own backoff,
-	// and agents and dashboards get their 503 sooner. The bulk writer follows the driver's
-	// view of the deployment (StoreMonitor) to refuse writes as soon as no server takes them.
 	storeMonitor := bulk.NewStoreMonitor(0)
-	client, err := mongo.Connect(options.Client().SetHeartbeatInterval(time.Second).ApplyURI(uri).
-		SetAppName("rollup").
-		SetServerSelectionTimeout(2 * time.Second).SetServerMonitor(storeMonitor.ServerMonitor()))
+	client, err := connectStore(uri, storeMonitor)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("connect to store: %w", err)
@@ -118,111 +111,166 @@ func serveApp(ctx context.Context, cfg Config, uri string, ln net.Listener, cert
 		defer cancel()
 		_ = client.Disconnect(dctx)
 	}()
-	db := mongoconn.Database(client, cfg.Database)
+	a, err := newAppServer(cfg, client, storeMonitor, ln, certs, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	return a.run(ctx, cfg, ln, log, out)
+}
 
-	st := newServeStatus(cfg.Retention.Enabled)
-	trees := treedb.New(db)
-	treeCache := treedb.NewCache(trees)
+// connectStore connects to the store at uri. A short heartbeat (the URI's heartbeatFrequencyMS
+// wins) notices a store that came back soon; the driver's default would delay every
+// component's recovery. Server selection gives up after 2 s (twice the heartbeat): every
+// component retries with its own backoff, and agents and dashboards get their 503 sooner. The
+// bulk writer follows the driver's view of the deployment (storeMonitor) to refuse writes as
+// soon as no server takes them.
+func connectStore(uri string, storeMonitor *bulk.StoreMonitor) (*mongo.Client, error) {
+	return mongo.Connect(options.Client().SetHeartbeatInterval(time.Second).ApplyURI(uri).
+		SetAppName("rollup").
+		SetServerSelectionTimeout(2 * time.Second).SetServerMonitor(storeMonitor.ServerMonitor()))
+}
+
+// appServer is the components of `rollup serve` that use the store, wired together and not
+// yet started.
+type appServer struct {
+	db         *mongo.Database
+	st         *serveStatus
+	trees      *treedb.Store
+	writer     *bulk.Writer
+	apiServer  *api.Server
+	mux        *http.ServeMux
+	httpServer *http.Server
+	// baseURL is the API's URL; demoHTTP the client the demo reaches it with (nil: the default).
+	baseURL  string
+	demoHTTP *http.Client
+	watcher  *watcher.Watcher
+	// migrated is closed once the schema is in place.
+	migrated      chan struct{}
+	projectTotals *totals.Reader      // business metrics, unless --totals-max-projects 0
+	enforcer      *retention.Enforcer // deletes what the retention policy no longer keeps, unless --retention=false
+	probe         *metrics.Probe
+}
+
+// newAppServer builds the components on client's database: the bulk writer, the API and
+// dashboard behind the HTTP server (TLS only with certs), the watcher, and the observability.
+func newAppServer(cfg Config, client *mongo.Client, storeMonitor *bulk.StoreMonitor, ln net.Listener, certs *certfile.Reloader,
+	log *zap.Logger) (*appServer, error) {
+	db := mongoconn.Database(client, cfg.Database)
+	a := &appServer{db: db, st: newServeStatus(cfg.Retention.Enabled), trees: treedb.New(db), migrated: make(chan struct{})}
+	treeCache := treedb.NewCache(a.trees)
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
-	directory := treedb.NewDirectory(trees, treedb.DirectoryOptions{})
-	writer := bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor}, log.Named("bulk"))
-	st.bulk = writer.Tracker()
-	migrated := make(chan struct{}) // closed once the schema is in place
-	apiServer := api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: migrated, next: writer}, TreeStore: trees, Trees: directory, Logger: log,
+	directory := treedb.NewDirectory(a.trees, treedb.DirectoryOptions{})
+	a.writer = bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor}, log.Named("bulk"))
+	a.st.bulk = a.writer.Tracker()
+	a.apiServer = api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: a.migrated, next: a.writer}, TreeStore: a.trees, Trees: directory, Logger: log,
 		TokenRPS: APILimit(cfg.TokenRPS), TokenLeavesPerSecond: APILimit(cfg.TokenLeavesPerS)})
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", apiServer.Handler())
-	mux.Handle("/", web.Handler())
-	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	baseURL, demoHTTP := "http://"+ln.Addr().String(), (*http.Client)(nil)
+	a.mux = http.NewServeMux()
+	a.mux.Handle("/v1/", a.apiServer.Handler())
+	a.mux.Handle("/", web.Handler())
+	a.httpServer = &http.Server{Handler: a.mux, ReadHeaderTimeout: 10 * time.Second}
+	a.baseURL = "http://" + ln.Addr().String()
 	if certs != nil {
-		httpServer.TLSConfig = certs.ServerConfig()
-		baseURL, demoHTTP = "https://"+ln.Addr().String(), pinnedClient(certs)
+		a.httpServer.TLSConfig = certs.ServerConfig()
+		a.baseURL, a.demoHTTP = "https://"+ln.Addr().String(), pinnedClient(certs)
 	}
 
 	parts, err := watcher.ParsePartitions(cfg.Partitions) // checked by Validate
 	if err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("watcher partitions: %w", err)
+		return nil, fmt.Errorf("watcher partitions: %w", err)
 	}
-	w := watcher.New(db, treeCache, watcher.Options{
+	a.watcher = watcher.New(db, treeCache, watcher.Options{
 		Partitions: parts, Leases: true, LeaseTTL: cfg.LeaseTTL, MaxPartitions: cfg.MaxPartitions,
-		Owner: cfg.InstanceID, Status: st.watcher,
+		Owner: cfg.InstanceID, Status: a.st.watcher,
 	}, log)
+	if err := a.observe(cfg, client, log); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
 
-	// Observability: Prometheus metrics and health endpoints on the same listener.
+// observe builds the business metrics and the retention enforcer (each unless disabled) and
+// serves Prometheus metrics and the health endpoints on the same listener as the API.
+func (a *appServer) observe(cfg Config, client *mongo.Client, log *zap.Logger) error {
 	reg := metrics.NewRegistry()
-	sources := metrics.Sources{API: apiServer.Stats, Bulk: writer.Stats, Watcher: w.Stats,
-		Progress: w.Progress, Leadership: w.Leadership, Components: st.states}
-	var projectTotals *totals.Reader // business metrics, unless --totals-max-projects 0
+	sources := metrics.Sources{API: a.apiServer.Stats, Bulk: a.writer.Stats, Watcher: a.watcher.Stats,
+		Progress: a.watcher.Progress, Leadership: a.watcher.Leadership, Components: a.st.states}
 	if cfg.Totals.Enabled() {
 		to := cfg.Totals.Options()
-		to.Trees = trees // the directory loads every project's tree from it anyway
-		projectTotals = totals.New(db, to, log.Named("totals"))
-		sources.Totals = projectTotals.Snapshot
+		to.Trees = a.trees // the directory loads every project's tree from it anyway
+		a.projectTotals = totals.New(a.db, to, log.Named("totals"))
+		sources.Totals = a.projectTotals.Snapshot
 	}
-	var enforcer *retention.Enforcer // deletes what the retention policy no longer keeps, unless --retention=false
 	if cfg.Retention.Enabled {
-		enforcer = retention.New(db, cfg.Retention.Options(cfg.InstanceID, st.retention), log.Named("retention"))
-		sources.Retention = enforcer.Stats
+		a.enforcer = retention.New(a.db, cfg.Retention.Options(cfg.InstanceID, a.st.retention), log.Named("retention"))
+		sources.Retention = a.enforcer.Stats
 	}
 	if err := metrics.Register(reg, sources); err != nil {
-		_ = ln.Close()
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	health := &metrics.Health{Components: st.states}
-	mux.Handle("/metrics", metrics.Handler(reg))
-	mux.Handle("/healthz", health.Live())
-	mux.Handle("/readyz", health.Ready())
-	probe := &metrics.Probe{Ping: func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) }, Tracker: st.store}
+	health := &metrics.Health{Components: a.st.states}
+	a.mux.Handle("/metrics", metrics.Handler(reg))
+	a.mux.Handle("/healthz", health.Live())
+	a.mux.Handle("/readyz", health.Ready())
+	a.probe = &metrics.Probe{Ping: func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) }, Tracker: a.st.store}
+	return nil
+}
 
+// run starts the HTTP server at once, prints the API's URL on out, and runs the other
+// components until ctx is done: migrations first, then the watcher, the retention enforcer and
+// the demo once the schema is in place.
+func (a *appServer) run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, out io.Writer) error {
 	p := pool.New().WithContext(ctx).WithCancelOnError()
-	if projectTotals != nil {
-		p.Go(projectTotals.Run)
+	if a.projectTotals != nil {
+		p.Go(a.projectTotals.Run)
 	}
-	p.Go(func(ctx context.Context) error { return RunHTTP(ctx, httpServer, ln) })
-	log.Info("api listening", zap.String("url", baseURL))
-	_, _ = fmt.Fprintf(out, "rollup API: %s\n", baseURL)
-	p.Go(probe.Run)
-	p.Go(apiServer.Run) // writes the tokens' last-used times
-	p.Go(writer.Run)
+	p.Go(func(ctx context.Context) error { return RunHTTP(ctx, a.httpServer, ln) })
+	log.Info("api listening", zap.String("url", a.baseURL))
+	_, _ = fmt.Fprintf(out, "rollup API: %s\n", a.baseURL)
+	p.Go(a.probe.Run)
+	p.Go(a.apiServer.Run) // writes the tokens' last-used times
+	p.Go(a.writer.Run)
 	p.Go(func(ctx context.Context) error {
-		if err := migrateAtStart(ctx, db, log.Named("migrations"), st.migrations); err != nil {
+		if err := migrateAtStart(ctx, a.db, log.Named("migrations"), a.st.migrations); err != nil {
 			return err
 		}
-		close(migrated)
+		close(a.migrated)
 		return nil
 	})
 	p.Go(func(ctx context.Context) error {
-		if !waitFor(ctx, migrated) {
+		if !waitFor(ctx, a.migrated) {
 			return nil
 		}
-		st.watcher.NotReady("starting")
-		return w.Run(ctx)
+		a.st.watcher.NotReady("starting")
+		return a.watcher.Run(ctx)
 	})
-	if enforcer != nil {
+	if a.enforcer != nil {
 		p.Go(func(ctx context.Context) error {
-			if !waitFor(ctx, migrated) {
+			if !waitFor(ctx, a.migrated) {
 				return nil
 			}
-			st.retention.NotReady("starting")
-			return enforcer.Run(ctx)
+			a.st.retention.NotReady("starting")
+			return a.enforcer.Run(ctx)
 		})
 	}
 	if cfg.Demo {
-		p.Go(func(ctx context.Context) error {
-			if !waitFor(ctx, migrated) {
-				return nil
-			}
-			demo, err := startDemo(ctx, db, trees, baseURL, demoHTTP, cfg.DemoAgents, cfg.DemoAgent, log.Named("demo"))
-			if err != nil || demo == nil {
-				return err
-			}
-			_, _ = fmt.Fprintf(out, "demo project %q, token %s\ndashboard: %s/#token=%s&project=%s\n", demo.project, demo.token, baseURL, url.QueryEscape(demo.token), url.QueryEscape(demo.project))
-			return demo.Run(ctx)
-		})
+		p.Go(func(ctx context.Context) error { return a.runDemo(ctx, cfg, log, out) })
 	}
 	return p.Wait()
+}
+
+// runDemo waits for the schema, sets up the demo project and prints its token and dashboard
+// link on out, then runs the demo agents until ctx is done.
+func (a *appServer) runDemo(ctx context.Context, cfg Config, log *zap.Logger, out io.Writer) error {
+	if !waitFor(ctx, a.migrated) {
+		return nil
+	}
+	demo, err := startDemo(ctx, a.db, a.trees, a.baseURL, a.demoHTTP, cfg.DemoAgents, cfg.DemoAgent, log.Named("demo"))
+	if err != nil || demo == nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(out, "demo project %q, token %s\ndashboard: %s/#token=%s&project=%s\n", demo.project, demo.token, a.baseURL, url.QueryEscape(demo.token), url.QueryEscape(demo.project))
+	return demo.Run(ctx)
 }
 
 // RunHTTP serves srv on ln until ctx is done, then shuts it down gracefully within a bounded
