@@ -28,7 +28,7 @@ import (
 	"github.com/gameops/rollup/watcher"
 )
 
-// The baselines benchmark (`rollup bench baselines`) runs three designs of "keep every parent
+// The baselines benchmark (`rollup-bench baselines`) runs three designs of "keep every parent
 // total equal to the sum of its leaves" on one store, each on its own database and behind its
 // own black-pipe proxy (so every design's store traffic is counted apart), fed tick by tick by
 // the same simulated agents:

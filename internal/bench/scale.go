@@ -43,7 +43,7 @@ import (
 	"github.com/gameops/rollup/tree/treedb"
 )
 
-// The scale benchmark (`rollup bench scale`) runs rollup as it is deployed — `rollup mongod`
+// The scale benchmark (`rollup-bench scale`) runs rollup as it is deployed — `rollup mongod`
 // (or a given MongoDB), the trees imported as `rollup tree import` imports them, tokens, and
 // one or more `rollup serve` processes — and plays every agent of one or many projects
 // against serve's HTTP API, tick after tick. Per tick it measures ingest (first request sent →
