@@ -67,9 +67,10 @@ spec: ## Run MongoDB's spec suites against the embedded server; fail below embed
 
 .PHONY: bench
 # -timeout: BenchmarkBoundedStorage alone simulates 4 days of a 10,000-leaf project (about 12 min).
-bench: ## Run the benchmarks of both modules (numbers go to docs/benchmarks.md).
+bench: ## Run the go test benchmarks of both modules (end to end: bin/rollup-bench; numbers go to docs/benchmarks.md).
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./... ./embedded/...
 
 .PHONY: build
-build: ## Build the rollup binary into ./bin.
+build: ## Build the rollup binary and the benchmarks' (rollup-bench) into ./bin.
 	go build -o bin/rollup ./cmd/rollup
+	go build -o bin/rollup-bench ./cmd/rollup-bench

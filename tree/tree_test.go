@@ -451,7 +451,7 @@ func BenchmarkNavigation(b *testing.B) {
 }
 
 // bigNodes returns the nodes of a 1,010,201-node tree (200 groups × 50 servers × 100
-// processes, ids as rollup bench scale makes them), every id its own allocation as a store
+// processes, ids as rollup-bench scale makes them), every id its own allocation as a store
 // decoder makes them.
 func bigNodes() []Node {
 	nodes := Generate("big", 200, 50, 100)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"sort"
 	"strings"
@@ -35,15 +34,11 @@ type env struct {
 	stderr io.Writer
 	// lookupEnv reads the process environment (nil: os.LookupEnv); tests pass a map.
 	lookupEnv settings.LookupEnv
-	// launch returns the command running `rollup args...` as a child process (nil: this
-	// executable); tests re-execute their binary (see TestMain).
-	launch func(args ...string) *exec.Cmd
 }
 
 func commands() map[string]command {
 	return map[string]command{
 		"mongod": {summary: "serve the embedded MongoDB-compatible server on its own", run: runMongod},
-		"bench":  {summary: "run a benchmark (mongod, changestream, ingest, baselines, scale)", run: runBench},
 		"serve":  {summary: "run rollup (starts the embedded store without --mongodb-uri)", run: runServe},
 
 		"migrate": {summary: "apply or show schema migrations (up [--dry-run], status)", run: runMigrate},

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
 )
 
 // childArgsEnv makes the test binary run `rollup` with these (JSON-encoded) arguments instead
@@ -42,30 +39,6 @@ func runStuck(ctx context.Context, e *env, _ []string) error {
 	<-ctx.Done()
 	_, _ = fmt.Fprintln(e.stdout, "shutting down")
 	select {}
-}
-
-// checkCLI runs the command line args in process and checks it fails with a usage error
-// (usage) or succeeds with every wantOut string in its standard output.
-func checkCLI(t *testing.T, args []string, usage bool, wantOut []string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	err := run(ctx, &env{stdout: &stdout, stderr: &stderr}, args)
-	if usage {
-		if !errors.Is(err, errUsage) {
-			t.Fatalf("err %v, want a usage error", err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	for _, s := range wantOut {
-		if !strings.Contains(stdout.String(), s) {
-			t.Errorf("output lacks %q:\n%s", s, stdout.String())
-		}
-	}
 }
 
 // parseCase is one row of a parser's test table: the command line, and either the config it

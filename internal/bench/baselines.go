@@ -28,7 +28,7 @@ import (
 	"github.com/gameops/rollup/watcher"
 )
 
-// The baselines benchmark (`rollup bench baselines`) runs three designs of "keep every parent
+// The baselines benchmark (`rollup-bench baselines`) runs three designs of "keep every parent
 // total equal to the sum of its leaves" on one store, each on its own database and behind its
 // own black-pipe proxy (so every design's store traffic is counted apart), fed tick by tick by
 // the same simulated agents:
@@ -230,8 +230,141 @@ type designRun struct {
 	connErrors atomic.Int64
 }
 
+// baselineRig holds what the designs of a baselines run share: the store (target), a
+// counting proxy per design, the clients, and the pools their components and proxies run
+// under. close stops them in order.
+type baselineRig struct {
+	ctx    context.Context
+	target string
+	log    *zap.Logger
+	// proxies outlive the components and clients that use them: clients disconnect through
+	// them.
+	proxies     *pool.ContextPool
+	stopProxies context.CancelFunc
+	// p runs the designs' components; one failing stops them all.
+	p       *pool.ContextPool
+	stopAll context.CancelFunc
+	clients []*mongo.Client
+	runs    []*designRun
+	// direct is the harness's own client (fail points, freshness polls, checks), straight to
+	// the store, so that only the designs' own traffic is counted.
+	direct *mongo.Client
+}
+
+// newBaselineRig returns a rig for the store at target with its harness client connected;
+// the caller closes it (also after an error).
+func newBaselineRig(ctx context.Context, target string, log *zap.Logger) (*baselineRig, error) {
+	g := &baselineRig{ctx: ctx, target: target, log: log}
+	proxyCtx, stopProxies := context.WithCancel(ctx)
+	g.proxies, g.stopProxies = pool.New().WithContext(proxyCtx), stopProxies
+	pctx, stopAll := context.WithCancel(ctx)
+	g.p, g.stopAll = pool.New().WithContext(pctx).WithCancelOnError(), stopAll
+	var err error
+	g.direct, err = g.connect(nil, "bench-harness", true)
+	return g, err
+}
+
+// close stops in order: the components, then drops the designs' databases, disconnects the
+// clients and stops the proxies.
+func (g *baselineRig) close() {
+	g.stopAll()
+	_ = g.p.Wait()
+	for _, r := range g.runs {
+		if g.direct != nil {
+			_ = g.direct.Database(r.db).Drop(context.Background())
+		}
+	}
+	for _, c := range g.clients {
+		_ = c.Disconnect(context.Background())
+	}
+	g.stopProxies()
+	_ = g.proxies.Wait()
+}
+
+// connect opens a client to the store through run's proxy (or directly when run is nil),
+// counting run's connections closed by an error.
+func (g *baselineRig) connect(run *designRun, appName string, retryWrites bool) (*mongo.Client, error) {
+	opts := options.Client().SetAppName(appName).SetRetryWrites(retryWrites).SetServerSelectionTimeout(10 * time.Second)
+	addr := g.target
+	if run != nil {
+		addr = run.proxy.Addr()
+		opts.SetPoolMonitor(&event.PoolMonitor{Event: func(e *event.PoolEvent) {
+			if e.Type == event.ConnectionClosed && (e.Reason == event.ReasonConnectionErrored || e.Reason == event.ReasonError) {
+				run.connErrors.Add(1)
+			}
+		}})
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://"+addr+"/?directConnection=true"), opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	g.clients = append(g.clients, c)
+	return c, nil
+}
+
+// addDesign starts the design name behind a proxy of its own, on its own database (named
+// with stamp), with its components running, and adds it to the rig's runs.
+func (g *baselineRig) addDesign(name string, stamp int64, shape *baselineShape, cfg BaselinesConfig) error {
+	proxy := blackpipe.New(g.target, g.log)
+	if err := proxy.Listen("127.0.0.1:0"); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	g.proxies.Go(proxy.Run)
+	r := &designRun{name: name, proxy: proxy, db: fmt.Sprintf("bench_%s_%d", name, stamp), maxWait: baselineSettleWait}
+	g.runs = append(g.runs, r)
+	wc := options.Database().SetWriteConcern(store.DurableWriteConcern())
+	switch name {
+	case designOriginal:
+		// The baselines retry a failed batch themselves, so the driver's retry is off.
+		// Leaf upserts go through a second client only so that the fault can target them.
+		c, err := g.connect(r, "bench-original", false)
+		if err != nil {
+			return err
+		}
+		cl, err := g.connect(r, "bench-original-leaves", false)
+		if err != nil {
+			return err
+		}
+		r.appName = "bench-original-leaves"
+		d, err := newOriginalDesign(g.ctx, c.Database(r.db, wc), cl.Database(r.db, wc), cfg.Batch, cfg.OriginalBatch)
+		if err != nil {
+			return err
+		}
+		g.p.Go(d.batcher.run)
+		r.impl = d
+	case designReaggregate:
+		c, err := g.connect(r, "bench-reaggregate", false)
+		if err != nil {
+			return err
+		}
+		r.appName = "bench-reaggregate"
+		d, err := newReaggregateDesign(g.ctx, c.Database(r.db, wc), shape, cfg.Batch)
+		if err != nil {
+			return err
+		}
+		g.p.Go(d.batcher.run)
+		r.impl = d
+	case designRollup:
+		c, err := g.connect(r, "bench-rollup", true)
+		if err != nil {
+			return err
+		}
+		r.appName = "bench-rollup"
+		r.maxWait = rollupSettleWait
+		d, err := newRollupDesign(g.ctx, c.Database(r.db, wc), shape, time.Now().Add(-365*24*time.Hour), g.log)
+		if err != nil {
+			return err
+		}
+		g.p.Go(d.writer.Run)
+		g.p.Go(d.watcher.Run)
+		r.impl = d
+	}
+	return nil
+}
+
+// benchBaselines runs every design (the original, the re-aggregation, rollup) on the store at
+// uri, tick after tick on the same leaves, and returns each design's ticks.
 func benchBaselines(ctx context.Context, uri string, cfg BaselinesConfig, progress io.Writer) ([]baselineResult, error) {
-	log := zap.NewNop()
 	shape, err := newBaselineShape(cfg)
 	if err != nil {
 		return nil, err
@@ -240,132 +373,29 @@ func benchBaselines(ctx context.Context, uri string, cfg BaselinesConfig, progre
 	if err != nil {
 		return nil, err
 	}
-	// The proxies outlive the components and clients that use them: clients disconnect
-	// through them.
-	proxyCtx, stopProxies := context.WithCancel(ctx)
-	proxies := pool.New().WithContext(proxyCtx)
-	pctx, stopAll := context.WithCancel(ctx)
-	p := pool.New().WithContext(pctx).WithCancelOnError()
-	var clients []*mongo.Client
-	var runs []*designRun
-	var direct *mongo.Client
-	// Cleanup in order: components stop, databases are dropped, clients disconnect, proxies
-	// stop.
-	defer func() {
-		stopAll()
-		_ = p.Wait()
-		for _, r := range runs {
-			if direct != nil {
-				_ = direct.Database(r.db).Drop(context.Background())
-			}
-		}
-		for _, c := range clients {
-			_ = c.Disconnect(context.Background())
-		}
-		stopProxies()
-		_ = proxies.Wait()
-	}()
-	// connect opens a client to the store through run's proxy (or directly when run is nil).
-	connect := func(run *designRun, appName string, retryWrites bool) (*mongo.Client, error) {
-		opts := options.Client().SetAppName(appName).SetRetryWrites(retryWrites).SetServerSelectionTimeout(10 * time.Second)
-		addr := target
-		if run != nil {
-			addr = run.proxy.Addr()
-			opts.SetPoolMonitor(&event.PoolMonitor{Event: func(e *event.PoolEvent) {
-				if e.Type == event.ConnectionClosed && (e.Reason == event.ReasonConnectionErrored || e.Reason == event.ReasonError) {
-					run.connErrors.Add(1)
-				}
-			}})
-		}
-		c, err := mongo.Connect(options.Client().ApplyURI("mongodb://"+addr+"/?directConnection=true"), opts)
-		if err != nil {
-			return nil, fmt.Errorf("connect: %w", err)
-		}
-		clients = append(clients, c)
-		return c, nil
-	}
-	// The harness itself (fail points, freshness polls, checks) talks to the store directly,
-	// so that only the designs' own traffic is counted.
-	direct, err = connect(nil, "bench-harness", true)
+	g, err := newBaselineRig(ctx, target, zap.NewNop())
+	defer g.close()
 	if err != nil {
 		return nil, err
 	}
 	stamp := time.Now().UnixNano()
-	newProxy := func() (*blackpipe.Proxy, error) {
-		proxy := blackpipe.New(target, log)
-		if err := proxy.Listen("127.0.0.1:0"); err != nil {
-			return nil, fmt.Errorf("proxy: %w", err)
-		}
-		proxies.Go(proxy.Run)
-		return proxy, nil
-	}
 	for _, name := range []string{designOriginal, designReaggregate, designRollup} {
-		proxy, err := newProxy()
-		if err != nil {
+		if err := g.addDesign(name, stamp, shape, cfg); err != nil {
 			return nil, err
-		}
-		r := &designRun{name: name, proxy: proxy, db: fmt.Sprintf("bench_%s_%d", name, stamp), maxWait: baselineSettleWait}
-		runs = append(runs, r)
-		wc := options.Database().SetWriteConcern(store.DurableWriteConcern())
-		switch name {
-		case designOriginal:
-			// The baselines retry a failed batch themselves, so the driver's retry is off.
-			// Leaf upserts go through a second client only so that the fault can target them.
-			c, err := connect(r, "bench-original", false)
-			if err != nil {
-				return nil, err
-			}
-			cl, err := connect(r, "bench-original-leaves", false)
-			if err != nil {
-				return nil, err
-			}
-			r.appName = "bench-original-leaves"
-			d, err := newOriginalDesign(ctx, c.Database(r.db, wc), cl.Database(r.db, wc), cfg.Batch, cfg.OriginalBatch)
-			if err != nil {
-				return nil, err
-			}
-			p.Go(d.batcher.run)
-			r.impl = d
-		case designReaggregate:
-			c, err := connect(r, "bench-reaggregate", false)
-			if err != nil {
-				return nil, err
-			}
-			r.appName = "bench-reaggregate"
-			d, err := newReaggregateDesign(ctx, c.Database(r.db, wc), shape, cfg.Batch)
-			if err != nil {
-				return nil, err
-			}
-			p.Go(d.batcher.run)
-			r.impl = d
-		case designRollup:
-			c, err := connect(r, "bench-rollup", true)
-			if err != nil {
-				return nil, err
-			}
-			r.appName = "bench-rollup"
-			r.maxWait = rollupSettleWait
-			d, err := newRollupDesign(ctx, c.Database(r.db, wc), shape, time.Now().Add(-365*24*time.Hour), log)
-			if err != nil {
-				return nil, err
-			}
-			p.Go(d.writer.Run)
-			p.Go(d.watcher.Run)
-			r.impl = d
 		}
 	}
 
 	now := time.Now().UTC()
 	first := tree.AlignTick(now, tree.DefaultTick).Add(-time.Duration(cfg.Ticks) * tree.DefaultTick)
-	out := make([]baselineResult, len(runs))
-	for i, r := range runs {
+	out := make([]baselineResult, len(g.runs))
+	for i, r := range g.runs {
 		out[i].design = r.name
 	}
 	for ti := range cfg.Ticks {
 		tick := first.Add(time.Duration(ti) * tree.DefaultTick)
 		vals, want := shape.values(tick)
-		for i, r := range runs {
-			t, err := runDesignTick(ctx, direct, r, shape, cfg, tick, vals, want)
+		for i, r := range g.runs {
+			t, err := runDesignTick(ctx, g.direct, r, shape, cfg, tick, vals, want)
 			if err != nil {
 				return nil, fmt.Errorf("%s tick %d: %w", r.name, ti+1, err)
 			}

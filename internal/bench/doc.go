@@ -1,4 +1,4 @@
-// Package bench holds the harnesses of `rollup bench`: the embedded server's bulk upserts
+// Package bench holds the harnesses of cmd/rollup-bench: the embedded server's bulk upserts
 // through the driver (Mongod), change-stream throughput and latency (ChangeStream), ingest end
 // to end against raw driver upserts of the same documents (Ingest, with a load generator
 // playing the agents, which resend what a busy server refuses as real agents do), rollup

@@ -226,41 +226,58 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	for i := range cfg.Agents * cfg.LeavesPerAgent {
 		leaves = append(leaves, agentsim.Leaf{ID: fmt.Sprintf("bench-p%07d", i), Type: "process"})
 	}
-	// Both clients keep at most benchConns requests in flight. prepareTick does, before the
-	// measured window, what the agents do on their own machines (the load generator encodes
-	// the requests then); the function it returns is what is measured.
-	gen := newLoadGen(ln.Addr().String(), token, "bench", leaves, cfg.Agents, benchConns, 7)
-	defer gen.Close()
-	prepareTick := func(tick, observed time.Time) (func() (sendStats, error), error) {
-		reqs, err := gen.Prepare(tick, observed)
-		if err != nil {
-			return nil, err
-		}
-		return func() (sendStats, error) { return gen.Send(ctx, reqs) }, nil
-	}
-	if cfg.Client == ClientAgentClient {
-		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
-		defer transport.CloseIdleConnections()
-		sim := agentsim.New(agentsim.Config{
-			Client:  &agentclient.Client{BaseURL: "http://" + ln.Addr().String(), Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
-			Project: "bench", Leaves: leaves, Agents: cfg.Agents, Seed: 7,
-		})
-		// agentclient resends by itself (up to its MaxAttempts); its resends are not counted.
-		prepareTick = func(tick, observed time.Time) (func() (sendStats, error), error) {
-			return func() (sendStats, error) { return sendStats{}, sim.SubmitTick(ctx, tick, observed, 0) }, nil
-		}
-	}
+	prepareTick, closeClient := ingestClient(ctx, cfg, ln.Addr().String(), token, leaves)
+	defer closeClient()
 	raw := client.Database(dbName).Collection("raw_counts")
 	if err := copyIndexes(ctx, db.Collection(store.CountsCollection), raw); err != nil {
 		return nil, err
 	}
 
+	return measureIngestTicks(cfg.Ticks, proxy, prepareTick, func(tick, now time.Time) error {
+		return rawUpserts(ctx, raw, leaves, tick, now)
+	}, len(leaves))
+}
+
+// prepareTickFunc does, before the measured window, what the agents do on their own machines
+// for one tick (the load generator encodes the requests then); the function it returns sends
+// them and is what is measured.
+type prepareTickFunc func(tick, observed time.Time) (func() (sendStats, error), error)
+
+// ingestClient returns how the agents of cfg.Client send each tick's leaves to the API at
+// addr, and what closes their connections. Both clients keep at most benchConns requests in
+// flight.
+func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, leaves []agentsim.Leaf) (prepareTickFunc, func()) {
+	if cfg.Client == ClientAgentClient {
+		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
+		sim := agentsim.New(agentsim.Config{
+			Client:  &agentclient.Client{BaseURL: "http://" + addr, Token: token, HTTP: &http.Client{Transport: transport, Timeout: time.Minute}},
+			Project: "bench", Leaves: leaves, Agents: cfg.Agents, Seed: 7,
+		})
+		// agentclient resends by itself (up to its MaxAttempts); its resends are not counted.
+		return func(tick, observed time.Time) (func() (sendStats, error), error) {
+			return func() (sendStats, error) { return sendStats{}, sim.SubmitTick(ctx, tick, observed, 0) }, nil
+		}, transport.CloseIdleConnections
+	}
+	gen := newLoadGen(addr, token, "bench", leaves, cfg.Agents, benchConns, 7)
+	return func(tick, observed time.Time) (func() (sendStats, error), error) {
+		reqs, err := gen.Prepare(tick, observed)
+		if err != nil {
+			return nil, err
+		}
+		return func() (sendStats, error) { return gen.Send(ctx, reqs) }, nil
+	}, gen.Close
+}
+
+// measureIngestTicks measures ticks ticks of leaves leaves each, ending at the current 5-minute
+// boundary: each tick once through rollup (prepareTick) and once as raw upserts (rawTick),
+// the store commands of each counted by proxy, the order alternating from tick to tick.
+func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves int) ([]ingestTick, error) {
 	now := time.Now().UTC()
-	first := now.Truncate(5 * time.Minute).Add(-time.Duration(cfg.Ticks) * 5 * time.Minute)
+	first := now.Truncate(5 * time.Minute).Add(-time.Duration(ticks) * 5 * time.Minute)
 	var out []ingestTick
-	for i := range cfg.Ticks {
+	for i := range ticks {
 		tick := first.Add(time.Duration(i) * 5 * time.Minute)
-		t := ingestTick{leaves: len(leaves)}
+		t := ingestTick{leaves: leaves}
 		ingest := func() error {
 			submit, err := prepareTick(tick, now)
 			if err != nil {
@@ -275,7 +292,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 		}
 		rawPhase := func() error {
 			var err error
-			t.raw, err = measurePhase(proxy, func() error { return rawUpserts(ctx, raw, leaves, tick, now) })
+			t.raw, err = measurePhase(proxy, func() error { return rawTick(tick, now) })
 			return err
 		}
 		// Alternate which path goes first, so neither always inherits the other's leftovers.

@@ -43,7 +43,7 @@ import (
 	"github.com/gameops/rollup/tree/treedb"
 )
 
-// The scale benchmark (`rollup bench scale`) runs rollup as it is deployed — `rollup mongod`
+// The scale benchmark (`rollup-bench scale`) runs rollup as it is deployed — `rollup mongod`
 // (or a given MongoDB), the trees imported as `rollup tree import` imports them, tokens, and
 // one or more `rollup serve` processes — and plays every agent of one or many projects
 // against serve's HTTP API, tick after tick. Per tick it measures ingest (first request sent →
@@ -367,63 +367,13 @@ func (r *scaleRun) run(ctx context.Context) error {
 		r.taskset = ts
 	}
 
-	// The store.
-	uri := r.cfg.URI
-	switch {
-	case uri != "":
-		r.res.storeDesc = "external MongoDB"
-	case r.cfg.InProcess:
-		srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", Logger: log,
-			Storage: storage.Options{OplogMaxBytes: int64(r.cfg.oplogMB()) << 20}})
-		if err != nil {
-			return fmt.Errorf("start embedded server: %w", err)
-		}
-		sctx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { _ = srv.Run(sctx); close(done) }()
-		cleanups = append(cleanups, func() { stopStore(); <-done })
-		uri = srv.URI()
-		r.res.storeDesc = "embedded server in this process (memory)"
-	default:
-		c, line, err := startChild(ctx, pinned(r.cfg.Launch, r.taskset, r.cfg.CPUs.Store), r.dir, "mongod", "mongodb://", "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn",
-			"--oplog-size-mb", strconv.Itoa(r.cfg.oplogMB()))
-		if err != nil {
-			return err
-		}
-		r.store = c
-		cleanups = append(cleanups, c.stop)
-		uri = "mongodb://" + line
-		r.res.storeDesc = fmt.Sprintf("rollup mongod --memory --oplog-size-mb %d (pid %d)", r.cfg.oplogMB(), c.pid())
-		if r.cfg.CPUs.Store != "" {
-			r.res.storeDesc += " on CPUs " + r.cfg.CPUs.Store
-		}
-	}
-	target, err := hostOf(uri)
+	uri, err := r.startStore(ctx, log, &cleanups)
 	if err != nil {
 		return err
 	}
-	r.proxy = blackpipe.New(target, log)
-	r.proxy.CountOnly() // its counters are all we read: no body copies in this process
-	if err := r.proxy.Listen("127.0.0.1:0"); err != nil {
-		return fmt.Errorf("proxy: %w", err)
+	if err := r.connect(ctx, uri, log, &cleanups); err != nil {
+		return err
 	}
-	proxyCtx, stopProxy := context.WithCancel(context.WithoutCancel(ctx))
-	proxyDone := make(chan struct{})
-	go func() { _ = r.proxy.Run(proxyCtx); close(proxyDone) }()
-	cleanups = append(cleanups, func() { stopProxy(); <-proxyDone })
-
-	r.direct, err = mongo.Connect(options.Client().ApplyURI(uri).SetDirect(true).SetAppName("bench-harness"))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	cleanups = append(cleanups, func() { _ = r.direct.Disconnect(context.Background()) })
-	r.dbName = fmt.Sprintf("rollup_scale_%d", time.Now().UnixNano())
-	r.db = mongoconn.Database(r.direct, r.dbName)
-	cleanups = append(cleanups, func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		_ = r.db.Drop(dctx)
-	})
 
 	// What an operator does before starting serve: migrate, import the trees, create tokens.
 	if _, err := migrations.New(r.db, log).Up(ctx, migrations.UpOptions{}); err != nil {
@@ -438,40 +388,125 @@ func (r *scaleRun) run(ctx context.Context) error {
 	if r.cfg.MemProfile != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
-	k := 0 // ticks run so far, over every phase
 	for pi, n := range r.cfg.Instances {
-		ph := scalePhase{instances: n}
-		stopServes, err := r.startServes(ctx, p, n, pi, &ph, &cleanups)
-		if err != nil {
+		if err := r.runPhase(ctx, p, pi, n, first, &cleanups); err != nil {
 			return err
 		}
-		if pi == 0 {
-			if err := r.measureIdle(ctx); err != nil {
-				return err
-			}
-		}
-		if len(r.cfg.Instances) > 1 {
-			r.logf("phase %d: %d serve instance(s)", pi+1, n)
-		}
-		for i := range perPhase {
-			tick := first.Add(time.Duration(k) * tree.DefaultTick)
-			k++
-			t, err := r.runTick(ctx, tick, i == 0, i == r.cfg.Ticks, pi == len(r.cfg.Instances)-1)
-			if err != nil {
-				return fmt.Errorf("phase %d, tick %d: %w", pi+1, i, err)
-			}
-			ph.ticks = append(ph.ticks, t)
-			r.printTickProgress(i, t)
-		}
-		for _, s := range r.serves {
-			if s.proc != nil {
-				_, peak := procMem(s.proc.pid())
-				ph.servePeak += peak
-			}
-		}
-		r.res.phases = append(r.res.phases, ph)
-		stopServes()
 	}
+	return r.finish()
+}
+
+// startStore starts the store of the run (an embedded server in this process with
+// --inprocess, else a `rollup mongod --memory` subprocess; nothing with --mongodb-uri),
+// adds what stops it to cleanups and returns its URI.
+func (r *scaleRun) startStore(ctx context.Context, log *zap.Logger, cleanups *[]func()) (string, error) {
+	uri := r.cfg.URI
+	switch {
+	case uri != "":
+		r.res.storeDesc = "external MongoDB"
+	case r.cfg.InProcess:
+		srv, err := embedded.New(embedded.Config{Listen: "127.0.0.1:0", Logger: log,
+			Storage: storage.Options{OplogMaxBytes: int64(r.cfg.oplogMB()) << 20}})
+		if err != nil {
+			return "", fmt.Errorf("start embedded server: %w", err)
+		}
+		sctx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { _ = srv.Run(sctx); close(done) }()
+		*cleanups = append(*cleanups, func() { stopStore(); <-done })
+		uri = srv.URI()
+		r.res.storeDesc = "embedded server in this process (memory)"
+	default:
+		c, line, err := startChild(ctx, pinned(r.cfg.Launch, r.taskset, r.cfg.CPUs.Store), r.dir, "mongod", "mongodb://", "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn",
+			"--oplog-size-mb", strconv.Itoa(r.cfg.oplogMB()))
+		if err != nil {
+			return "", err
+		}
+		r.store = c
+		*cleanups = append(*cleanups, c.stop)
+		uri = "mongodb://" + line
+		r.res.storeDesc = fmt.Sprintf("rollup mongod --memory --oplog-size-mb %d (pid %d)", r.cfg.oplogMB(), c.pid())
+		if r.cfg.CPUs.Store != "" {
+			r.res.storeDesc += " on CPUs " + r.cfg.CPUs.Store
+		}
+	}
+	return uri, nil
+}
+
+// connect puts the counting black-pipe proxy in front of the store at uri, connects the
+// harness's own client to the store directly and names the run's database; cleanups get what
+// stops the proxy, disconnects and drops the database.
+func (r *scaleRun) connect(ctx context.Context, uri string, log *zap.Logger, cleanups *[]func()) error {
+	target, err := hostOf(uri)
+	if err != nil {
+		return err
+	}
+	r.proxy = blackpipe.New(target, log)
+	r.proxy.CountOnly() // its counters are all we read: no body copies in this process
+	if err := r.proxy.Listen("127.0.0.1:0"); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	proxyCtx, stopProxy := context.WithCancel(context.WithoutCancel(ctx))
+	proxyDone := make(chan struct{})
+	go func() { _ = r.proxy.Run(proxyCtx); close(proxyDone) }()
+	*cleanups = append(*cleanups, func() { stopProxy(); <-proxyDone })
+
+	r.direct, err = mongo.Connect(options.Client().ApplyURI(uri).SetDirect(true).SetAppName("bench-harness"))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	*cleanups = append(*cleanups, func() { _ = r.direct.Disconnect(context.Background()) })
+	r.dbName = fmt.Sprintf("rollup_scale_%d", time.Now().UnixNano())
+	r.db = mongoconn.Database(r.direct, r.dbName)
+	*cleanups = append(*cleanups, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = r.db.Drop(dctx)
+	})
+	return nil
+}
+
+// runPhase runs phase pi: n serve instances started, the idle store commands measured before
+// the first phase, then a warm-up tick and the measured ticks (each phase's ticks follow the
+// previous phase's, from first), and
+// the phase's result appended; the instances are stopped after it.
+func (r *scaleRun) runPhase(ctx context.Context, p *pool.ContextPool, pi, n int, first time.Time, cleanups *[]func()) error {
+	perPhase := r.cfg.Ticks + 1
+	ph := scalePhase{instances: n}
+	stopServes, err := r.startServes(ctx, p, n, pi, &ph, cleanups)
+	if err != nil {
+		return err
+	}
+	if pi == 0 {
+		if err := r.measureIdle(ctx); err != nil {
+			return err
+		}
+	}
+	if len(r.cfg.Instances) > 1 {
+		r.logf("phase %d: %d serve instance(s)", pi+1, n)
+	}
+	for i := range perPhase {
+		tick := first.Add(time.Duration(pi*perPhase+i) * tree.DefaultTick)
+		t, err := r.runTick(ctx, tick, i == 0, i == r.cfg.Ticks, pi == len(r.cfg.Instances)-1)
+		if err != nil {
+			return fmt.Errorf("phase %d, tick %d: %w", pi+1, i, err)
+		}
+		ph.ticks = append(ph.ticks, t)
+		r.printTickProgress(i, t)
+	}
+	for _, s := range r.serves {
+		if s.proc != nil {
+			_, peak := procMem(s.proc.pid())
+			ph.servePeak += peak
+		}
+	}
+	r.res.phases = append(r.res.phases, ph)
+	stopServes()
+	return nil
+}
+
+// finish writes the heap and contention profiles asked for and reads the store's peak RSS.
+func (r *scaleRun) finish() error {
 	if r.cfg.MemProfile != "" {
 		if err := writeHeapProfile(r.cfg.MemProfile); err != nil {
 			return err
@@ -558,85 +593,25 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 			stop()
 		}
 	}()
-	proxyURI := "mongodb://" + r.proxy.Addr() + "/?directConnection=true"
-	perInstance := 0
-	parts := ""
+	sp := serveParams{proxyURI: "mongodb://" + r.proxy.Addr() + "/?directConnection=true"}
 	if r.cfg.Partitions > 1 {
-		parts = fmt.Sprintf("hash:%d", r.cfg.Partitions)
-		perInstance = (r.cfg.Partitions + n - 1) / n
+		sp.parts = fmt.Sprintf("hash:%d", r.cfg.Partitions)
+		sp.perInstance = (r.cfg.Partitions + n - 1) / n
 	}
 	for i := range n {
-		id := fmt.Sprintf("bench-%d-%d", phase+1, i+1)
 		var s serveInstance
+		var stopOne func()
+		var err error
 		if r.cfg.InProcess {
-			cfg := app.Config{
-				MongoURI: proxyURI, Database: r.dbName, Listen: "127.0.0.1:0", LogLevel: r.cfg.ServeLogLevel,
-				Partitions: parts, MaxPartitions: perInstance, InstanceID: id, LeaseTTL: 10 * time.Second,
-				DemoAgents: 1, Totals: app.Totals{Grace: totals.DefaultGrace, Refresh: totals.DefaultInterval,
-					MaxProjects: totals.DefaultMaxProjects, MaxGroups: totals.DefaultMaxGroups},
-				// Nothing to expire in a benchmark's fresh ticks: no enforcer.
-				Retention: app.Retention{Interval: retention.DefaultInterval, Batch: retention.DefaultBatch, Rate: retention.DefaultRate},
-			}
-			if err := cfg.Validate(); err != nil {
-				return stop, fmt.Errorf("serve config: %w", err)
-			}
-			urls := make(chan string, 1)
-			out := &lineWriter{line: func(l string) {
-				if u, ok := strings.CutPrefix(l, "rollup API: "); ok {
-					select {
-					case urls <- strings.TrimSpace(u):
-					default:
-					}
-				}
-			}}
-			// Its log, as a serve subprocess's: JSON lines in the log directory.
-			logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("serve-%d-%d.log", phase+1, i+1)))
-			if err != nil {
-				return stop, fmt.Errorf("serve log: %w", err)
-			}
-			slog, err := metrics.NewLogger(r.cfg.ServeLogLevel, true, logf)
-			if err != nil {
-				_ = logf.Close()
-				return stop, fmt.Errorf("serve log: %w", err)
-			}
-			sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			done := make(chan struct{})
-			var serveErr error
-			p.Go(func(context.Context) error {
-				defer close(done)
-				serveErr = app.Serve(sctx, cfg, slog, out)
-				return serveErr
-			})
-			s.done = done
-			s.exited = func() error {
-				if serveErr == nil {
-					return fmt.Errorf("serve %d ended during the benchmark", i+1)
-				}
-				return fmt.Errorf("serve %d ended during the benchmark: %w", i+1, serveErr)
-			}
-			stops = append(stops, func() { cancel(); <-done; _ = slog.Sync(); _ = logf.Close() })
-			select {
-			case s.api = <-urls:
-			case <-done:
-				return stop, errors.New("serve ended before it listened")
-			case <-time.After(60 * time.Second):
-				return stop, errors.New("serve did not listen within 60s")
-			}
+			s, stopOne, err = r.startServeInProcess(ctx, p, phase, i, sp)
 		} else {
-			args := []string{"serve", "--mongodb-uri", proxyURI, "--database", r.dbName, "--listen", "127.0.0.1:0",
-				"--log-level", r.cfg.ServeLogLevel, "--instance-id", id,
-				"--token-rps", "0", "--token-leaves-per-s", "0"} // one token sends every agent's counts
-			if parts != "" {
-				args = append(args, "--watcher-partitions", parts, "--max-partitions", strconv.Itoa(perInstance))
-			}
-			launch := pinned(r.cfg.Launch, r.taskset, r.cfg.CPUs.ServeFor(i))
-			c, line, err := startChild(ctx, launch, r.dir, fmt.Sprintf("serve-%d-%d", phase+1, i+1), "rollup API: ", args...)
-			if err != nil {
-				return stop, err
-			}
-			stops = append(stops, c.stop)
-			s.proc, s.api = c, strings.TrimSpace(line)
-			s.done, s.exited = c.done, c.exited
+			s, stopOne, err = r.startServeChild(ctx, phase, i, sp)
+		}
+		if stopOne != nil {
+			stops = append(stops, stopOne)
+		}
+		if err != nil {
+			return stop, err
 		}
 		if err := waitReady(ctx, r.http, s.api+"/readyz", 2*time.Minute); err != nil {
 			return stop, fmt.Errorf("serve %d: %w", i+1, err)
@@ -658,6 +633,98 @@ func (r *scaleRun) startServes(ctx context.Context, p *pool.ContextPool, n, phas
 		}
 	}
 	return stop, nil
+}
+
+// serveParams is what every serve instance of a phase is started with: the store through the
+// counting proxy, and the watcher partitions (parts "" and perInstance 0: one).
+type serveParams struct {
+	proxyURI    string
+	parts       string
+	perInstance int
+}
+
+// serveID is the instance id of serve i (from 0) of phase (from 0).
+func serveID(phase, i int) string {
+	return fmt.Sprintf("bench-%d-%d", phase+1, i+1)
+}
+
+// startServeInProcess runs serve i of phase inside this process (app.Serve, as `rollup serve`
+// calls it, its log in the log directory) and returns it once it listens, with what stops it
+// (non-nil once it runs, also with an error).
+func (r *scaleRun) startServeInProcess(ctx context.Context, p *pool.ContextPool, phase, i int, sp serveParams) (serveInstance, func(), error) {
+	var s serveInstance
+	cfg := app.Config{
+		MongoURI: sp.proxyURI, Database: r.dbName, Listen: "127.0.0.1:0", LogLevel: r.cfg.ServeLogLevel,
+		Partitions: sp.parts, MaxPartitions: sp.perInstance, InstanceID: serveID(phase, i), LeaseTTL: 10 * time.Second,
+		DemoAgents: 1, Totals: app.Totals{Grace: totals.DefaultGrace, Refresh: totals.DefaultInterval,
+			MaxProjects: totals.DefaultMaxProjects, MaxGroups: totals.DefaultMaxGroups},
+		// Nothing to expire in a benchmark's fresh ticks: no enforcer.
+		Retention: app.Retention{Interval: retention.DefaultInterval, Batch: retention.DefaultBatch, Rate: retention.DefaultRate},
+	}
+	if err := cfg.Validate(); err != nil {
+		return s, nil, fmt.Errorf("serve config: %w", err)
+	}
+	urls := make(chan string, 1)
+	out := &lineWriter{line: func(l string) {
+		if u, ok := strings.CutPrefix(l, "rollup API: "); ok {
+			select {
+			case urls <- strings.TrimSpace(u):
+			default:
+			}
+		}
+	}}
+	// Its log, as a serve subprocess's: JSON lines in the log directory.
+	logf, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("serve-%d-%d.log", phase+1, i+1)))
+	if err != nil {
+		return s, nil, fmt.Errorf("serve log: %w", err)
+	}
+	slog, err := metrics.NewLogger(r.cfg.ServeLogLevel, true, logf)
+	if err != nil {
+		_ = logf.Close()
+		return s, nil, fmt.Errorf("serve log: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	var serveErr error
+	p.Go(func(context.Context) error {
+		defer close(done)
+		serveErr = app.Serve(sctx, cfg, slog, out)
+		return serveErr
+	})
+	s.done = done
+	s.exited = func() error {
+		if serveErr == nil {
+			return fmt.Errorf("serve %d ended during the benchmark", i+1)
+		}
+		return fmt.Errorf("serve %d ended during the benchmark: %w", i+1, serveErr)
+	}
+	stop := func() { cancel(); <-done; _ = slog.Sync(); _ = logf.Close() }
+	select {
+	case s.api = <-urls:
+	case <-done:
+		return s, stop, errors.New("serve ended before it listened")
+	case <-time.After(60 * time.Second):
+		return s, stop, errors.New("serve did not listen within 60s")
+	}
+	return s, stop, nil
+}
+
+// startServeChild runs serve i of phase as a `rollup serve` subprocess (pinned to its CPUs,
+// if any) and returns it once it listens, with what stops it.
+func (r *scaleRun) startServeChild(ctx context.Context, phase, i int, sp serveParams) (serveInstance, func(), error) {
+	args := []string{"serve", "--mongodb-uri", sp.proxyURI, "--database", r.dbName, "--listen", "127.0.0.1:0",
+		"--log-level", r.cfg.ServeLogLevel, "--instance-id", serveID(phase, i),
+		"--token-rps", "0", "--token-leaves-per-s", "0"} // one token sends every agent's counts
+	if sp.parts != "" {
+		args = append(args, "--watcher-partitions", sp.parts, "--max-partitions", strconv.Itoa(sp.perInstance))
+	}
+	launch := pinned(r.cfg.Launch, r.taskset, r.cfg.CPUs.ServeFor(i))
+	c, line, err := startChild(ctx, launch, r.dir, fmt.Sprintf("serve-%d-%d", phase+1, i+1), "rollup API: ", args...)
+	if err != nil {
+		return serveInstance{}, nil, err
+	}
+	s := serveInstance{proc: c, api: strings.TrimSpace(line), done: c.done, exited: c.exited}
+	return s, c.stop, nil
 }
 
 // lineWriter calls line with every complete line written to it.
@@ -701,16 +768,92 @@ type scaleReq struct {
 	want    int64 // the sum of its counts
 }
 
+// tickLoad is one tick's agent requests, prepared (the agents' own work, on their machines)
+// before the measured window and split between the serve instances.
+type tickLoad struct {
+	shares    [][]agentRequest // by instance
+	shareMeta [][]scaleReq     // by instance, as shares
+	want      []int64          // by project: the sum of its leaves
+	remaining []atomic.Int64   // by project: its requests not yet answered
+	leaves    int
+}
+
 // runTick submits every agent's counts of tick, waits for every root to be correct and
 // measures. The last tick also checks every parent.
 func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, lastPhase bool) (scaleTick, error) {
 	t := scaleTick{warm: warm}
 	observed := time.Now().UTC()
-	// Prepare every request (the agents' own work, on their machines) before the window.
+	load, err := r.prepareTick(tick, observed)
+	if err != nil {
+		return t, err
+	}
+	t.leaves = load.leaves
+	poller := newRootPoller(r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick, load.want, int64(r.cfg.Leaves()), r.cfg.Poll)
+	acked := r.trackAcks(load, poller)
+	before, err := r.sample(ctx)
+	if err != nil {
+		return t, err
+	}
+	runtime.GC()
+	if !warm {
+		if err := r.startProfiles(); err != nil {
+			return t, err
+		}
+	}
+	r.proxy.ResetStats()
+	cpu0 := r.cpu()
+	start := time.Now()
+	pctx, cancelPoll := context.WithCancel(ctx)
+	defer cancelPoll()
+	pollDone := make(chan error, 1)
+	go func() { pollDone <- poller.run(pctx, start.Add(r.cfg.RootWait)) }()
+	sent, err := r.sendTick(ctx, load.shares)
+	t.ingest = time.Since(start)
+	for _, st := range sent {
+		t.resends.add(st)
+	}
+	if err != nil {
+		return t, err
+	}
+	if err := <-pollDone; err != nil {
+		return t, err
+	}
+	t.settled = poller.lastCorrect.Sub(start)
+	t.stats = r.proxy.Stats()
+	cpu1 := r.cpu()
+	if last && lastPhase {
+		if err := r.stopCPUProfile(); err != nil {
+			return t, err
+		}
+	}
+	t.serveCPU, t.storeCPU, t.selfCPU = cpu1.serve-cpu0.serve, cpu1.store-cpu0.store, cpu1.self-cpu0.self
+	for pi := range r.projects {
+		if c, ok := poller.correctAt[pi]; ok {
+			t.fresh = append(t.fresh, max(0, c.Sub(time.Unix(0, acked[pi].Load()))))
+		} else {
+			t.notFresh++
+		}
+	}
+	after, err := r.sampleCounted(ctx, before, t.leaves)
+	if err != nil {
+		return t, err
+	}
+	t.metrics = map[string]float64{}
+	for k, v := range after.metrics {
+		t.metrics[k] = v - before.metrics[k]
+	}
+	t.metrics["go_memstats_heap_inuse_bytes"] = after.metrics["go_memstats_heap_inuse_bytes"]
+	t.serveRSS = after.rss
+	return t, r.checkTick(ctx, &t, tick, observed, last)
+}
+
+// prepareTick encodes every agent's request of tick (one per server, its processes' counts
+// observed at observed), in a seeded random order with --shuffle, split between the serve
+// instances in turn.
+func (r *scaleRun) prepareTick(tick, observed time.Time) (tickLoad, error) {
+	load := tickLoad{want: make([]int64, len(r.projects)), remaining: make([]atomic.Int64, len(r.projects))}
 	var reqs []agentRequest
 	var meta []scaleReq
-	want := make([]int64, len(r.projects))
-	remaining := make([]atomic.Int64, len(r.projects))
 	for pi, pr := range r.projects {
 		per := r.cfg.Processes
 		for k := 0; k*per < len(pr.leaves); k++ {
@@ -724,14 +867,14 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 			id := fmt.Sprintf("scale-%d-%s-%d", tick.Unix(), pr.name, k)
 			req, err := newAgentRequest(pr.token, pr.name, id, tick, observed, counts)
 			if err != nil {
-				return t, err
+				return load, err
 			}
 			req.agent = len(reqs)
 			reqs = append(reqs, req)
 			meta = append(meta, scaleReq{project: pi, want: sum})
-			want[pi] += sum
-			remaining[pi].Add(1)
-			t.leaves += len(counts)
+			load.want[pi] += sum
+			load.remaining[pi].Add(1)
+			load.leaves += len(counts)
 		}
 	}
 	if r.cfg.Shuffle {
@@ -741,19 +884,22 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 			meta[i], meta[j] = meta[j], meta[i]
 		})
 	}
-	// Split between the instances.
-	shares := make([][]agentRequest, len(r.serves))
-	shareMeta := make([][]scaleReq, len(r.serves))
+	load.shares = make([][]agentRequest, len(r.serves))
+	load.shareMeta = make([][]scaleReq, len(r.serves))
 	for i := range reqs {
 		k := i % len(r.serves)
-		shares[k] = append(shares[k], reqs[i])
-		shareMeta[k] = append(shareMeta[k], meta[i])
+		load.shares[k] = append(load.shares[k], reqs[i])
+		load.shareMeta[k] = append(load.shareMeta[k], meta[i])
 	}
+	return load, nil
+}
 
-	poller := newRootPoller(r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick, want, int64(r.cfg.Leaves()), r.cfg.Poll)
-	acked := make([]atomic.Int64, len(r.projects)) // unix ns of each project's last answer
+// trackAcks makes every instance's load generator record, by project, the time of its last
+// answer (unix ns, returned), and tell poller when a project's last request was answered.
+func (r *scaleRun) trackAcks(load tickLoad, poller *rootPoller) []atomic.Int64 {
+	acked := make([]atomic.Int64, len(r.projects))
 	for k, s := range r.serves {
-		sm := shareMeta[k]
+		sm := load.shareMeta[k]
 		s.gen.onAck = func(i int) {
 			pi := sm[i].project
 			now := time.Now().UnixNano()
@@ -763,38 +909,18 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 					break
 				}
 			}
-			if remaining[pi].Add(-1) == 0 {
+			if load.remaining[pi].Add(-1) == 0 {
 				poller.complete(pi, time.Unix(0, acked[pi].Load()))
 			}
 		}
 	}
-	before, err := r.sample(ctx)
-	if err != nil {
-		return t, err
-	}
-	runtime.GC()
-	if !warm && r.cfg.CPUProfile != "" && r.profiling == nil {
-		f, err := os.Create(r.cfg.CPUProfile)
-		if err != nil {
-			return t, fmt.Errorf("cpu profile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			_ = f.Close()
-			return t, fmt.Errorf("cpu profile: %w", err)
-		}
-		r.profiling = f
-	}
-	if !warm {
-		r.startContentionProfiles()
-	}
-	r.proxy.ResetStats()
-	cpu0 := r.cpu()
-	start := time.Now()
-	pctx, cancelPoll := context.WithCancel(ctx)
-	defer cancelPoll()
-	pollDone := make(chan error, 1)
-	go func() { pollDone <- poller.run(pctx, start.Add(r.cfg.RootWait)) }()
-	// The agents resend what a busy serve refuses; a serve that ends ends their resends.
+	return acked
+}
+
+// sendTick sends every instance its share of the tick's requests, all at once, and returns
+// once every one is answered. The agents resend what a busy serve refuses; a serve that ends
+// ends their resends.
+func (r *scaleRun) sendTick(ctx context.Context, shares [][]agentRequest) ([]sendStats, error) {
 	sctx, stopSend := context.WithCancelCause(ctx)
 	defer stopSend(nil)
 	for _, s := range r.serves {
@@ -817,77 +943,54 @@ func (r *scaleRun) runTick(ctx context.Context, tick time.Time, warm, last, last
 		}()
 	}
 	wg.Wait()
-	lastAck := time.Now()
-	t.ingest = lastAck.Sub(start)
-	for _, st := range sent {
-		t.resends.add(st)
-	}
 	if err := errors.Join(errs...); err != nil {
-		return t, fmt.Errorf("ingest: %w", err)
+		return sent, fmt.Errorf("ingest: %w", err)
 	}
-	if err := <-pollDone; err != nil {
-		return t, err
-	}
-	t.settled = poller.lastCorrect.Sub(start)
-	t.stats = r.proxy.Stats()
-	cpu1 := r.cpu()
-	if last && lastPhase && r.profiling != nil {
-		pprof.StopCPUProfile()
-		err := r.profiling.Close()
-		r.profiling = nil
-		if err != nil {
-			return t, fmt.Errorf("cpu profile: %w", err)
-		}
-	}
-	t.serveCPU, t.storeCPU, t.selfCPU = cpu1.serve-cpu0.serve, cpu1.store-cpu0.store, cpu1.self-cpu0.self
-	for pi := range r.projects {
-		if c, ok := poller.correctAt[pi]; ok {
-			t.fresh = append(t.fresh, max(0, c.Sub(time.Unix(0, acked[pi].Load()))))
-		} else {
-			t.notFresh++
-		}
-	}
-	// The watcher counts a burst's events once its last parent is written, just after the
-	// roots became correct: sample until every leaf of the tick is counted (or a few seconds
-	// passed: duplicates and orphans aside, a shortfall then shows in the table).
+	return sent, nil
+}
+
+// sampleCounted samples serve once the watcher has counted every one of the tick's leaves
+// since before. The watcher counts a burst's events once its last parent is written, just
+// after the roots became correct: it samples until every leaf of the tick is counted (or a
+// few seconds passed: duplicates and orphans aside, a shortfall then shows in the table).
+func (r *scaleRun) sampleCounted(ctx context.Context, before serveSample, leaves int) (serveSample, error) {
 	after, err := r.sample(ctx)
-	for settle := time.Now().Add(5 * time.Second); err == nil && after.metrics["rollup_watcher_events_total"]-before.metrics["rollup_watcher_events_total"] < float64(t.leaves) && time.Now().Before(settle); {
+	for settle := time.Now().Add(5 * time.Second); err == nil && after.metrics["rollup_watcher_events_total"]-before.metrics["rollup_watcher_events_total"] < float64(leaves) && time.Now().Before(settle); {
 		pause := time.NewTimer(10 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			pause.Stop()
-			return t, ctx.Err()
+			return after, ctx.Err()
 		case <-pause.C:
 		}
 		after, err = r.sample(ctx)
 	}
-	if err != nil {
-		return t, err
-	}
-	t.metrics = map[string]float64{}
-	for k, v := range after.metrics {
-		t.metrics[k] = v - before.metrics[k]
-	}
-	t.metrics["go_memstats_heap_inuse_bytes"] = after.metrics["go_memstats_heap_inuse_bytes"]
-	t.serveRSS = after.rss
-	if t.timeline, err = readTimeline(ctx, r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick); err != nil {
-		return t, err
+	return after, err
+}
+
+// checkTick reads the tick's stored written_at timeline into t, on the last tick checks every
+// parent against its leaves, and fails if a serve subprocess has exited.
+func (r *scaleRun) checkTick(ctx context.Context, t *scaleTick, tick, observed time.Time, last bool) error {
+	coll := r.direct.Database(r.dbName).Collection(store.CountsCollection)
+	var err error
+	if t.timeline, err = readTimeline(ctx, coll, r.projects, tick); err != nil {
+		return err
 	}
 	if last {
-		c, err := checkParents(ctx, r.direct.Database(r.dbName).Collection(store.CountsCollection), r.projects, tick, observed)
+		c, err := checkParents(ctx, coll, r.projects, tick, observed)
 		if err != nil {
-			return t, err
+			return err
 		}
 		t.checked = &c
 	}
 	for _, s := range r.serves {
 		if s.proc != nil {
 			if err := s.proc.exited(); err != nil {
-				return t, err
+				return err
 			}
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // cpuSample is the CPU time used so far by serve (all instances), the store and this process.

@@ -16,6 +16,38 @@ const (
 	blockProfileRateNs   = 10_000
 )
 
+// startProfiles starts, at a measured tick, the CPU profile of --cpuprofile (once) and the
+// contention profiles.
+func (r *scaleRun) startProfiles() error {
+	if r.cfg.CPUProfile != "" && r.profiling == nil {
+		f, err := os.Create(r.cfg.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		r.profiling = f
+	}
+	r.startContentionProfiles()
+	return nil
+}
+
+// stopCPUProfile ends the CPU profile, if one runs, and closes its file.
+func (r *scaleRun) stopCPUProfile() error {
+	if r.profiling == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := r.profiling.Close()
+	r.profiling = nil
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	return nil
+}
+
 // startContentionProfiles starts sampling mutex contention and blocking for --mutexprofile
 // and --blockprofile, once (at the first measured tick: the warm-up's tree loads are left
 // out).

@@ -14,6 +14,6 @@ func Layers() [][]string {
 		{"metrics", "internal/ops"},
 		{"internal/app"},
 		{"internal/bench", "internal/soak"},
-		{"cmd/rollup"},
+		{"cmd/rollup", "cmd/rollup-bench"},
 	}
 }

@@ -30,7 +30,7 @@ func projectNodes(project string, groups, servers, processes int) []tree.Node {
 }
 
 // BenchmarkImportManyProjects imports -treedb.projects trees of 1,012 nodes (1 group, 10
-// servers, 100 processes: the shape `rollup bench scale --leaves 1000` gives each project),
+// servers, 100 processes: the shape `rollup-bench scale --leaves 1000` gives each project),
 // each into its own project, through one Store into a fresh database with treedb's indexes
 // (as the migrations build them). It reports the first import (first-ms), the median of the
 // last 10 (last10-ms: each checks its ids against every other project) and the median of 3

@@ -2,25 +2,39 @@
 # Issue 25's measurements on a many-core machine, in order of priority, each result in its own
 # file under $OUT as soon as it is written (a timeout still returns what finished).
 #
-#   OUT=/some/dir internal/bench/device/run.sh NEW_ROLLUP BASELINE_ROLLUP
+#   OUT=/some/dir internal/bench/device/run.sh NEW_BENCH NEW_ROLLUP BASE_BENCH BASE_ROLLUP
 #
-# NEW_ROLLUP and BASELINE_ROLLUP are static rollup binaries (CGO_ENABLED=0 go build; see
-# README.md here). Budget: about 7.5 minutes in all (BUDGET_S, default 450); a step that would
+# NEW_BENCH and NEW_ROLLUP are static rollup-bench and rollup binaries (CGO_ENABLED=0 go build;
+# see README.md here), the scale steps run NEW_ROLLUP as the store and serve (--rollup);
+# BASE_BENCH and BASE_ROLLUP the baseline's. A baseline from before the benchmarks had their own
+# binary (its rollup has the bench subcommand) is given as the same binary twice: it is then
+# run as `BASE_ROLLUP bench ...`. Budget: about 7.5 minutes in all (BUDGET_S, default 450); a step that would
 # not fit in what is left is skipped and says so in $OUT/skipped.txt. SIZE=tiny runs every
 # step at toy sizes (a dry run of the script, seconds each).
 set -u -o pipefail
 
-NEW=${1:?usage: OUT=dir run.sh NEW_ROLLUP BASELINE_ROLLUP}
-BASE=${2:?usage: OUT=dir run.sh NEW_ROLLUP BASELINE_ROLLUP}
+USAGE="usage: OUT=dir run.sh NEW_BENCH NEW_ROLLUP BASE_BENCH BASE_ROLLUP"
+NEW_BENCH=${1:?$USAGE}
+NEW=${2:?$USAGE}
+BASE_BENCH=${3:?$USAGE}
+BASE=${4:?$USAGE}
 OUT=${OUT:?set OUT to the output directory}
 BUDGET_S=${BUDGET_S:-450}
 SIZE=${SIZE:-full}
 mkdir -p "$OUT"
 START=$(date +%s)
 
-for b in "$NEW" "$BASE"; do
+for b in "$NEW_BENCH" "$NEW" "$BASE_BENCH" "$BASE"; do
 	[ -x "$b" ] || { echo "not an executable: $b" | tee "$OUT/error.txt"; exit 2; }
 done
+# NEWB and BASEB run a benchmark (NEWB scale ...); NEWS and BASES follow a scale command line:
+# the rollup binary it runs.
+NEWB=("$NEW_BENCH") NEWS=(--rollup "$NEW")
+if [ "$BASE_BENCH" = "$BASE" ]; then
+	BASEB=("$BASE" bench) BASES=()
+else
+	BASEB=("$BASE_BENCH") BASES=(--rollup "$BASE")
+fi
 # Without taskset (util-linux) the pinned steps are skipped (named in skipped.txt); the rest runs.
 HAVE_TASKSET=$(command -v taskset >/dev/null && [ "${NO_TASKSET:-}" != 1 ] && echo 1 || echo 0)
 
@@ -32,8 +46,8 @@ ALL="0-$((NCPU - 1))"
 	echo "nproc --all: $NCPU; taskset: $HAVE_TASKSET; this shell's CPUs: $(grep Cpus_allowed_list /proc/self/status)"
 	grep -m1 'model name' /proc/cpuinfo
 	free -g | head -2
-	echo "new: $NEW ($(sha256sum "$NEW" | cut -c1-16))"
-	echo "baseline: $BASE ($(sha256sum "$BASE" | cut -c1-16))"
+	echo "new: $NEW_BENCH ($(sha256sum "$NEW_BENCH" | cut -c1-16)), $NEW ($(sha256sum "$NEW" | cut -c1-16))"
+	echo "baseline: $BASE_BENCH ($(sha256sum "$BASE_BENCH" | cut -c1-16)), $BASE ($(sha256sum "$BASE" | cut -c1-16))"
 } >"$OUT/machine.txt" 2>&1
 
 # Sizes: each run of (a) at most ~40 s on 2 cores (the issue's 2-core rate was ~34k leaves/s).
@@ -83,13 +97,13 @@ for cores in 0,1 all; do
 	else
 		tag="all$NCPU" pin=()
 	fi
-	step "a-new-$tag" 60 ${pin[@]+"${pin[@]}"} "$NEW" bench scale --leaves "$A_LEAVES" --ticks "$A_TICKS"
-	step "a-base-$tag" 60 ${pin[@]+"${pin[@]}"} "$BASE" bench scale --leaves "$A_LEAVES" --ticks "$A_TICKS"
+	step "a-new-$tag" 60 ${pin[@]+"${pin[@]}"} "${NEWB[@]}" scale --leaves "$A_LEAVES" --ticks "$A_TICKS" "${NEWS[@]}"
+	step "a-base-$tag" 60 ${pin[@]+"${pin[@]}"} "${BASEB[@]}" scale --leaves "$A_LEAVES" --ticks "$A_TICKS" ${BASES[@]+"${BASES[@]}"}
 done
 
 # (b) More instances on 2 cores: root freshness with 1, 2 and 4 instances (issue 25, item 1).
-step b-new-instances 100 taskset -c 0,1 "$NEW" bench scale --projects "$B_PROJECTS" --leaves "$B_LEAVES" --instances 1,2,4 --partitions 8 --ticks "$TICKS"
-step b-base-instances 100 taskset -c 0,1 "$BASE" bench scale --projects "$B_PROJECTS" --leaves "$B_LEAVES" --instances 1,2,4 --partitions 8 --ticks "$TICKS"
+step b-new-instances 100 taskset -c 0,1 "${NEWB[@]}" scale --projects "$B_PROJECTS" --leaves "$B_LEAVES" --instances 1,2,4 --partitions 8 --ticks "$TICKS" "${NEWS[@]}"
+step b-base-instances 100 taskset -c 0,1 "${BASEB[@]}" scale --projects "$B_PROJECTS" --leaves "$B_LEAVES" --instances 1,2,4 --partitions 8 --ticks "$TICKS" ${BASES[@]+"${BASES[@]}"}
 
 # (c) The store on cores of its own, 1 against 2 serve instances each with cores of its own
 # (new binary only: the baseline has no --cpus); the harness (agents, proxy) on the rest.
@@ -100,16 +114,16 @@ if [ "$NCPU" -ge 8 ]; then
 else
 	STORE=0 S1=1 S2=1 HARNESS=$ALL
 fi
-step c-new-cpus 110 taskset -c "$HARNESS" "$NEW" bench scale --projects "$C_PROJECTS" --leaves "$C_LEAVES" --instances 1,2 --partitions 8 --ticks "$TICKS" --cpus "store=$STORE/serve=$S1/serve=$S2"
+step c-new-cpus 110 taskset -c "$HARNESS" "${NEWB[@]}" scale --projects "$C_PROJECTS" --leaves "$C_LEAVES" --instances 1,2 --partitions 8 --ticks "$TICKS" --cpus "store=$STORE/serve=$S1/serve=$S2" "${NEWS[@]}"
 
 # (d) rollup's own overhead: bench ingest (against raw driver bulk upserts) and baselines.
-step d-new-ingest 60 "$NEW" bench ingest $INGEST
-step d-new-baselines 90 "$NEW" bench baselines $BASELINES
-step d-base-ingest 60 "$BASE" bench ingest $INGEST
+step d-new-ingest 60 "${NEWB[@]}" ingest $INGEST
+step d-new-baselines 90 "${NEWB[@]}" baselines $BASELINES
+step d-base-ingest 60 "${BASEB[@]}" ingest $INGEST
 
 # (e) If time is left: where the new binary waits on 16 cores (mutex and block profiles,
 # in-process) for docs/benchmarks.md; read with go tool pprof -top.
-step e-new-profiles 50 "$NEW" bench scale --leaves "$A_LEAVES" --ticks 1 --inprocess \
+step e-new-profiles 50 "${NEWB[@]}" scale --leaves "$A_LEAVES" --ticks 1 --inprocess \
 	--mutexprofile "$OUT/e-mutex.pprof" --blockprofile "$OUT/e-block.pprof" --cpuprofile "$OUT/e-cpu.pprof"
 
 echo "done after $(($(date +%s) - START))s" >>"$OUT/summary.txt"

@@ -3,20 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestBenchIngestCLI runs `bench ingest` end to end on a small shape with both clients: every
+// TestIngestCLI runs `rollup-bench ingest` end to end on a small shape with both clients: every
 // answer is checked inside the run (all items applied), the report has one row per tick plus
 // the total, and the command counts respect the bound.
-func TestBenchIngestCLI(t *testing.T) {
+func TestIngestCLI(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
@@ -34,12 +32,13 @@ func TestBenchIngestCLI(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkCLI(t, append([]string{"bench", "ingest"}, tc.args...), tc.usage, tc.wantOut)
+			checkCLI(t, append([]string{"ingest"}, tc.args...), tc.usage, tc.wantOut)
 		})
 	}
 }
 
-func TestBenchBaselinesCLI(t *testing.T) {
+// TestBaselinesCLI runs `rollup-bench baselines` on a tiny tree, and refuses wrong shapes.
+func TestBaselinesCLI(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
@@ -54,24 +53,16 @@ func TestBenchBaselinesCLI(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkCLI(t, append([]string{"bench", "baselines"}, tc.args...), tc.usage, tc.wantOut)
+			checkCLI(t, append([]string{"baselines"}, tc.args...), tc.usage, tc.wantOut)
 		})
 	}
 }
 
-// childLauncher runs `rollup args...` as this test binary re-executed (see TestMain).
-func childLauncher(args ...string) *exec.Cmd {
-	raw, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw))
-	return cmd
-}
-
-// TestBenchScaleCLI runs `bench scale` small with its store and serve as real child processes
-// (rollup mongod, rollup serve): the report has the warm-up and measured ticks, the agents'
+// TestScaleCLI runs `rollup-bench scale` small with its store and serve as real child processes
+// of a rollup binary built for the test (rollup mongod, rollup serve): the report has the warm-up and measured ticks, the agents'
 // resends, serve's and the store's peak RSS, and every parent of the last tick checked; with
 // --serve-log-level debug --logs DIR, serve's log has the watcher's burst lines.
-func TestBenchScaleCLI(t *testing.T) {
+func TestScaleCLI(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
@@ -98,12 +89,12 @@ func TestBenchScaleCLI(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"bench", "scale"}, tc.args...)
+			args := append([]string{"scale"}, tc.args...)
 			dir := t.TempDir()
 			if tc.wantLog != "" {
 				args = append(args, "--logs", dir)
 			}
-			err := run(ctx, &env{stdout: &stdout, stderr: &stderr, launch: childLauncher}, args)
+			err := run(ctx, &env{stdout: &stdout, stderr: &stderr, launcher: builtRollup(t)}, args)
 			if tc.usage {
 				if !errors.Is(err, errUsage) {
 					t.Fatalf("err %v, want a usage error", err)
