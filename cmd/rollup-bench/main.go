@@ -7,19 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/gameops/rollup/internal/cli"
 
 	"github.com/gameops/rollup/internal/bench"
 	"github.com/gameops/rollup/internal/settings"
 )
 
-// errUsage marks a command-line mistake; main exits with status 2 for it.
-var errUsage = errors.New("usage")
-
-// errForced is the result of a second interrupt: the process ends without finishing its
-// shutdown.
-var errForced = errors.New("second signal: exiting without finishing the shutdown")
+// errUsage marks a command-line mistake (exit status 2).
+var errUsage = cli.ErrUsage
 
 // env is what every benchmark gets from main: its output streams and the environment.
 type env struct {
@@ -36,48 +32,14 @@ func main() {
 	os.Exit(runMain(&env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:], run))
 }
 
-// runMain runs the command line args with runFn and returns the exit status. The first
-// SIGINT or SIGTERM cancels the context (a graceful shutdown); a second one ends the process
-// at once.
+// runMain runs the command line args with runFn under cli.Main's signal rule and returns
+// the exit status.
 func runMain(e *env, args []string, runFn func(context.Context, *env, []string) error) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case sig := <-sigs:
-			_, _ = fmt.Fprintf(e.stderr, "rollup-bench: %s: shutting down (send it again to exit at once)\n", sig)
-			cancel()
-		case <-done:
-			return
-		}
-		select {
-		case <-sigs:
-			os.Exit(exitCode(e.stderr, errForced))
-		case <-done:
-		}
-	}()
-	return exitCode(e.stderr, runFn(ctx, e, args))
+	return cli.Main("rollup-bench", e.stderr, func(ctx context.Context) error { return runFn(ctx, e, args) })
 }
 
-// exitCode decides the process exit status in one place: 0 ok, 2 usage, 1 anything else
-// (a failure, a scale run with incorrect roots, a forced exit).
-func exitCode(stderr io.Writer, err error) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, errUsage):
-		_, _ = fmt.Fprintln(stderr, "rollup-bench:", err)
-		return 2
-	default:
-		_, _ = fmt.Fprintln(stderr, "rollup-bench:", err)
-		return 1
-	}
-}
+// exitCode is cli.ExitCode for this command.
+func exitCode(stderr io.Writer, err error) int { return cli.ExitCode("rollup-bench", stderr, err) }
 
 // benchmark is one subcommand of rollup-bench.
 type benchmark func(ctx context.Context, e *env, args []string) error
