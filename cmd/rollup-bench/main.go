@@ -38,9 +38,6 @@ func runMain(e *env, args []string, runFn func(context.Context, *env, []string) 
 	return cli.Main("rollup-bench", e.stderr, func(ctx context.Context) error { return runFn(ctx, e, args) })
 }
 
-// exitCode is cli.ExitCode for this command.
-func exitCode(stderr io.Writer, err error) int { return cli.ExitCode("rollup-bench", stderr, err) }
-
 // benchmark is one subcommand of rollup-bench.
 type benchmark func(ctx context.Context, e *env, args []string) error
 
