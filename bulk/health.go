@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 	"go.uber.org/zap"
@@ -79,18 +80,20 @@ type health struct {
 	// back is signaled when a StoreMonitor (see watch) sees a writable server again after
 	// an outage it reported.
 	back chan struct{} // cap 1: the monitor sees a writable server again (probe now)
+	// backHint: the monitor saw a writable server again since the outage began or the last
+	// probe started (set without mu: see topology).
+	backHint atomic.Bool
 
 	mu        sync.Mutex
 	down      bool
 	since     time.Time // start of the outage
 	reason    string
-	lastProbe time.Time  // when the last probe ended
-	running   *probeCall // the newest probe, while it runs
-	probeSeq  uint64     // the number of the newest probe
-	okSeq     uint64     // the number of the newest probe that succeeded
-	backHint  bool       // the monitor saw a writable server again since the last probe started
-	closed    bool       // Run is over: no new probe goroutines
-	wg        sync.WaitGroup
+	lastProbe time.Time      // when the last probe ended
+	running   *probeCall     // the newest probe, while it runs
+	probeSeq  uint64         // the number of the newest probe
+	okSeq     uint64         // the number of the newest probe that succeeded
+	closed    bool           // Run is over: no new probe goroutines
+	probing   conc.WaitGroup // the probes; run waits for them
 	// attempts are the cancel functions of the writes in flight, ended when the store goes
 	// down (their outcome is unknown; waiting on would only delay the 503).
 	attempts    map[uint64]func()
@@ -106,24 +109,24 @@ func newHealth(probe func() error, tracker *status.Tracker, gap time.Duration, l
 func (h *health) watch(m *StoreMonitor) { m.subscribe(h.topology) }
 
 // topology is told by the StoreMonitor that the driver has seen no writable server for its
-// grace period (the store is down from now), or that it sees one again (probe now).
+// grace period (the store is down from now), or that it sees one again (probe now). The
+// latter comes from the driver's event callback: it only raises backHint and signals back,
+// without the lock (the run loop and check act on them); the store going down clears both.
 func (h *health) topology(writable bool, reason string) {
+	if writable {
+		h.backHint.Store(true)
+		select {
+		case h.back <- struct{}{}:
+		default:
+		}
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
 	}
-	if !writable {
-		h.failedLocked(errors.New("store unreachable: " + reason))
-		return
-	}
-	if h.down {
-		h.backHint = true
-		select {
-		case h.back <- struct{}{}:
-		default:
-		}
-	}
+	h.failedLocked(errors.New("store unreachable: " + reason))
 }
 
 // track registers the cancel function of a write in flight; the returned function
@@ -182,6 +185,12 @@ func (h *health) failedLocked(err error) {
 		return
 	}
 	h.down, h.since = true, h.now()
+	// A writable server the monitor saw before this outage says nothing about it.
+	h.backHint.Store(false)
+	select {
+	case <-h.back:
+	default:
+	}
 	h.log.Warn("store unavailable: refusing writes until a probe succeeds", zap.Error(err))
 	for id, cancel := range h.attempts {
 		cancel()
@@ -237,7 +246,7 @@ func (h *health) check(ctx context.Context) error {
 	}
 	// The slot spaces probes while the store refuses; once the StoreMonitor says the driver
 	// sees a writable server again, the next probe goes at once.
-	if h.running == nil && !h.backHint {
+	if h.running == nil && !h.backHint.Load() {
 		if wait := h.lastProbe.Add(h.gap).Sub(h.now()); wait > 0 {
 			h.mu.Unlock()
 			t := time.NewTimer(wait)
@@ -294,31 +303,41 @@ func (h *health) startLocked() *probeCall {
 	}
 	h.probeSeq++
 	call := &probeCall{done: make(chan struct{}), seq: h.probeSeq, started: h.now()}
-	h.running, h.backHint = call, false
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		err := h.probe()
-		h.mu.Lock()
-		h.lastProbe = h.now()
-		if h.running == call {
-			h.running = nil
-		}
-		if err == nil {
-			h.probes[0].Add(1)
-			h.okSeq = max(h.okSeq, call.seq)
-			h.upLocked()
-		} else {
-			h.probes[1].Add(1)
-			call.err = fmt.Errorf("probe: %w", err)
-			if call.seq > h.okSeq {
-				h.failedLocked(call.err)
-			}
-		}
-		h.mu.Unlock()
-		close(call.done)
-	}()
+	h.running = call
+	h.backHint.Store(false)
+	h.probing.Go(func() {
+		err := errProbePanicked // until the probe returns
+		defer func() { h.finishProbe(call, err) }()
+		err = h.probe()
+	})
 	return call
+}
+
+// errProbePanicked is the result of a probe that panicked: its waiters get it, and the panic
+// is raised again where run waits for the probes.
+var errProbePanicked = errors.New("store probe panicked")
+
+// finishProbe records the result of call (deferred, so that a probe that panics still
+// answers its waiters) and tells them.
+func (h *health) finishProbe(call *probeCall, err error) {
+	h.mu.Lock()
+	h.lastProbe = h.now()
+	if h.running == call {
+		h.running = nil
+	}
+	if err == nil {
+		h.probes[0].Add(1)
+		h.okSeq = max(h.okSeq, call.seq)
+		h.upLocked()
+	} else {
+		h.probes[1].Add(1)
+		call.err = fmt.Errorf("probe: %w", err)
+		if call.seq > h.okSeq {
+			h.failedLocked(call.err)
+		}
+	}
+	h.mu.Unlock()
+	close(call.done)
 }
 
 // run probes the store while it is down, at growing intervals (gap, doubling, at most
@@ -329,7 +348,7 @@ func (h *health) run(ctx context.Context) {
 		h.mu.Lock()
 		h.closed = true
 		h.mu.Unlock()
-		h.wg.Wait()
+		h.probing.Wait()
 	}()
 	interval := h.gap
 	for {

@@ -3,6 +3,8 @@ package bulk
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,7 +49,7 @@ func newTestHealth(t *testing.T, p *fakeProbe, gap time.Duration) *health {
 		h.mu.Lock()
 		h.closed = true
 		h.mu.Unlock()
-		h.wg.Wait()
+		h.probing.Wait()
 	})
 	return h
 }
@@ -222,5 +224,44 @@ func TestHealthFreshProbe(t *testing.T) {
 	<-old.done
 	if old.err == nil || !h.up() {
 		t.Fatalf("old probe %v; up %v: a stale failure marked the store down", old.err, h.up())
+	}
+}
+
+// TestHealthProbePanics: a probe that panics still answers the check waiting for it (the
+// store stays down, with errProbePanicked as the reason), and the panic is raised again where
+// the prober waits for its probes, instead of leaving the check to hang.
+func TestHealthProbePanics(t *testing.T) {
+	h := newHealth(func() error { panic("probe bug") }, status.New("bulk", "starting"), time.Millisecond, zaptest.NewLogger(t))
+	h.failed(errStore)
+	var down *StoreDownError
+	if err := h.check(context.Background()); !errors.As(err, &down) {
+		t.Fatalf("check = %v, want a *StoreDownError", err)
+	}
+	if h.up() || !strings.Contains(down.Reason, errProbePanicked.Error()) {
+		t.Fatalf("up %v, reason %q; want down because the probe panicked", h.up(), down.Reason)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "probe bug") {
+			t.Fatalf("recovered %v, want the probe's panic", r)
+		}
+	}()
+	h.run(ctx) // returns at once (ctx is done) and waits for the probes
+	t.Fatal("run returned without raising the probe's panic")
+}
+
+// TestHealthBackBeforeOutage: a writable report that arrives while the store is up (a write
+// already found it) says nothing about the next outage: that outage waits for its probe slot.
+func TestHealthBackBeforeOutage(t *testing.T) {
+	h := newTestHealth(t, &fakeProbe{}, time.Hour)
+	h.topology(true, "")
+	h.failed(errStore)
+	if h.backHint.Load() || len(h.back) != 0 {
+		t.Fatalf("hint %v, %d signals: a report from before the outage counts for it", h.backHint.Load(), len(h.back))
+	}
+	h.topology(true, "")
+	if !h.backHint.Load() || len(h.back) != 1 {
+		t.Fatalf("hint %v, %d signals after a report during the outage", h.backHint.Load(), len(h.back))
 	}
 }

@@ -64,8 +64,9 @@ func (m *StoreMonitor) Writable() bool {
 // (writable false) and, only after that, when it is writable again (writable true): blips
 // shorter than the grace period are not reported either way, so a store that fails every
 // command (the driver marks it unknown after each failure and known at its next check) does
-// not make the writer probe at every flap. fn is called without the monitor's lock held,
-// never from the driver's event callback, and must not block.
+// not make the writer probe at every flap. fn is called without the monitor's lock held and
+// must not block: the unwritable report comes from the grace timer, the writable one from the
+// driver's event callback (fn must then not wait for anything that may wait for the driver).
 func (m *StoreMonitor) subscribe(fn func(writable bool, reason string)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -73,7 +74,8 @@ func (m *StoreMonitor) subscribe(fn func(writable bool, reason string)) {
 }
 
 // topologyChanged is the driver's callback. The driver holds its topology lock while calling
-// it: it only records the state and arms or stops a timer.
+// it: it only records the state, arms or stops a timer and tells the subscriber that the store
+// is writable again (which must not block).
 func (m *StoreMonitor) topologyChanged(e *event.TopologyDescriptionChangedEvent) {
 	writable, reason := writableTopology(e.NewDescription)
 	m.observe(writable, reason)
@@ -81,21 +83,25 @@ func (m *StoreMonitor) topologyChanged(e *event.TopologyDescriptionChangedEvent)
 
 func (m *StoreMonitor) observe(writable bool, reason string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	was := !m.seen || m.writable
 	m.seen, m.writable, m.reason = true, writable, reason
+	var back func(bool, string) // told that the store is writable again
 	switch {
 	case writable && !was:
 		if m.timer != nil {
 			m.timer.Stop()
 			m.timer = nil
 		}
-		if fn := m.notify; fn != nil && m.reported {
-			go fn(true, "")
+		if m.reported {
+			back = m.notify
 		}
 		m.reported = false
 	case !writable && was:
 		m.timer = time.AfterFunc(m.grace, m.graceOver)
+	}
+	m.mu.Unlock()
+	if back != nil {
+		back(true, "")
 	}
 }
 

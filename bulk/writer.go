@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -131,12 +132,8 @@ func (w *Writer) Run(ctx context.Context) error {
 // function stops it and waits for it to return.
 func (w *Writer) startProber(ctx context.Context) (stop func()) {
 	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
-	var prober sync.WaitGroup
-	prober.Add(1)
-	go func() {
-		defer prober.Done()
-		w.health.run(probeCtx)
-	}()
+	var prober conc.WaitGroup
+	prober.Go(func() { w.health.run(probeCtx) })
 	return func() {
 		stopProbes()
 		prober.Wait()
@@ -148,10 +145,8 @@ func (w *Writer) startProber(ctx context.Context) (stop func()) {
 // it to return.
 func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.CancelFunc) (stop func()) {
 	runDone := make(chan struct{})
-	var drainTimer sync.WaitGroup
-	drainTimer.Add(1)
-	go func() {
-		defer drainTimer.Done()
+	var drainTimer conc.WaitGroup
+	drainTimer.Go(func() {
 		select {
 		case <-ctx.Done():
 		case <-runDone:
@@ -164,7 +159,7 @@ func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.Cance
 			cancelWrites()
 		case <-runDone:
 		}
-	}()
+	})
 	return func() {
 		close(runDone)
 		drainTimer.Wait()
