@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -188,6 +189,10 @@ type authCache struct {
 	mu       sync.Mutex
 	entries  map[string]cacheEntry
 	inflight map[string]*lookupCall
+	// lookups are the shared queries in flight; once closed (Server.Run is over) a lookup
+	// runs in its caller instead and no refresh starts (see close).
+	lookups conc.WaitGroup
+	closed  bool
 }
 
 type cacheEntry struct {
@@ -239,25 +244,32 @@ func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, e
 		return e.info, e.found, nil
 	}
 	if cached && e.found && now.Before(e.expires.Add(min(a.ttl, maxStaleWhileRefresh))) {
-		if _, running := a.inflight[hash]; !running {
+		if _, running := a.inflight[hash]; !running && !a.closed {
 			call := &lookupCall{done: make(chan struct{})}
 			a.inflight[hash] = call
-			go a.run(context.WithoutCancel(ctx), hash, call)
+			a.lookups.Go(func() { a.run(context.WithoutCancel(ctx), hash, call) })
 		}
 		a.mu.Unlock()
 		return e.info, e.found, nil
 	}
 	call, running := a.inflight[hash]
-	if running {
+	inline := false
+	switch {
+	case running:
 		call.waiters++
-	} else {
+	default:
 		call = &lookupCall{done: make(chan struct{})}
 		a.inflight[hash] = call
 		// The shared query must not die with the request that started it; it is bounded by
 		// lookupTimeout instead.
-		go a.run(context.WithoutCancel(ctx), hash, call)
+		if inline = a.closed; !inline {
+			a.lookups.Go(func() { a.run(context.WithoutCancel(ctx), hash, call) })
+		}
 	}
 	a.mu.Unlock()
+	if inline {
+		a.run(context.WithoutCancel(ctx), hash, call)
+	}
 	select {
 	case <-call.done:
 		return call.info, call.found, call.err
@@ -270,9 +282,20 @@ func (a *authCache) lookup(ctx context.Context, hash string) (tokenInfo, bool, e
 // context deadline, under which the driver would retry a read failing on a dropped
 // connection for as long as the deadline allows (a command loop during a store fault).
 func (a *authCache) run(ctx context.Context, hash string, call *lookupCall) {
+	call.err = errLookupPanicked // until the store answers
+	defer a.publish(hash, call)  // also when the lookup panics: its waiters get errLookupPanicked
 	ctx, cancel := retry.Bound(ctx, lookupTimeout)
+	defer cancel()
 	call.info, call.found, call.err = a.store.lookupToken(ctx, hash)
-	cancel()
+}
+
+// errLookupPanicked is the result of a shared lookup that panicked: its callers get it, and
+// the panic is raised again where Server.Run waits for the lookups (see close).
+var errLookupPanicked = errors.New("token lookup panicked")
+
+// publish caches the result of call (or keeps a recent entry while the store cannot be read)
+// and hands it to the callers waiting for it.
+func (a *authCache) publish(hash string, call *lookupCall) {
 	call.info.hash = hash
 	a.mu.Lock()
 	delete(a.inflight, hash)
@@ -293,6 +316,16 @@ func (a *authCache) run(ctx context.Context, hash string, call *lookupCall) {
 	}
 	a.mu.Unlock()
 	close(call.done)
+}
+
+// close waits for the shared lookups in flight (raising again the panic of one that
+// panicked); from then on a lookup runs in its caller and an active token's entry is not
+// refreshed in the background. Server.Run calls it on its way out.
+func (a *authCache) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.lookups.Wait()
 }
 
 // evictLocked makes room for one entry: expired entries go first, then arbitrary ones.

@@ -253,3 +253,65 @@ func TestAuthCacheBounded(t *testing.T) {
 		t.Fatalf("%d entries, want at most %d", len(a.entries), maxCacheEntries)
 	}
 }
+
+// TestAuthCacheCloseWaits: close waits for the shared lookup in flight (its caller long gone);
+// after it a lookup runs in its caller and still answers.
+func TestAuthCacheCloseWaits(t *testing.T) {
+	store := newFakeTokens()
+	store.block = make(chan struct{})
+	a := newAuthCache(store, time.Minute, testNow)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := a.lookup(ctx, HashToken(tokenA)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("lookup with a canceled request: %v", err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		a.close()
+	}()
+	testctx.WaitFor(t, "close to begin", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.closed
+	})
+	select {
+	case <-closed:
+		t.Fatal("close returned while the shared lookup was still running")
+	default:
+	}
+	close(store.block)
+	<-closed
+	if _, found, err := a.lookup(context.Background(), HashToken(tokenB)); err != nil || !found {
+		t.Fatalf("lookup after close: found %v err %v", found, err)
+	}
+	if n := store.numLookups(); n != 2 {
+		t.Fatalf("%d store lookups, want 2", n)
+	}
+}
+
+// panickyTokens is a tokenStore whose lookups panic.
+type panickyTokens struct{ fakeTokens }
+
+func (*panickyTokens) lookupToken(context.Context, string) (tokenInfo, bool, error) {
+	panic("lookup bug")
+}
+
+// TestAuthCacheLookupPanics: a shared lookup that panics answers its callers with
+// errLookupPanicked (they do not hang, and nothing is cached), and close raises the panic again.
+func TestAuthCacheLookupPanics(t *testing.T) {
+	a := newAuthCache(&panickyTokens{}, time.Minute, testNow)
+	if _, _, err := a.lookup(context.Background(), HashToken(tokenA)); !errors.Is(err, errLookupPanicked) {
+		t.Fatalf("lookup = %v, want errLookupPanicked", err)
+	}
+	if len(a.entries) != 0 || len(a.inflight) != 0 {
+		t.Fatalf("%d entries, %d in flight after a panic", len(a.entries), len(a.inflight))
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "lookup bug") {
+			t.Fatalf("recovered %v, want the lookup's panic", r)
+		}
+	}()
+	a.close()
+	t.Fatal("close returned without raising the lookup's panic")
+}

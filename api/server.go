@@ -95,10 +95,13 @@ func newServer(cfg Config, store tokenStore) *Server {
 // Run does the API's background work until ctx ends: it writes the tokens' last-used times
 // every TokenUsageInterval (and once more on the way out) and forgets the rate limits of idle
 // tokens. Without it the API serves all the same but last_used_at stays unwritten and the
-// limits' memory is bounded by maxLimitedTokens only.
+// limits' memory is bounded by maxLimitedTokens only. On its way out it also waits for the
+// token lookups that requests share (they outlive the request that started them); after it
+// returns, a request that must look its token up does so itself.
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.TokenUsageInterval)
 	defer t.Stop()
+	defer s.auth.close()
 	for {
 		select {
 		case <-ctx.Done():
