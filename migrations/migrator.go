@@ -9,9 +9,9 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.uber.org/zap"
@@ -174,15 +174,16 @@ func (m *Migrator) Up(ctx context.Context, opts UpOptions) (Report, error) {
 	m.log.Debug("took migration lock", zap.String("owner", m.owner))
 
 	stepCtx, cancel := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	var renewal conc.WaitGroup
+	renewal.Go(func() {
+		// keepLock returns only once stepCtx is done; this cancel matters when it panics:
+		// the steps stop (the lock is no longer renewed), then Wait raises the panic.
+		defer cancel(errRenewalPanicked)
 		m.keepLock(stepCtx, cancel)
-	}()
+	})
 	err := m.runPending(stepCtx, &r)
 	cancel(nil)
-	wg.Wait()
+	renewal.Wait()
 	if cause := context.Cause(stepCtx); errors.Is(cause, ErrLockLost) {
 		err = cause
 	}
@@ -194,6 +195,9 @@ func (m *Migrator) Up(ctx context.Context, opts UpOptions) (Report, error) {
 	}
 	return r, err
 }
+
+// errRenewalPanicked ends the steps when the lock's renewal panicked.
+var errRenewalPanicked = fmt.Errorf("%w: its renewal panicked", ErrLockLost)
 
 // StepDrift is an index of an applied step that is not as the step built it.
 type StepDrift struct {
