@@ -2,8 +2,10 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"sync"
 
+	"github.com/sourcegraph/conc"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -39,7 +41,7 @@ type reader struct {
 	ch     chan streamBatch
 	quit   chan struct{}
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     conc.WaitGroup
 	// asked counts the calls of next; wake tells a reader waiting for one that asked moved.
 	mu    sync.Mutex
 	asked int
@@ -56,25 +58,44 @@ func (w *Watcher) read(ctx context.Context, cs *mongo.ChangeStream) *reader {
 		ch: make(chan streamBatch, prefetchDepth), quit: make(chan struct{}), cancel: cancel,
 		wake: make(chan struct{}, 1),
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for sent := 1; ; sent++ {
-			b := w.nextBatch(rctx, cs)
-			select {
-			case r.ch <- b:
-			case <-r.quit:
-				return
+	r.wg.Go(func() {
+		finished := false
+		defer func() {
+			if !finished { // a read panicked: the stream ends for the watcher waiting in next
+				r.send(streamBatch{err: errReaderPanicked})
 			}
-			if b.err != nil || b.invalidate != nil {
-				return
-			}
-			if b.resumed && !r.waitAsked(sent) {
-				return
-			}
-		}
-	}()
+		}()
+		r.loop(rctx, w, cs)
+		finished = true
+	})
 	return r
+}
+
+// errReaderPanicked ends a stream whose reader panicked; the panic is raised again where stop
+// waits for the reader.
+var errReaderPanicked = errors.New("change stream reader panicked")
+
+// loop reads batches and sends them, in order, until one ends the stream or stop.
+func (r *reader) loop(ctx context.Context, w *Watcher, cs *mongo.ChangeStream) {
+	for sent := 1; ; sent++ {
+		b := w.nextBatch(ctx, cs)
+		if !r.send(b) || b.err != nil || b.invalidate != nil {
+			return
+		}
+		if b.resumed && !r.waitAsked(sent) {
+			return
+		}
+	}
+}
+
+// send hands b to next; false: stopped meanwhile.
+func (r *reader) send(b streamBatch) bool {
+	select {
+	case r.ch <- b:
+		return true
+	case <-r.quit:
+		return false
+	}
 }
 
 // waitAsked waits until next was called more than sent times; false: stopped meanwhile.

@@ -1,9 +1,13 @@
 package watcher
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sourcegraph/conc"
 
 	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
@@ -165,4 +169,37 @@ func TestSummariesBesideBursts(t *testing.T) {
 	if err := h.r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+}
+
+// TestReaderPanics: a reader whose read panics ends the stream for the watcher waiting in
+// next (errReaderPanicked, not a hang), and stop raises the panic again.
+func TestReaderPanics(t *testing.T) {
+	w := &Watcher{}
+	r := w.read(context.Background(), nil) // reading a nil stream panics
+	if b := r.next(); !errors.Is(b.err, errReaderPanicked) {
+		t.Fatalf("next = %+v, want errReaderPanicked", b)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("stop did not raise the reader's panic")
+		}
+	}()
+	r.stop()
+}
+
+// TestFlushPanics: a flush of summaries that panics fails with errFlushPanicked (the stream
+// restarts from its last safe token), and the stream's wait for its flushes raises the panic.
+func TestFlushPanics(t *testing.T) {
+	w := &Watcher{}
+	var flushes conc.WaitGroup
+	f := w.flushTiers(context.Background(), nil, &flushes) // summarizing a nil set panics
+	if err := f.wait(); !errors.Is(err, errFlushPanicked) {
+		t.Fatalf("wait = %v, want errFlushPanicked", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Wait did not raise the flush's panic")
+		}
+	}()
+	flushes.Wait()
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -336,7 +337,8 @@ func (w *Watcher) runStream(ctx, work context.Context, s *streamState) error {
 		w.progressed(s)
 	}
 	st := w.newStream(ctx, work, s)
-	defer st.pos.abandon() // the stream ends with an error already; the flush is redone
+	defer st.flushes.Wait() // after abandon: raises the panic of a flush that panicked
+	defer st.pos.abandon()  // the stream ends with an error already; the flush is redone
 	rd := w.read(ctx, cs)
 	defer rd.stop() // before cs.Close (deferred earlier, so run later)
 	for {
@@ -356,7 +358,8 @@ type stream struct {
 	burst     *burstState
 	dirty     *recompute.Dirty
 	pos       position
-	lastWrite time.Duration // how long the last burst's writes took
+	flushes   conc.WaitGroup // the flushes of summaries (at most one in flight: see position)
+	lastWrite time.Duration  // how long the last burst's writes took
 	// calls counts the TryNext calls of this stream: the first one only reads the batch the
 	// stream was opened with (no getMore), so an empty first batch proves nothing.
 	emptyResumes, calls int
@@ -466,7 +469,7 @@ func (st *stream) flushTiers(block bool) error {
 		st.pos.release()
 		return nil
 	}
-	st.pos.hand(st.w.flushTiers(st.work, st.dirty))
+	st.pos.hand(st.w.flushTiers(st.work, st.dirty, &st.flushes))
 	st.dirty = recompute.NewDirty()
 	if block {
 		return st.pos.finish()
@@ -666,15 +669,20 @@ type tierFlush struct {
 	err      error
 }
 
-// flushTiers starts writing the summaries of dirty, which the flush owns from now on.
-func (w *Watcher) flushTiers(ctx context.Context, dirty *recompute.Dirty) *tierFlush {
-	f := &tierFlush{finished: make(chan struct{})}
-	go func() {
-		defer close(f.finished)
+// flushTiers starts writing the summaries of dirty, which the flush owns from now on, in a
+// goroutine of flushes.
+func (w *Watcher) flushTiers(ctx context.Context, dirty *recompute.Dirty, flushes *conc.WaitGroup) *tierFlush {
+	f := &tierFlush{finished: make(chan struct{}), err: errFlushPanicked}
+	flushes.Go(func() {
+		defer close(f.finished) // a flush that panics fails with errFlushPanicked
 		f.err = w.summarize(ctx, dirty)
-	}()
+	})
 	return f
 }
+
+// errFlushPanicked fails a flush of summaries that panicked; the panic is raised again where
+// the stream waits for its flushes.
+var errFlushPanicked = errors.New("summaries flush panicked")
 
 // done reports whether the flush has finished (wait then returns at once).
 func (f *tierFlush) done() bool {
