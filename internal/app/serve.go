@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -278,13 +279,17 @@ func (a *appServer) runDemo(ctx context.Context, cfg Config, log *zap.Logger, ou
 // HTTP request on that port is answered 400 "Client sent an HTTP request to an HTTPS server".
 func RunHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() {
+	var serving conc.WaitGroup
+	defer serving.Wait() // Serve has returned by then (Shutdown closed the listener)
+	serving.Go(func() {
+		err := errServePanicked
+		defer func() { errc <- err }()
 		if srv.TLSConfig != nil {
-			errc <- srv.ServeTLS(ln, "", "")
+			err = srv.ServeTLS(ln, "", "")
 			return
 		}
-		errc <- srv.Serve(ln)
-	}()
+		err = srv.Serve(ln)
+	})
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
@@ -300,6 +305,10 @@ func RunHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	}
 	return nil
 }
+
+// errServePanicked is RunHTTP's error when Serve panicked; the panic is raised again as
+// RunHTTP returns.
+var errServePanicked = errors.New("http server panicked")
 
 // pinnedClient is the HTTP client of the demo's in-process agents under TLS: it trusts
 // exactly the certificate served now (whatever its names and issuer), as the agents reach

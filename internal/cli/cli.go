@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sourcegraph/conc"
 )
 
 // ErrUsage marks a command-line mistake: ExitCode gives it status 2.
@@ -26,9 +28,11 @@ func Main(name string, stderr io.Writer, run func(context.Context) error) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	var signals conc.WaitGroup
+	defer signals.Wait()
 	done := make(chan struct{})
-	defer close(done)
-	go func() {
+	defer close(done) // before Wait: the watcher of signals returns
+	signals.Go(func() {
 		select {
 		case sig := <-sigs:
 			_, _ = fmt.Fprintf(stderr, "%s: %s: shutting down (send it again to exit at once)\n", name, sig)
@@ -41,7 +45,7 @@ func Main(name string, stderr io.Writer, run func(context.Context) error) int {
 			os.Exit(ExitCode(name, stderr, ErrForced))
 		case <-done:
 		}
-	}()
+	})
 	return ExitCode(name, stderr, run(ctx))
 }
 

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/gameops/rollup/internal/testctx"
 )
 
 // TestExitCode: 0 ok, 2 a usage error however wrapped, 1 anything else (a forced exit too);
@@ -38,6 +42,26 @@ func TestMainStatus(t *testing.T) {
 		return fmt.Errorf("%w: no benchmark", ErrUsage)
 	})
 	if code != 2 || b.String() != "rollup-bench: usage: no benchmark\n" {
+		t.Fatalf("Main = %d %q", code, b.String())
+	}
+}
+
+// TestMainSignal: the first SIGINT cancels run's context and says so on stderr; Main returns
+// run's status once the signal watcher has returned too.
+func TestMainSignal(t *testing.T) {
+	var b strings.Builder
+	code := Main("rollup", &b, func(ctx context.Context) error {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-testctx.Context(t).Done():
+			return errors.New("the signal did not cancel the context")
+		}
+	})
+	if code != 1 || !strings.HasPrefix(b.String(), "rollup: interrupt: shutting down (send it again to exit at once)\n") {
 		t.Fatalf("Main = %d %q", code, b.String())
 	}
 }
