@@ -1,24 +1,18 @@
 package certtest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/gameops/rollup/embedded/embeddedtest"
 )
 
-// CA is a certificate authority of a test.
+// CA is a certificate authority of a test (embeddedtest.CA) with its certificate written to a
+// file.
 type CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	ca *embeddedtest.CA
 	// File is the CA certificate's PEM file (what clients pass as --ca-file).
 	File string
 	// Pool holds the CA certificate.
@@ -28,28 +22,14 @@ type CA struct {
 // NewCA creates a CA valid for a day, its PEM written to dir/ca.pem.
 func NewCA(t testing.TB, dir string) *CA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rollup test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &CA{cert: cert, key: key, File: filepath.Join(dir, "ca.pem"), Pool: x509.NewCertPool()}
-	ca.Pool.AddCert(cert)
-	write(t, ca.File, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	ca := &CA{ca: embeddedtest.NewCA(t), File: filepath.Join(dir, "ca.pem"), Pool: x509.NewCertPool()}
+	ca.Pool.AddCert(ca.ca.Cert)
+	write(t, ca.File, ca.ca.PEM())
 	return ca
 }
 
 // Issue writes a server certificate for 127.0.0.1, ::1 and localhost with the given serial
-// to certFile and its new key to keyFile (replacing them), and returns the serial.
+// to certFile and its new key to keyFile, each replacing the file through a rename.
 func (ca *CA) Issue(t testing.TB, certFile, keyFile string, serial int64) {
 	t.Helper()
 	certPEM, keyPEM := ca.IssuePEM(t, serial)
@@ -60,30 +40,7 @@ func (ca *CA) Issue(t testing.TB, certFile, keyFile string, serial int64) {
 // IssuePEM returns a server certificate (as Issue) and its key in PEM.
 func (ca *CA) IssuePEM(t testing.TB, serial int64) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k})
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	return ca.ca.IssuePEM(t, serial)
 }
 
 // write replaces path's content by data through a rename, as a renewal tool does.
