@@ -430,21 +430,29 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
-	t.Run("annotations: tree version and replay on the chart", func(t *testing.T) {
-		if err := store.NewEvents(db).Record(ctx, store.Event{Kind: store.EventReplay, Project: project, At: f.first.Add(time.Hour),
-			End: f.first.Add(2 * time.Hour), Title: "rollup replay", Text: "12 ticks"}); err != nil {
-			t.Fatal(err)
+	t.Run("annotations: tree version, replay, outage and history lost on the chart", func(t *testing.T) {
+		for _, e := range []store.Event{
+			{Kind: store.EventReplay, Project: project, At: f.first.Add(time.Hour), End: f.first.Add(2 * time.Hour), Title: "rollup replay", Text: "12 ticks"},
+			// Recorded for every project, as the bulk writer and the watcher record them.
+			{Kind: store.EventOutage, At: f.first.Add(90 * time.Minute), End: f.first.Add(100 * time.Minute), Title: "store outage", Text: "instance a refused writes for 10m0s"},
+			{Kind: store.EventHistoryLost, At: f.first.Add(110 * time.Minute), End: f.first.Add(115 * time.Minute), Title: "change stream history lost", Text: "replayed"},
+		} {
+			if err := store.NewEvents(db).Record(ctx, e); err != nil {
+				t.Fatal(err)
+			}
 		}
 		p := open(t, link+"&node="+selected, 1280, 900)
 		chart := findOne(t, p.dom(), "div", "id", "chart")
 		var want apiv1.AnnotationsResponse
 		getJSON(ctx, t, srv.URL+"/v1/projects/"+project+"/annotations?"+url.Values{"from": {chart["data-from"]}, "to": {chart["data-to"]}}.Encode(), f.token, &want)
-		if len(want.Annotations) != 2 || chart["data-annotations"] != "2" {
+		if len(want.Annotations) != 4 || chart["data-annotations"] != "4" {
 			t.Fatalf("API annotations %+v, chart shows %s", want.Annotations, chart["data-annotations"])
 		}
 		var kinds []string
-		p.eval(`[...document.querySelectorAll('#annotations-list li')].map((li) => li.dataset.kind + ' ' + li.dataset.time)`, &kinds)
-		if !slices.Equal(kinds, []string{"tree " + f.first.Format(time.RFC3339), "replay " + f.first.Add(time.Hour).Format(time.RFC3339)}) ||
+		p.eval(`[...document.querySelectorAll('#annotations-list li')].map((li) => li.dataset.kind + ' ' + li.dataset.time + ' ' + li.querySelector('.sw').style.background)`, &kinds)
+		if !slices.Equal(kinds, []string{"tree " + f.first.Format(time.RFC3339) + " rgb(112, 72, 232)", "replay " + f.first.Add(time.Hour).Format(time.RFC3339) + " rgb(12, 133, 153)",
+			"outage " + f.first.Add(90*time.Minute).Format(time.RFC3339) + " rgb(224, 49, 49)",
+			"history_lost " + f.first.Add(110*time.Minute).Format(time.RFC3339) + " rgb(217, 72, 15)"}) ||
 			p.str(`document.getElementById('annotations').hidden`) != "false" {
 			t.Errorf("annotations listed %v", kinds)
 		}

@@ -44,7 +44,7 @@
   const DIFF_TEXT = { tick: 'the tick before', '1h': 'an hour before', '1d': 'a day before', '1w': 'a week before' };
   const DIFF_N = 20;
   // Colours of the annotations by kind (lines on the chart, marks in the list).
-  const NOTE_COLOURS = { tree: '#7048e8', replay: '#0c8599', retention: '#868e96' };
+  const NOTE_COLOURS = { tree: '#7048e8', replay: '#0c8599', retention: '#868e96', outage: '#e03131', history_lost: '#d9480f' };
   const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
   const RETRY_MAX_S = 60; // never longer than the default refresh: the page follows the API's return within a minute
   const TICK_LIST_S = 86400; // the tick picker lists the last day
