@@ -130,9 +130,17 @@ func TestDashboardInChromium(t *testing.T) {
 		if picker == nil || strings.Count(picker[1], "<option") != 1+ticks-3 {
 			t.Errorf("tick picker %q, want latest and %d ticks", picker, ticks-3)
 		}
-		// 24 hours at 5m: the ticks before the data and the seeded hole are gaps, the latest
+		// The link names no range and the project has 4 hours of data: the page opens on the
+		// shortest range that shows it all, 6 hours (not 24 hours of mostly gaps), and says so
+		// in the fragment.
+		chart := findOne(t, dom, "div", "id", "chart")
+		if chart["data-range"] != "6h" || chart["data-from"] > f.first.Format(time.RFC3339) || !strings.Contains(p.str("location.hash"), "range=6h") ||
+			p.str(`document.querySelector('#ranges [aria-pressed="true"]').dataset.range`) != "6h" {
+			t.Errorf("default range %s from %s (data from %s), fragment %s", chart["data-range"], chart["data-from"], f.first.Format(time.RFC3339), p.str("location.hash"))
+		}
+		// 6 hours at 5m: the ticks before the data and the seeded hole are gaps, the latest
 		// tick (a leaf missing) is incomplete.
-		d.checkChart(t, dom, selected, "5m", "", 288, 288-ticks+3, 1)
+		d.checkChart(t, dom, selected, "5m", "", 72, 72-ticks+3, 1)
 		if got := p.str(`document.querySelector('#readout').dataset.t`); got != f.latest.Format(time.RFC3339) {
 			t.Errorf("the readout shows %s, want the selected (latest) tick %s", got, f.latest.Format(time.RFC3339))
 		}
@@ -207,7 +215,8 @@ func TestDashboardInChromium(t *testing.T) {
 	})
 
 	t.Run("refresh fails and recovers", func(t *testing.T) {
-		p := open(t, link+"&node="+selected+"&refresh=1s", 1280, 900)
+		// A link that names a range keeps it, whatever the data.
+		p := open(t, link+"&node="+selected+"&refresh=1s&range=24h", 1280, 900)
 		if !strings.Contains(p.str(`document.getElementById('status').textContent`), "refreshes every 1s") {
 			t.Errorf("status %q", p.str(`document.getElementById('status').textContent`))
 		}

@@ -191,6 +191,8 @@
       v.range = { from: floorTo(from, TICK_S), to: ceilTo(to, TICK_S) };
     } else if (RANGE_S.has(rel)) {
       v.range = { rel };
+    } else if (!v.tick) {
+      v.range = { rel: DEFAULT_RANGE, fit: true }; // the link names no range: fit the data (fitRange)
     }
     if (STEP_S.has(p.get('step'))) v.step = p.get('step');
     if (AGGS.includes(p.get('agg'))) v.agg = p.get('agg');
@@ -309,6 +311,20 @@
     return { from: floorTo(v.range.from, ss), to: ceilTo(v.range.to, ss), step, ss };
   }
 
+  // fitRange is the range a view whose link names none opens on: the shortest range button
+  // that shows all the data of the last day (ticks: its ticks, from TICK_LIST_S ago) up to now,
+  // or, with no tick in the last day, the newest tick (latest, seconds), so the chart is never
+  // empty; DEFAULT_RANGE when the data fills the last day (it may go back further).
+  function fitRange(ticks, latest) {
+    const end = floorTo(nowS(), TICK_S) + TICK_S;
+    const listFrom = floorTo(nowS(), TICK_S) - TICK_LIST_S;
+    const first = ticks.length ? secs(ticks[0].tick) : latest;
+    if (ticks.length && first <= listFrom) return DEFAULT_RANGE;
+    const need = end - Math.min(first, latest);
+    const fit = RANGES.find(([, span]) => span >= need);
+    return fit ? fit[0] : RANGES[RANGES.length - 1][0];
+  }
+
   // compareIds are the children of the node compared in v: its top v.n by online at the tick.
   function compareIds(v, byId) {
     const n = byId.get(v.node);
@@ -373,6 +389,13 @@
       if (v.node) notices.push('Node "' + v.node + '" is not in the tree at ' + fmtWhen(tickS, v.tz) + '; showing the root.');
       v = { ...v, node: t.root.id };
     }
+    let ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
+      { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
+    if (v.range.fit) {
+      const ticks = await ticksP;
+      v = { ...v, range: { rel: fitRange(ticks, tickS) } };
+      ticksP = Promise.resolve(ticks);
+    }
     const range = chartRange(v, tickS);
     const cache = cur ? cur.cache : new Map();
     const used = new Map();
@@ -389,8 +412,6 @@
       return p;
     };
     const ids = compareIds(v, t.byId);
-    const ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
-      { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
     const diffP = v.diff ? api(projectPath(v.project, '/diff'), { from: diffFrom(v.diff, tickS), to: iso(tickS), node: v.node, n: DIFF_N }, signal)
       .catch((e) => {
         if (e instanceof ApiError && (e.code === 'no_data' || e.code === 'unknown_node')) return { error: e.message };
