@@ -817,9 +817,47 @@ func TestDashboardInChromium(t *testing.T) {
 		p.call("Emulation.setTouchEmulationEnabled", map[string]any{"enabled": true, "maxTouchPoints": 5}, nil)
 		p.open(link + "&node=" + selected)
 		p.waitLoads("the first view", 0)
-		// Drag-zoom needs a mouse: a touch-only phone is not offered it.
-		if hint := p.str(`document.querySelector('#legend [data-hint="chart"]').textContent + ' ' + document.querySelector('#chart .u-over').title`); strings.Contains(hint, "drag") || strings.Contains(hint, "Drag") {
-			t.Errorf("a touch-only phone is offered drag-zoom: %q", hint)
+		// Drag-zoom needs a mouse: a touch-only phone is offered pinch-zoom instead.
+		if hint := p.str(`document.querySelector('#legend [data-hint="chart"]').textContent + ' ' + document.querySelector('#chart .u-over').title`); strings.Contains(hint, "drag") || strings.Contains(hint, "Drag") ||
+			!strings.Contains(hint, "pinch: zoom in or out") {
+			t.Errorf("a touch-only phone's zoom hint: %q", hint)
+		}
+		// Pinch: two fingers moved from 60 to 180 px apart narrow the range to a third around
+		// the same time; moved back together, they widen it three times.
+		rangeShown := func() (time.Time, time.Time) {
+			c := findOne(t, p.dom(), "div", "id", "chart")
+			a, err1 := time.Parse(time.RFC3339, c["data-from"])
+			b, err2 := time.Parse(time.RFC3339, c["data-to"])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("chart range %q–%q", c["data-from"], c["data-to"])
+			}
+			return a, b
+		}
+		pinch := func(what string, apart, to float64) {
+			t.Helper()
+			x, y := p.centre("#chart .u-over")
+			n := p.loads()
+			p.touch("touchStart", [2]float64{x - apart/2, y}, [2]float64{x + apart/2, y})
+			for i := 1; i <= 4; i++ {
+				d := apart + (to-apart)*float64(i)/4
+				p.touch("touchMove", [2]float64{x - d/2, y}, [2]float64{x + d/2, y})
+			}
+			p.touch("touchEnd")
+			p.waitLoads(what, n)
+		}
+		near := func(a, b time.Time) bool { return a.Sub(b).Abs() <= 2*tree.DefaultTick }
+		from0, to0 := rangeShown()
+		pinch("pinched apart", 60, 180)
+		from1, to1 := rangeShown()
+		mid0, mid1 := from0.Add(to0.Sub(from0)/2), from1.Add(to1.Sub(from1)/2)
+		if got := findOne(t, p.dom(), "div", "id", "chart")["data-range"]; got != "custom" ||
+			(to1.Sub(from1)-to0.Sub(from0)/3).Abs() > 2*tree.DefaultTick || !near(mid0, mid1) {
+			t.Errorf("pinched apart: %s–%s (%s), was %s–%s; want a third of it around the same time", from1, to1, got, from0, to0)
+		}
+		pinch("pinched together", 180, 60)
+		from2, to2 := rangeShown()
+		if (to2.Sub(from2)-3*to1.Sub(from1)).Abs() > 2*tree.DefaultTick || to2.After(time.Now().Add(tree.DefaultTick)) {
+			t.Errorf("pinched together: %s–%s, was %s–%s; want three times as long, not past now", from2, to2, from1, to1)
 		}
 		// Every control is wholly on screen (the tick picker was cut off).
 		var cut []string

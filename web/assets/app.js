@@ -1417,7 +1417,9 @@
       const t = iso(xs[i]);
       if (t !== v.tick) go({ tick: t });
     });
-    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + (touchOnly() ? '' : 'Drag to zoom in, double-click to zoom out.');
+    pinchZoom(u);
+    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') +
+      (touchOnly() ? 'Pinch to zoom in or out.' : 'Drag to zoom in, double-click to zoom out (or pinch on a touch screen).');
     renderReadout(null);
   }
 
@@ -1492,7 +1494,7 @@
       el('span', {}, el('i', { class: 'sw sw-gap' }), 'no data'),
       el('span', {}, el('i', { class: 'sw sw-sel' }), 'selected tick'),
       el('span', { class: 'hint', 'data-hint': 'chart', text: touchOnly()
-        ? (d.range.step === '5m' ? 'tap: pick a tick · ' : '') + 'zoom: pick a range above'
+        ? (d.range.step === '5m' ? 'tap: pick a tick · ' : '') + 'pinch: zoom in or out'
         : (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out · arrow keys on the chart: move the point' }));
     $('legend').replaceChildren(...items);
   }
@@ -1620,6 +1622,74 @@
     const from = floorTo(a, TICK_S);
     const to = Math.max(from + TICK_S, ceilTo(b, TICK_S));
     go({ range: { from, to } });
+  }
+
+  // pinchZoom zooms chart u with two fingers, as drag-zoom does with a mouse: the times under
+  // the fingers when they touch stay under them, and on release the chart shows the range
+  // they then span across its width (fingers apart: zoom in; together: zoom out), at least a
+  // tick, at most MAX_SPAN_S, never past the current tick. While pinching, the hint says what
+  // the release will show. One finger scrolls the page (touch-action: pan-y) or taps a point.
+  function pinchZoom(u) {
+    const over = u.over;
+    let start = null; // the two touches' ids and the times under them
+    let next = null; // the range a release shows
+    let said = null; // the hint's text before the pinch
+    const hint = () => document.querySelector('#legend [data-hint="chart"]');
+    const xOf = (t) => t.clientX - over.getBoundingClientRect().left;
+    over.addEventListener('touchstart', (e) => {
+      start = null;
+      next = null;
+      if (e.touches.length !== 2) return;
+      e.preventDefault();
+      const [p, q] = [...e.touches];
+      if (Math.abs(xOf(p) - xOf(q)) < 8) return;
+      start = { ids: [p.identifier, q.identifier], ta: u.posToVal(xOf(p), 'x'), tb: u.posToVal(xOf(q), 'x') };
+      if (said == null && hint()) said = hint().textContent;
+    }, { passive: false });
+    over.addEventListener('touchmove', (e) => {
+      if (!start || e.touches.length !== 2) return;
+      e.preventDefault();
+      const xs = new Map([...e.touches].map((t) => [t.identifier, xOf(t)]));
+      const p = xs.get(start.ids[0]);
+      const q = xs.get(start.ids[1]);
+      if (p == null || q == null || Math.abs(p - q) < 8) return;
+      const per = (start.tb - start.ta) / (q - p); // seconds per pixel
+      if (!(per > 0)) return;
+      next = clampRange(start.ta - p * per, start.ta + (over.clientWidth - p) * per);
+      const tz = state.view.tz;
+      if (hint()) hint().textContent = 'release: show ' + fmtTime(next.from, tz) + ' → ' + fmtTime(next.to, tz) + ' ' + tzName(next.to, tz);
+    }, { passive: false });
+    over.addEventListener('touchend', (e) => {
+      if (!start || e.touches.length >= 2) return;
+      const n = next;
+      start = null;
+      next = null;
+      const r = state.data && state.data.range;
+      // A two-finger tap (or a pinch of a few pixels) changes nothing.
+      if (!n || !r || (Math.abs(n.from - r.from) < TICK_S && Math.abs(n.to - r.to) < TICK_S)) {
+        if (said != null && hint()) hint().textContent = said;
+        said = null;
+        return;
+      }
+      said = null;
+      go({ range: n });
+    });
+    over.addEventListener('touchcancel', () => {
+      if (said != null && hint()) hint().textContent = said;
+      start = null;
+      next = null;
+      said = null;
+    });
+  }
+
+  // clampRange aligns [a, b) to ticks and keeps it between a tick and MAX_SPAN_S long and
+  // not past the current tick (moved back, not cut).
+  function clampRange(a, b) {
+    const end = floorTo(nowS(), TICK_S) + TICK_S;
+    const span = Math.min(MAX_SPAN_S, Math.max(TICK_S, ceilTo(b, TICK_S) - floorTo(a, TICK_S)));
+    const to = Math.min(end, floorTo(a, TICK_S) + span);
+    const from = Math.max(0, to - span);
+    return { from, to: from + span };
   }
 
   // zoomOut doubles the time range around its middle, up to the current tick.
