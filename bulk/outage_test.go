@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/store"
@@ -150,4 +152,47 @@ func TestOutageRecorded(t *testing.T) {
 	if n, err := events.CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
 		t.Fatalf("%d events after a retry and another instance (%v), want 2", n, err)
 	}
+}
+
+// TestOutageRecordRetried: when the outage's event cannot be written after the store came
+// back (here its insert fails), the writer retries it with backoff until it is written, once.
+func TestOutageRecordRetried(t *testing.T) {
+	e := newEnv(t)
+	core, logs := observer.New(zap.WarnLevel)
+	w := New(e.coll, Options{Workers: 1, RecordOutages: true, Instance: "pod-a"}, zap.New(core))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+	}()
+	fail := func(cmds ...any) {
+		e.store.FailPoint(t, e.direct, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A(cmds)},
+				{Key: "errorCode", Value: 10107}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}}}})
+	}
+	testctx.WaitFor(t, "the writer to be ready", func() bool { return w.Tracker().State().Ready })
+	fail("update", "insert")
+	if _, err := w.Submit(ctx, []Item{item("a", 1, 1)}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("submit during the fault: %v, want ErrUnavailable", err)
+	}
+	fail("insert") // the store takes the writer's updates again, not the event's insert
+	submit(t, w, []Item{item("a", 1, 2)})
+	testctx.WaitFor(t, "a failed attempt to record the outage", func() bool {
+		return logs.FilterMessageSnippet("could not record a store outage").Len() > 0
+	})
+	events := e.check.Database().Collection(store.EventsCollection)
+	if n, err := events.CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("%d events while their insert fails (%v)", n, err)
+	}
+	e.failPoint(t, "off", nil)
+	testctx.WaitFor(t, "the outage recorded after a retry", func() bool {
+		n, err := events.CountDocuments(ctx, bson.D{{Key: "kind", Value: store.EventOutage}})
+		return err == nil && n == 1
+	})
 }
