@@ -214,6 +214,33 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("default range reaches old data: never an empty chart", func(t *testing.T) {
+		// A project whose one tick is 3 days old opens on 7 days, not on 24 hours of nothing.
+		const stale = "stale"
+		tok, err := api.CreateReadToken(ctx, db, stale, "dashboard-test")
+		if err != nil {
+			t.Fatalf("token: %v", err)
+		}
+		old := f.latest.Add(-72 * time.Hour)
+		nodes := []tree.Node{{ID: "stale-root", Type: tree.TypeProject}, {ID: "stale-p1", Type: tree.TypeProcess, Parent: "stale-root"}}
+		if _, err := f.trees.Import(ctx, stale, nodes, old.Add(-time.Hour)); err != nil {
+			t.Fatalf("import tree: %v", err)
+		}
+		leaf := leafDoc("stale-p1", tree.TypeProcess, old, 42)
+		leaf[3] = bson.E{Key: store.FieldProject, Value: stale}
+		if _, err := db.Collection(store.CountsCollection).InsertOne(ctx, leaf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := recompute.Replay(ctx, db, treedb.NewCache(f.trees), stale, old, old.Add(tree.DefaultTick), recompute.ReplayOptions{}); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		p := open(t, srv.URL+"/#token="+url.QueryEscape(tok), 1280, 900)
+		chart := findOne(t, p.dom(), "div", "id", "chart")
+		if chart["data-range"] != "7d" || chart["data-points"] == chart["data-gaps"] || chart["data-from"] > old.Format(time.RFC3339) {
+			t.Errorf("a project with one tick 3 days old opens on %s from %s (%s points, %s gaps)", chart["data-range"], chart["data-from"], chart["data-points"], chart["data-gaps"])
+		}
+	})
+
 	t.Run("refresh fails and recovers", func(t *testing.T) {
 		// A link that names a range keeps it, whatever the data.
 		p := open(t, link+"&node="+selected+"&refresh=1s&range=24h", 1280, 900)
