@@ -83,6 +83,8 @@ type health struct {
 	// backHint: the monitor saw a writable server again since the outage began or the last
 	// probe started (set without mu: see topology).
 	backHint atomic.Bool
+	// ended is signaled when an outage ended (takeEnded returns it).
+	ended chan struct{} // cap 1
 
 	mu        sync.Mutex
 	down      bool
@@ -98,11 +100,25 @@ type health struct {
 	// down (their outcome is unknown; waiting on would only delay the 503).
 	attempts    map[uint64]func()
 	nextAttempt uint64
+	endedList   []Outage // outages that ended, not yet taken (at most maxEndedOutages)
 }
+
+// Outage is a time the writer refused writes because the store was down.
+type Outage struct {
+	// Since is when the writer began refusing writes; Until when the store took one again.
+	Since, Until time.Time
+	// Reason is the last error seen before the store came back.
+	Reason string
+}
+
+// maxEndedOutages bounds the ended outages waiting to be recorded; past it the oldest are
+// dropped (and logged), so a store that flaps while the events cannot be written does not
+// grow the writer's memory.
+const maxEndedOutages = 1000
 
 func newHealth(probe func() error, tracker *status.Tracker, gap time.Duration, log *zap.Logger) *health {
 	return &health{probe: probe, tracker: tracker, log: log, gap: gap, now: time.Now, jitter: rand.Float64,
-		wake: make(chan struct{}, 1), back: make(chan struct{}, 1), attempts: map[uint64]func(){}}
+		wake: make(chan struct{}, 1), back: make(chan struct{}, 1), ended: make(chan struct{}, 1), attempts: map[uint64]func(){}}
 }
 
 // watch makes the health follow m (see StoreMonitor).
@@ -168,7 +184,26 @@ func (h *health) upLocked() {
 	}
 	h.down = false
 	h.tracker.Ready()
-	h.log.Info("store available again", zap.Duration("outage", h.now().Sub(h.since)))
+	until := h.now()
+	h.log.Info("store available again", zap.Duration("outage", until.Sub(h.since)))
+	if len(h.endedList) == maxEndedOutages {
+		h.log.Warn("too many store outages waiting to be recorded: dropping the oldest", zap.Time("since", h.endedList[0].Since))
+		h.endedList = h.endedList[1:]
+	}
+	h.endedList = append(h.endedList, Outage{Since: h.since, Until: until, Reason: h.reason})
+	select {
+	case h.ended <- struct{}{}:
+	default:
+	}
+}
+
+// takeEnded returns the outages that ended since the last call.
+func (h *health) takeEnded() []Outage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.endedList
+	h.endedList = nil
+	return out
 }
 
 // failed records a store fault: the store is down from now (or still).

@@ -122,6 +122,12 @@ type Options struct {
 	// Tracker receives the writer's readiness (default: a new tracker of component "bulk");
 	// see Writer.Tracker.
 	Tracker *status.Tracker
+	// RecordOutages makes the writer record each store outage it saw, once the store takes
+	// writes again, as an event (store.EventOutage, for every project) in the events
+	// collection of its collection's database, named by Instance: see OutageEvent.
+	RecordOutages bool
+	// Instance names this process in the outages it records (serve's --instance-id).
+	Instance string
 	// DrainTimeout bounds how long Run keeps writing pending items after its context is done
 	// (default 5s); items still unwritten then end as OutcomeUnknown.
 	DrainTimeout time.Duration

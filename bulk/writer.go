@@ -121,6 +121,8 @@ func (w *Writer) Run(ctx context.Context) error {
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWrites()
 	w.health.tracker.Ready()
+	// The outage log runs until the prober has stopped: it records the last outage too.
+	defer w.startOutageLog(ctx)()
 	// The prober runs while batches may still be written (until the drain ends).
 	defer w.startProber(ctx)()
 	defer w.startDrainTimer(ctx, cancelWrites)()

@@ -100,8 +100,8 @@ func TestStepsAreNumberedInOrder(t *testing.T) {
 	if err := validateSteps(steps); err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 10 {
-		t.Fatalf("got %d steps, want 10", len(steps))
+	if len(steps) != 11 {
+		t.Fatalf("got %d steps, want 11", len(steps))
 	}
 	bad := []struct {
 		name  string

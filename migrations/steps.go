@@ -49,7 +49,19 @@ func Steps() []Step {
 		{Version: 10, Name: "tree_nodes: index " + treedb.NodesIDIndex + " (a tree import's ids against other projects' trees)",
 			Up:      indexStep(treedb.NodesCollection, treedb.NodesIDIndex),
 			Indexes: []string{treedb.NodesCollection + "." + treedb.NodesIDIndex}},
+		{Version: 11, Name: "events: index " + store.EventsProjectAtIndex + " (annotations by time) and TTL index " + store.EventsEndTTLIndex +
+			" (an event expires 400 days after its end)", Up: eventsIndexes,
+			Indexes: []string{store.EventsCollection + "." + store.EventsProjectAtIndex}},
 	}
+}
+
+// eventsIndexes is step 11: the events collection's index for the annotations query and its
+// TTL index (store.EventsTTL after an event's end).
+func eventsIndexes(ctx context.Context, db *mongo.Database, r *Report) error {
+	if err := indexStep(store.EventsCollection, store.EventsProjectAtIndex)(ctx, db, r); err != nil {
+		return err
+	}
+	return ttlStep(store.EventsCollection, store.FieldEventEnd, store.EventsEndTTLIndex, store.EventsTTL)(ctx, db, r)
 }
 
 // summaryStep builds the indexes of a summaries collection: the unique key (duplicates,

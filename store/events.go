@@ -11,9 +11,29 @@ import (
 )
 
 // EventsCollection holds rollup's own operational records, one document per event: {kind,
-// project ("" for every project), at, end, title, text}. The read API serves them as
-// annotations; they are a log, never read by the rollup itself.
+// project ("" for every project), at, end, title, text, recorded_at}. The read API serves them
+// as annotations; they are a log, never read by the rollup itself. The migrations build its
+// index EventsProjectAtIndex and its TTL index EventsEndTTLIndex.
 const EventsCollection = "events"
+
+// Fields of the events collection that its indexes use.
+const (
+	FieldEventProject = "project"
+	FieldEventAt      = "at"
+	FieldEventEnd     = "end"
+)
+
+// Index names of the events collection.
+const (
+	// EventsProjectAtIndex is the index on events {project: 1, at: 1}: the annotations query.
+	EventsProjectAtIndex = "project_1_at_1"
+	// EventsEndTTLIndex is the TTL index on events.end (EventsTTL).
+	EventsEndTTLIndex = "end_ttl"
+)
+
+// EventsTTL is how long an event is kept after its end: 400 days, longer than the longest
+// range the dashboard shows (1 year); see "Annotations" in docs/dashboard.md.
+const EventsTTL = 400 * 24 * time.Hour
 
 // Event kinds.
 const (
@@ -21,11 +41,18 @@ const (
 	EventReplay = "replay"
 	// EventRetention is a retention pass that deleted documents (at: its start, end: its end).
 	EventRetention = "retention"
+	// EventOutage is a store outage one serve instance saw (at: when its bulk writer began
+	// refusing writes, end: when the store took them again), recorded after it ended, for
+	// every project (Project ""), one per instance and outage (RecordOnce).
+	EventOutage = "outage"
+	// EventHistoryLost is a watcher's replay of a window its change stream could no longer
+	// deliver (ChangeStreamHistoryLost; at: the window's start, end: when it was replayed).
+	EventHistoryLost = "history_lost"
 )
 
 // Event is one operational record.
 type Event struct {
-	// Kind is EventReplay or EventRetention.
+	// Kind is one of the Event kinds.
 	Kind string `bson:"kind"`
 	// Project is the project concerned, "" for all of them.
 	Project string `bson:"project"`
@@ -54,6 +81,25 @@ func (s Events) Record(ctx context.Context, e Event) error {
 		e.End = e.At
 	}
 	if _, err := s.c.InsertOne(ctx, e); err != nil {
+		return fmt.Errorf("record %s event: %w", e.Kind, err)
+	}
+	return nil
+}
+
+// RecordOnce writes e under the key id unless an event with that key is stored already (then
+// it does nothing): a retried write, or a second recorder of the same thing, stores it once.
+func (s Events) RecordOnce(ctx context.Context, id string, e Event) error {
+	if e.RecordedAt.IsZero() {
+		e.RecordedAt = time.Now().UTC()
+	}
+	if e.End.IsZero() {
+		e.End = e.At
+	}
+	doc := struct {
+		ID    string `bson:"_id"`
+		Event `bson:",inline"`
+	}{id, e}
+	if _, err := s.c.InsertOne(ctx, doc); err != nil && !mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("record %s event: %w", e.Kind, err)
 	}
 	return nil

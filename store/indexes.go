@@ -71,6 +71,8 @@ func Indexes() []Index {
 			Purpose: "the read API, verify and replay read a project's documents by tick"},
 		{Collection: TokensCollection, Name: TokensProjectIndex, Keys: bson.D{{Key: FieldProject, Value: int32(1)}},
 			Purpose: "tokens are listed by project"},
+		{Collection: EventsCollection, Name: EventsProjectAtIndex, Keys: bson.D{{Key: FieldEventProject, Value: int32(1)}, {Key: FieldEventAt, Value: int32(1)}},
+			Purpose: "the annotations of a project (and of every project) are read by time"},
 	}
 	for _, coll := range []string{HourlyCollection, DailyCollection} {
 		out = append(out,

@@ -71,6 +71,12 @@ func TestHistoryLost(t *testing.T) {
 	if logs.FilterMessageSnippet("replaying leaves").FilterField(zap.String("reason", "change stream history lost")).Len() != 1 {
 		t.Fatalf("no warning naming the lost window: %v", logs.All())
 	}
+	// The replay is recorded for the chart: one event for every project, its window.
+	lost, err := store.NewEvents(e.db).Range(context.Background(), project, t0.Add(-48*time.Hour), time.Now().Add(time.Hour), 10)
+	if err != nil || len(lost) != 1 || lost[0].Kind != store.EventHistoryLost || lost[0].Project != "" || !lost[0].End.After(lost[0].At) ||
+		!strings.Contains(lost[0].Text, "replayed") {
+		t.Fatalf("events after the replay: %+v, %v; want one history_lost", lost, err)
+	}
 	// It keeps following the new stream.
 	e.fill(project, tr, t0, 99, 1000)
 	e.waitCorrect(project)

@@ -130,9 +130,17 @@ func TestDashboardInChromium(t *testing.T) {
 		if picker == nil || strings.Count(picker[1], "<option") != 1+ticks-3 {
 			t.Errorf("tick picker %q, want latest and %d ticks", picker, ticks-3)
 		}
-		// 24 hours at 5m: the ticks before the data and the seeded hole are gaps, the latest
+		// The link names no range and the project has 4 hours of data: the page opens on the
+		// shortest range that shows it all, 6 hours (not 24 hours of mostly gaps), and says so
+		// in the fragment.
+		chart := findOne(t, dom, "div", "id", "chart")
+		if chart["data-range"] != "6h" || chart["data-from"] > f.first.Format(time.RFC3339) || !strings.Contains(p.str("location.hash"), "range=6h") ||
+			p.str(`document.querySelector('#ranges [aria-pressed="true"]').dataset.range`) != "6h" {
+			t.Errorf("default range %s from %s (data from %s), fragment %s", chart["data-range"], chart["data-from"], f.first.Format(time.RFC3339), p.str("location.hash"))
+		}
+		// 6 hours at 5m: the ticks before the data and the seeded hole are gaps, the latest
 		// tick (a leaf missing) is incomplete.
-		d.checkChart(t, dom, selected, "5m", "", 288, 288-ticks+3, 1)
+		d.checkChart(t, dom, selected, "5m", "", 72, 72-ticks+3, 1)
 		if got := p.str(`document.querySelector('#readout').dataset.t`); got != f.latest.Format(time.RFC3339) {
 			t.Errorf("the readout shows %s, want the selected (latest) tick %s", got, f.latest.Format(time.RFC3339))
 		}
@@ -206,8 +214,36 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("default range reaches old data: never an empty chart", func(t *testing.T) {
+		// A project whose one tick is 3 days old opens on 7 days, not on 24 hours of nothing.
+		const stale = "stale"
+		tok, err := api.CreateReadToken(ctx, db, stale, "dashboard-test")
+		if err != nil {
+			t.Fatalf("token: %v", err)
+		}
+		old := f.latest.Add(-72 * time.Hour)
+		nodes := []tree.Node{{ID: "stale-root", Type: tree.TypeProject}, {ID: "stale-p1", Type: tree.TypeProcess, Parent: "stale-root"}}
+		if _, err := f.trees.Import(ctx, stale, nodes, old.Add(-time.Hour)); err != nil {
+			t.Fatalf("import tree: %v", err)
+		}
+		leaf := leafDoc("stale-p1", tree.TypeProcess, old, 42)
+		leaf[3] = bson.E{Key: store.FieldProject, Value: stale}
+		if _, err := db.Collection(store.CountsCollection).InsertOne(ctx, leaf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := recompute.Replay(ctx, db, treedb.NewCache(f.trees), stale, old, old.Add(tree.DefaultTick), recompute.ReplayOptions{}); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		p := open(t, srv.URL+"/#token="+url.QueryEscape(tok), 1280, 900)
+		chart := findOne(t, p.dom(), "div", "id", "chart")
+		if chart["data-range"] != "7d" || chart["data-points"] == chart["data-gaps"] || chart["data-from"] > old.Format(time.RFC3339) {
+			t.Errorf("a project with one tick 3 days old opens on %s from %s (%s points, %s gaps)", chart["data-range"], chart["data-from"], chart["data-points"], chart["data-gaps"])
+		}
+	})
+
 	t.Run("refresh fails and recovers", func(t *testing.T) {
-		p := open(t, link+"&node="+selected+"&refresh=1s", 1280, 900)
+		// A link that names a range keeps it, whatever the data.
+		p := open(t, link+"&node="+selected+"&refresh=1s&range=24h", 1280, 900)
 		if !strings.Contains(p.str(`document.getElementById('status').textContent`), "refreshes every 1s") {
 			t.Errorf("status %q", p.str(`document.getElementById('status').textContent`))
 		}
@@ -430,21 +466,29 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	})
 
-	t.Run("annotations: tree version and replay on the chart", func(t *testing.T) {
-		if err := store.NewEvents(db).Record(ctx, store.Event{Kind: store.EventReplay, Project: project, At: f.first.Add(time.Hour),
-			End: f.first.Add(2 * time.Hour), Title: "rollup replay", Text: "12 ticks"}); err != nil {
-			t.Fatal(err)
+	t.Run("annotations: tree version, replay, outage and history lost on the chart", func(t *testing.T) {
+		for _, e := range []store.Event{
+			{Kind: store.EventReplay, Project: project, At: f.first.Add(time.Hour), End: f.first.Add(2 * time.Hour), Title: "rollup replay", Text: "12 ticks"},
+			// Recorded for every project, as the bulk writer and the watcher record them.
+			{Kind: store.EventOutage, At: f.first.Add(90 * time.Minute), End: f.first.Add(100 * time.Minute), Title: "store outage", Text: "instance a refused writes for 10m0s"},
+			{Kind: store.EventHistoryLost, At: f.first.Add(110 * time.Minute), End: f.first.Add(115 * time.Minute), Title: "change stream history lost", Text: "replayed"},
+		} {
+			if err := store.NewEvents(db).Record(ctx, e); err != nil {
+				t.Fatal(err)
+			}
 		}
 		p := open(t, link+"&node="+selected, 1280, 900)
 		chart := findOne(t, p.dom(), "div", "id", "chart")
 		var want apiv1.AnnotationsResponse
 		getJSON(ctx, t, srv.URL+"/v1/projects/"+project+"/annotations?"+url.Values{"from": {chart["data-from"]}, "to": {chart["data-to"]}}.Encode(), f.token, &want)
-		if len(want.Annotations) != 2 || chart["data-annotations"] != "2" {
+		if len(want.Annotations) != 4 || chart["data-annotations"] != "4" {
 			t.Fatalf("API annotations %+v, chart shows %s", want.Annotations, chart["data-annotations"])
 		}
 		var kinds []string
-		p.eval(`[...document.querySelectorAll('#annotations-list li')].map((li) => li.dataset.kind + ' ' + li.dataset.time)`, &kinds)
-		if !slices.Equal(kinds, []string{"tree " + f.first.Format(time.RFC3339), "replay " + f.first.Add(time.Hour).Format(time.RFC3339)}) ||
+		p.eval(`[...document.querySelectorAll('#annotations-list li')].map((li) => li.dataset.kind + ' ' + li.dataset.time + ' ' + li.querySelector('.sw').style.background)`, &kinds)
+		if !slices.Equal(kinds, []string{"tree " + f.first.Format(time.RFC3339) + " rgb(112, 72, 232)", "replay " + f.first.Add(time.Hour).Format(time.RFC3339) + " rgb(12, 133, 153)",
+			"outage " + f.first.Add(90*time.Minute).Format(time.RFC3339) + " rgb(224, 49, 49)",
+			"history_lost " + f.first.Add(110*time.Minute).Format(time.RFC3339) + " rgb(217, 72, 15)"}) ||
 			p.str(`document.getElementById('annotations').hidden`) != "false" {
 			t.Errorf("annotations listed %v", kinds)
 		}
@@ -800,9 +844,47 @@ func TestDashboardInChromium(t *testing.T) {
 		p.call("Emulation.setTouchEmulationEnabled", map[string]any{"enabled": true, "maxTouchPoints": 5}, nil)
 		p.open(link + "&node=" + selected)
 		p.waitLoads("the first view", 0)
-		// Drag-zoom needs a mouse: a touch-only phone is not offered it.
-		if hint := p.str(`document.querySelector('#legend [data-hint="chart"]').textContent + ' ' + document.querySelector('#chart .u-over').title`); strings.Contains(hint, "drag") || strings.Contains(hint, "Drag") {
-			t.Errorf("a touch-only phone is offered drag-zoom: %q", hint)
+		// Drag-zoom needs a mouse: a touch-only phone is offered pinch-zoom instead.
+		if hint := p.str(`document.querySelector('#legend [data-hint="chart"]').textContent + ' ' + document.querySelector('#chart .u-over').title`); strings.Contains(hint, "drag") || strings.Contains(hint, "Drag") ||
+			!strings.Contains(hint, "pinch: zoom in or out") {
+			t.Errorf("a touch-only phone's zoom hint: %q", hint)
+		}
+		// Pinch: two fingers moved from 60 to 180 px apart narrow the range to a third around
+		// the same time; moved back together, they widen it three times.
+		rangeShown := func() (time.Time, time.Time) {
+			c := findOne(t, p.dom(), "div", "id", "chart")
+			a, err1 := time.Parse(time.RFC3339, c["data-from"])
+			b, err2 := time.Parse(time.RFC3339, c["data-to"])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("chart range %q–%q", c["data-from"], c["data-to"])
+			}
+			return a, b
+		}
+		pinch := func(what string, apart, to float64) {
+			t.Helper()
+			x, y := p.centre("#chart .u-over")
+			n := p.loads()
+			p.touch("touchStart", [2]float64{x - apart/2, y}, [2]float64{x + apart/2, y})
+			for i := 1; i <= 4; i++ {
+				d := apart + (to-apart)*float64(i)/4
+				p.touch("touchMove", [2]float64{x - d/2, y}, [2]float64{x + d/2, y})
+			}
+			p.touch("touchEnd")
+			p.waitLoads(what, n)
+		}
+		near := func(a, b time.Time) bool { return a.Sub(b).Abs() <= 2*tree.DefaultTick }
+		from0, to0 := rangeShown()
+		pinch("pinched apart", 60, 180)
+		from1, to1 := rangeShown()
+		mid0, mid1 := from0.Add(to0.Sub(from0)/2), from1.Add(to1.Sub(from1)/2)
+		if got := findOne(t, p.dom(), "div", "id", "chart")["data-range"]; got != "custom" ||
+			(to1.Sub(from1)-to0.Sub(from0)/3).Abs() > 2*tree.DefaultTick || !near(mid0, mid1) {
+			t.Errorf("pinched apart: %s–%s (%s), was %s–%s; want a third of it around the same time", from1, to1, got, from0, to0)
+		}
+		pinch("pinched together", 180, 60)
+		from2, to2 := rangeShown()
+		if (to2.Sub(from2)-3*to1.Sub(from1)).Abs() > 2*tree.DefaultTick || to2.After(time.Now().Add(tree.DefaultTick)) {
+			t.Errorf("pinched together: %s–%s, was %s–%s; want three times as long, not past now", from2, to2, from1, to1)
 		}
 		// Every control is wholly on screen (the tick picker was cut off).
 		var cut []string

@@ -487,3 +487,14 @@ func (p *page) key(key string) {
 		p.call("Input.dispatchKeyEvent", ev, nil)
 	}
 }
+
+// touch dispatches a touch event (typ touchStart, touchMove, touchEnd) with a finger at each
+// of pts (none for touchEnd).
+func (p *page) touch(typ string, pts ...[2]float64) {
+	p.t.Helper()
+	points := make([]map[string]any, 0, len(pts))
+	for i, pt := range pts {
+		points = append(points, map[string]any{"x": pt[0], "y": pt[1], "id": i})
+	}
+	p.call("Input.dispatchTouchEvent", map[string]any{"type": typ, "touchPoints": points}, nil)
+}

@@ -296,11 +296,13 @@ type Annotation struct {
 	// Time is when it starts; TimeEnd when it ends (equal for an instant).
 	Time    time.Time `json:"time"`
 	TimeEnd time.Time `json:"time_end"`
-	// Kind is "tree" (a tree version takes effect), "replay" or "retention".
+	// Kind is "tree" (a tree version takes effect), "replay", "retention", "outage" (a store
+	// outage) or "history_lost" (the watcher replayed a window its change stream lost).
 	Kind string `json:"kind"`
 	// Title is a one-line summary, Text the details.
 	Title string `json:"title"`
 	Text  string `json:"text"`
-	// Tags are "rollup" and Kind, for Grafana's annotation filters.
+	// Tags are "rollup" and Kind (and "alert" for history_lost), for Grafana's annotation
+	// filters.
 	Tags []string `json:"tags"`
 }

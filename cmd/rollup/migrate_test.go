@@ -77,12 +77,12 @@ func TestRunMigrate(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"status"}, []string{"10 pending", "pending\n"}},
+		{[]string{"status"}, []string{"11 pending", "pending\n"}},
 		{[]string{"up", "--dry-run"}, []string{"dry run", "would apply step 1", "documents to remove: 1",
 			`id="srv-1" type="server" timestamp=2024-01-01T00:05:00Z`, "kept:    _id=" + newer.Hex() + " version=2",
 			"would remove: _id=" + older.Hex() + " version=1 written_at=missing online=3"}},
-		{[]string{"status"}, []string{"10 pending"}},
-		{[]string{"up"}, []string{"applied step 1", "applied step 10", "documents removed: 1", "removed: _id=" + older.Hex()}},
+		{[]string{"status"}, []string{"11 pending"}},
+		{[]string{"up"}, []string{"applied step 1", "applied step 11", "documents removed: 1", "removed: _id=" + older.Hex()}},
 		{[]string{"status"}, []string{"up to date", "applied 20"}},
 		{[]string{"up"}, []string{"up to date"}},
 	}

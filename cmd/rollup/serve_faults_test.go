@@ -20,6 +20,7 @@ import (
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/store"
 )
 
 // faultLength is how long each store fault lasts in the serve fault tests.
@@ -385,6 +386,14 @@ func TestServeRidesOutStoreFaults(t *testing.T) {
 			c.name, len(c.answers), codes, slowest.Round(time.Millisecond), retryAfter[0], retryAfter[len(retryAfter)-1], c.ingest)
 		if c.correct > 5*time.Second {
 			t.Errorf("%s: totals right %v after the fault ended, want within 5s", c.name, c.correct)
+		}
+		// The outage is on the dashboard's chart: serve's writer recorded it once the store
+		// was back (a slow store is no outage).
+		if !c.slow {
+			testctx.WaitFor(t, c.name+": the outage recorded as an event", func() bool {
+				n, err := c.f.db.Collection(store.EventsCollection).CountDocuments(ctx, bson.D{{Key: "kind", Value: store.EventOutage}, {Key: "project", Value: ""}})
+				return err == nil && n > 0
+			})
 		}
 		if err := c.f.serve.stop(t); err != nil {
 			t.Errorf("%s: serve: %v", c.name, err)

@@ -44,7 +44,7 @@
   const DIFF_TEXT = { tick: 'the tick before', '1h': 'an hour before', '1d': 'a day before', '1w': 'a week before' };
   const DIFF_N = 20;
   // Colours of the annotations by kind (lines on the chart, marks in the list).
-  const NOTE_COLOURS = { tree: '#7048e8', replay: '#0c8599', retention: '#868e96' };
+  const NOTE_COLOURS = { tree: '#7048e8', replay: '#0c8599', retention: '#868e96', outage: '#e03131', history_lost: '#d9480f' };
   const RETRY_FIRST_S = 5; // first retry after a failed load (at most the refresh interval)
   const RETRY_MAX_S = 60; // never longer than the default refresh: the page follows the API's return within a minute
   const TICK_LIST_S = 86400; // the tick picker lists the last day
@@ -191,6 +191,8 @@
       v.range = { from: floorTo(from, TICK_S), to: ceilTo(to, TICK_S) };
     } else if (RANGE_S.has(rel)) {
       v.range = { rel };
+    } else if (!v.tick) {
+      v.range = { rel: DEFAULT_RANGE, fit: true }; // the link names no range: fit the data (fitRange)
     }
     if (STEP_S.has(p.get('step'))) v.step = p.get('step');
     if (AGGS.includes(p.get('agg'))) v.agg = p.get('agg');
@@ -309,6 +311,20 @@
     return { from: floorTo(v.range.from, ss), to: ceilTo(v.range.to, ss), step, ss };
   }
 
+  // fitRange is the range a view whose link names none opens on: the shortest range button
+  // that shows all the data of the last day (ticks: its ticks, from TICK_LIST_S ago) up to now,
+  // or, with no tick in the last day, the newest tick (latest, seconds), so the chart is never
+  // empty; DEFAULT_RANGE when the data fills the last day (it may go back further).
+  function fitRange(ticks, latest) {
+    const end = floorTo(nowS(), TICK_S) + TICK_S;
+    const listFrom = floorTo(nowS(), TICK_S) - TICK_LIST_S;
+    const first = ticks.length ? secs(ticks[0].tick) : latest;
+    if (ticks.length && first <= listFrom) return DEFAULT_RANGE;
+    const need = end - Math.min(first, latest);
+    const fit = RANGES.find(([, span]) => span >= need);
+    return fit ? fit[0] : RANGES[RANGES.length - 1][0];
+  }
+
   // compareIds are the children of the node compared in v: its top v.n by online at the tick.
   function compareIds(v, byId) {
     const n = byId.get(v.node);
@@ -373,6 +389,13 @@
       if (v.node) notices.push('Node "' + v.node + '" is not in the tree at ' + fmtWhen(tickS, v.tz) + '; showing the root.');
       v = { ...v, node: t.root.id };
     }
+    let ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
+      { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
+    if (v.range.fit) {
+      const ticks = await ticksP;
+      v = { ...v, range: { rel: fitRange(ticks, tickS) } };
+      ticksP = Promise.resolve(ticks);
+    }
     const range = chartRange(v, tickS);
     const cache = cur ? cur.cache : new Map();
     const used = new Map();
@@ -389,8 +412,6 @@
       return p;
     };
     const ids = compareIds(v, t.byId);
-    const ticksP = cur ? cur.ticks : api(projectPath(v.project, '/ticks'),
-      { from: iso(floorTo(nowS(), TICK_S) - TICK_LIST_S) }, signal).then((b) => (Array.isArray(b) ? b : []));
     const diffP = v.diff ? api(projectPath(v.project, '/diff'), { from: diffFrom(v.diff, tickS), to: iso(tickS), node: v.node, n: DIFF_N }, signal)
       .catch((e) => {
         if (e instanceof ApiError && (e.code === 'no_data' || e.code === 'unknown_node')) return { error: e.message };
@@ -1396,7 +1417,9 @@
       const t = iso(xs[i]);
       if (t !== v.tick) go({ tick: t });
     });
-    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') + (touchOnly() ? '' : 'Drag to zoom in, double-click to zoom out.');
+    pinchZoom(u);
+    u.over.title = (s.step === '5m' ? 'Click a point to show the tree at that tick. ' : '') +
+      (touchOnly() ? 'Pinch to zoom in or out.' : 'Drag to zoom in, double-click to zoom out (or pinch on a touch screen).');
     renderReadout(null);
   }
 
@@ -1471,7 +1494,7 @@
       el('span', {}, el('i', { class: 'sw sw-gap' }), 'no data'),
       el('span', {}, el('i', { class: 'sw sw-sel' }), 'selected tick'),
       el('span', { class: 'hint', 'data-hint': 'chart', text: touchOnly()
-        ? (d.range.step === '5m' ? 'tap: pick a tick · ' : '') + 'zoom: pick a range above'
+        ? (d.range.step === '5m' ? 'tap: pick a tick · ' : '') + 'pinch: zoom in or out'
         : (d.range.step === '5m' ? 'click: pick a tick · ' : '') + 'drag: zoom in · double-click: zoom out · arrow keys on the chart: move the point' }));
     $('legend').replaceChildren(...items);
   }
@@ -1599,6 +1622,74 @@
     const from = floorTo(a, TICK_S);
     const to = Math.max(from + TICK_S, ceilTo(b, TICK_S));
     go({ range: { from, to } });
+  }
+
+  // pinchZoom zooms chart u with two fingers, as drag-zoom does with a mouse: the times under
+  // the fingers when they touch stay under them, and on release the chart shows the range
+  // they then span across its width (fingers apart: zoom in; together: zoom out), at least a
+  // tick, at most MAX_SPAN_S, never past the current tick. While pinching, the hint says what
+  // the release will show. One finger scrolls the page (touch-action: pan-y) or taps a point.
+  function pinchZoom(u) {
+    const over = u.over;
+    let start = null; // the two touches' ids and the times under them
+    let next = null; // the range a release shows
+    let said = null; // the hint's text before the pinch
+    const hint = () => document.querySelector('#legend [data-hint="chart"]');
+    const xOf = (t) => t.clientX - over.getBoundingClientRect().left;
+    over.addEventListener('touchstart', (e) => {
+      start = null;
+      next = null;
+      if (e.touches.length !== 2) return;
+      e.preventDefault();
+      const [p, q] = [...e.touches];
+      if (Math.abs(xOf(p) - xOf(q)) < 8) return;
+      start = { ids: [p.identifier, q.identifier], ta: u.posToVal(xOf(p), 'x'), tb: u.posToVal(xOf(q), 'x') };
+      if (said == null && hint()) said = hint().textContent;
+    }, { passive: false });
+    over.addEventListener('touchmove', (e) => {
+      if (!start || e.touches.length !== 2) return;
+      e.preventDefault();
+      const xs = new Map([...e.touches].map((t) => [t.identifier, xOf(t)]));
+      const p = xs.get(start.ids[0]);
+      const q = xs.get(start.ids[1]);
+      if (p == null || q == null || Math.abs(p - q) < 8) return;
+      const per = (start.tb - start.ta) / (q - p); // seconds per pixel
+      if (!(per > 0)) return;
+      next = clampRange(start.ta - p * per, start.ta + (over.clientWidth - p) * per);
+      const tz = state.view.tz;
+      if (hint()) hint().textContent = 'release: show ' + fmtTime(next.from, tz) + ' → ' + fmtTime(next.to, tz) + ' ' + tzName(next.to, tz);
+    }, { passive: false });
+    over.addEventListener('touchend', (e) => {
+      if (!start || e.touches.length >= 2) return;
+      const n = next;
+      start = null;
+      next = null;
+      const r = state.data && state.data.range;
+      // A two-finger tap (or a pinch of a few pixels) changes nothing.
+      if (!n || !r || (Math.abs(n.from - r.from) < TICK_S && Math.abs(n.to - r.to) < TICK_S)) {
+        if (said != null && hint()) hint().textContent = said;
+        said = null;
+        return;
+      }
+      said = null;
+      go({ range: n });
+    });
+    over.addEventListener('touchcancel', () => {
+      if (said != null && hint()) hint().textContent = said;
+      start = null;
+      next = null;
+      said = null;
+    });
+  }
+
+  // clampRange aligns [a, b) to ticks and keeps it between a tick and MAX_SPAN_S long and
+  // not past the current tick (moved back, not cut).
+  function clampRange(a, b) {
+    const end = floorTo(nowS(), TICK_S) + TICK_S;
+    const span = Math.min(MAX_SPAN_S, Math.max(TICK_S, ceilTo(b, TICK_S) - floorTo(a, TICK_S)));
+    const to = Math.min(end, floorTo(a, TICK_S) + span);
+    const from = Math.max(0, to - span);
+    return { from, to: from + span };
   }
 
   // zoomOut doubles the time range around its middle, up to the current tick.

@@ -85,9 +85,9 @@ func TestInstancesTTLExisting(t *testing.T) {
 			}
 			err := instancesTTL(ctx, db, &Report{})
 			if c.wantErr {
-				var ie *instancesIndexError
+				var ie *ttlIndexError
 				if !errors.As(err, &ie) || !retry.IsPermanent(err) {
-					t.Fatalf("err %v, want a permanent *instancesIndexError", err)
+					t.Fatalf("err %v, want a permanent *ttlIndexError", err)
 				}
 				t.Logf("error: %v", err)
 				return
@@ -96,5 +96,53 @@ func TestInstancesTTLExisting(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestEventsIndexes: step 11 builds the annotations query's index on events {project, at}
+// (part of the Catalog, so the drift check watches it) and the TTL index on events.end; the
+// store's TTL monitor then deletes an event that ended more than store.EventsTTL ago and
+// keeps the others.
+func TestEventsIndexes(t *testing.T) {
+	ctx := testCtx(t)
+	srv := embeddedtest.Start(t, embeddedtest.Options{Configure: func(c *embedded.Config) { c.TTLMonitorInterval = 50 * time.Millisecond }})
+	db := srv.Database(t, srv.Client(t))
+	if _, err := New(db, zaptest.NewLogger(t)).Up(ctx, UpOptions{}); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	specs := indexSpecs(ctx, t, db.Collection(store.EventsCollection))
+	if key := specs[store.EventsProjectAtIndex].Lookup("key").String(); key != `{"project": {"$numberInt":"1"},"at": {"$numberInt":"1"}}` {
+		t.Errorf("index %s: key %s (all: %v)", store.EventsProjectAtIndex, key, specs)
+	}
+	ttl := specs[store.EventsEndTTLIndex]
+	if n, ok := ttl.Lookup("expireAfterSeconds").AsInt64OK(); !ok || n != 400*86400 {
+		t.Fatalf("index %s: %s", store.EventsEndTTLIndex, ttl)
+	}
+	if drift, err := store.CheckIndexes(ctx, db, Catalog()); err != nil || len(drift) != 0 {
+		t.Fatalf("drift after up: %v, %v", drift, err)
+	}
+	if srv.Real() {
+		return // a real mongod's TTL monitor runs once a minute
+	}
+	now := time.Now().UTC()
+	ev := store.NewEvents(db)
+	for _, e := range []store.Event{
+		{Kind: store.EventOutage, At: now.Add(-store.EventsTTL - 2*time.Hour), End: now.Add(-store.EventsTTL - time.Hour), Title: "expired"},
+		{Kind: store.EventOutage, At: now.Add(-store.EventsTTL - time.Hour), End: now.Add(-store.EventsTTL + time.Hour), Title: "kept"},
+	} {
+		if err := ev.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		docs := allDocs(ctx, t, db.Collection(store.EventsCollection))
+		if len(docs) == 1 && docs[0].Lookup("title").StringValue() == "kept" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events after 30s: %v, want only the one that ended less than %v ago", docs, store.EventsTTL)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store with a deadline
 	}
 }
