@@ -3,9 +3,9 @@ package bulk
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/store"
@@ -41,12 +41,8 @@ func (w *Writer) startOutageLog(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		w.logOutages(logCtx)
-	}()
+	var wg conc.WaitGroup
+	wg.Go(func() { w.logOutages(logCtx) })
 	return func() {
 		stopLog()
 		wg.Wait()
