@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -343,6 +344,7 @@ func (a *Agent) flush(ctx context.Context) flushResult {
 // failed handles a send's error: it drops the tick when resending cannot help (done false:
 // the flush goes on) or returns the blocked result.
 func (a *Agent) failed(e Entry, rec Record, err error) (flushResult, bool) {
+	err = explainCertificate(err)
 	var apiErr *agentclient.APIError
 	status := SendErrorNetwork
 	if errors.As(err, &apiErr) {
@@ -365,6 +367,25 @@ func (a *Agent) failed(e Entry, rec Record, err error) (flushResult, bool) {
 	}
 	a.log.Warn("send failed: the tick stays in the spool", zap.Time("tick", rec.Timestamp), zap.String("status", status), zap.Error(err))
 	return flushResult{blocked: true, err: err}, true
+}
+
+// explainCertificate prefixes a send's error that is a refused TLS certificate of the API
+// with what to do about it; other errors are returned as they are.
+func explainCertificate(err error) error {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("the API's TLS certificate is signed by an unknown authority (set ca_file to the PEM file of the CA that signed it): %w", err)
+	case errors.As(err, &hostname):
+		return fmt.Errorf("the API's TLS certificate is not valid for the host of url: %w", err)
+	case errors.As(err, &invalid):
+		return fmt.Errorf("the API's TLS certificate is not valid: %w", err)
+	}
+	return err
 }
 
 func (a *Agent) drop(e Entry, reason string) {

@@ -34,6 +34,10 @@ type File struct {
 	// 'rollup token create' prints it).
 	Token     string `yaml:"token"`
 	TokenFile string `yaml:"token_file"`
+	// CAFile names a PEM file of the CA that signed the API's certificate (an https URL
+	// served with a private CA, as 'rollup serve --tls-cert' does), trusted in addition to the
+	// system's CAs (on Linux SSL_CERT_FILE and SSL_CERT_DIR replace those).
+	CAFile string `yaml:"ca_file"`
 	// Project is the project whose leaves the sources report.
 	Project string `yaml:"project"`
 	// Tick is the server's tick (default 5m).
@@ -164,6 +168,8 @@ func (f *File) validate() error {
 		return invalid("url", "is required: the rollup API's base URL, such as http://rollup:8080")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return invalid("url", "want an http:// or https:// URL")
+	case f.CAFile != "" && u.Scheme != "https":
+		return invalid("ca_file", "is set but url is %s://: the CA is only used for an https:// URL", u.Scheme)
 	case f.Token == "" && f.TokenFile == "":
 		return invalid("token", "is required (or token_file)")
 	case f.Token != "" && f.TokenFile != "":
@@ -290,7 +296,8 @@ type Settings struct {
 	Types map[string]string
 }
 
-// Build returns the settings f describes: the token read from its file and the sources made.
+// Build returns the settings f describes: the token read from its file, the CA file's
+// certificates trusted and the sources made.
 func (f File) Build() (Settings, error) {
 	token := f.Token
 	if f.TokenFile != "" {
@@ -299,8 +306,12 @@ func (f File) Build() (Settings, error) {
 			return Settings{}, fmt.Errorf("token_file: %w", err)
 		}
 	}
+	hc, err := agentclient.NewHTTPClient(f.CAFile)
+	if err != nil {
+		return Settings{}, fmt.Errorf("ca_file: %w", err)
+	}
 	s := Settings{
-		Client:  &agentclient.Client{BaseURL: f.URL, Token: token, MaxAttempts: 1},
+		Client:  &agentclient.Client{BaseURL: f.URL, Token: token, MaxAttempts: 1, HTTP: hc},
 		Project: f.Project, Tick: f.Tick, Interval: f.Interval, Window: f.Window, NoJitter: f.NoJitter,
 		Types: map[string]string{},
 	}

@@ -92,13 +92,17 @@ type Config struct {
 	// effect on every instance within 5 s; an expiry is checked on each request).
 	TokenCacheTTL time.Duration
 	// TokenRPS is the requests per second one token may make, ingest and reads together, with
-	// a burst of LimitBurst of it; past it, 429 with Retry-After and nothing written (default
+	// a burst of TokenBurst of it; past it, 429 with Retry-After and nothing written (default
 	// DefaultTokenRPS; negative: no limit).
 	TokenRPS float64
 	// TokenLeavesPerSecond is the counts per second one token may submit, with a burst of
-	// LimitBurst of it and at least MaxItems (default DefaultTokenLeavesPerSecond; negative:
+	// TokenBurst of it and at least MaxItems (default DefaultTokenLeavesPerSecond; negative:
 	// no limit).
 	TokenLeavesPerSecond float64
+	// TokenBurst is how much of its rates a token may spend at once, as a time: a full
+	// bucket holds TokenBurst of TokenRPS requests and of TokenLeavesPerSecond counts (default
+	// LimitBurst).
+	TokenBurst time.Duration
 	// TokenUsageInterval is how often Run writes the tokens' last-used times (default 1m).
 	TokenUsageInterval time.Duration
 	// DB holds the tokens and projects collections.
@@ -158,6 +162,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TokenLeavesPerSecond == 0 {
 		c.TokenLeavesPerSecond = DefaultTokenLeavesPerSecond
+	}
+	if c.TokenBurst <= 0 {
+		c.TokenBurst = LimitBurst
 	}
 	if c.TokenUsageInterval <= 0 {
 		c.TokenUsageInterval = DefaultTokenUsageInterval

@@ -14,9 +14,10 @@ const (
 	DefaultTokenRPS = 50
 	// DefaultTokenLeavesPerSecond is the counts per second one token may submit.
 	DefaultTokenLeavesPerSecond = 50_000
-	// LimitBurst is how many seconds of its rate a token may spend at once (a full bucket):
-	// the burst of a tick boundary. The leaves' burst is at least Config.MaxItems, so a
-	// request of the largest size always fits an idle token's bucket.
+	// LimitBurst is the default of Config.TokenBurst: how many seconds of its rate a token may
+	// spend at once (a full bucket), the burst of a tick boundary. The leaves' burst is at
+	// least Config.MaxItems, so a request of the largest size always fits an idle token's
+	// bucket.
 	LimitBurst = 10 * time.Second
 	// maxLimitedTokens bounds the tokens with limiter state; a token beyond it while all are
 	// active is not limited (state is evicted once a token's buckets are full again).
@@ -54,11 +55,12 @@ func (b *bucket) take(n, rate, burst float64, now time.Time) (bool, time.Duratio
 // rateLimit is a rate and its burst; a zero rate is no limit.
 type rateLimit struct{ rate, burst float64 }
 
-func newRateLimit(perSecond float64, minBurst int) rateLimit {
+// newRateLimit is perSecond with a burst of burst of it, at least minBurst (and 1).
+func newRateLimit(perSecond float64, burst time.Duration, minBurst int) rateLimit {
 	if perSecond <= 0 {
 		return rateLimit{}
 	}
-	return rateLimit{rate: perSecond, burst: math.Max(perSecond*LimitBurst.Seconds(), math.Max(1, float64(minBurst)))}
+	return rateLimit{rate: perSecond, burst: math.Max(perSecond*burst.Seconds(), math.Max(1, float64(minBurst)))}
 }
 
 // refill is how long an empty bucket takes to fill: state idle that long is a fresh bucket.

@@ -134,7 +134,7 @@ func TestTokenLimits(t *testing.T) {
 // TestTokenLimitsBounded: the limiter's table never holds more than maxLimitedTokens tokens;
 // past it, idle tokens make room, and with none idle a new token is let through unlimited.
 func TestTokenLimitsBounded(t *testing.T) {
-	l := newTokenLimits(newRateLimit(1, 1), rateLimit{})
+	l := newTokenLimits(newRateLimit(1, LimitBurst, 1), rateLimit{})
 	now := testNow()
 	for i := range maxLimitedTokens {
 		if ok, _ := l.allowRequest(fmt.Sprint(i), now); !ok {
@@ -153,5 +153,27 @@ func TestTokenLimitsBounded(t *testing.T) {
 	}
 	if ok, _ := l.allowRequest("extra", later); ok {
 		t.Error("the limit no longer applies to the token")
+	}
+}
+
+// TestTokenBurst: Config.TokenBurst sets how much of its rate an idle token may spend at
+// once: 2 requests per second with a 3 s burst admit 6 requests at once, not LimitBurst's 20.
+func TestTokenBurst(t *testing.T) {
+	clock := &fakeClock{now: testNow()}
+	cfg := testConfig(t, &fakeSink{})
+	cfg.Now = clock.Now
+	cfg.TokenRPS = 2
+	cfg.TokenBurst = 3 * time.Second
+	srv := newServer(cfg, newFakeTokens())
+	codes := make([]int, 0, 7)
+	for range 7 {
+		req := httptest.NewRequest(http.MethodPost, apiv1.CountsPath, strings.NewReader(reqBody(`[]`)))
+		req.Header.Set("Authorization", "Bearer "+tokenA)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		codes = append(codes, rec.Code)
+	}
+	if want := []int{200, 200, 200, 200, 200, 200, 429}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("answers %v, want %v", codes, want)
 	}
 }

@@ -79,8 +79,8 @@ func newServer(cfg Config, store tokenStore) *Server {
 		auth:  newAuthCache(store, cfg.TokenCacheTTL, cfg.Now),
 		usage: newUsageRecorder(store, cfg.Logger.Named("api")),
 		held:  make(chan struct{}, maxHeldBack),
-		limits: newTokenLimits(newRateLimit(cfg.TokenRPS, 1),
-			newRateLimit(cfg.TokenLeavesPerSecond, cfg.MaxItems)),
+		limits: newTokenLimits(newRateLimit(cfg.TokenRPS, cfg.TokenBurst, 1),
+			newRateLimit(cfg.TokenLeavesPerSecond, cfg.TokenBurst, cfg.MaxItems)),
 		log: cfg.Logger.Named("api"),
 		mux: http.NewServeMux(),
 

@@ -9,6 +9,8 @@
 //
 // It does not validate ids, counts or timestamps (packages api and tree do), does not create
 // the unique index (package migrations does), does not choose the write concern (the
-// collection's applies) and never touches parent or root documents. Batching, deduplication,
-// the retry policy and store-outage handling are explained in docs/design/ingest.md.
+// collection's applies) and never touches parent or root documents. Batching (each batch
+// filled round-robin across projects, so one project's backlog cannot hold back another's),
+// deduplication, the retry policy and store-outage handling are explained in
+// docs/design/ingest.md.
 package bulk

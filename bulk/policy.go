@@ -14,7 +14,7 @@ type policy struct {
 type pendingSet struct {
 	n      int       // items pending
 	oldest time.Time // arrival of the oldest pending item
-	newest time.Time // arrival of the newest pending item
+	newest time.Time // the last arrival (the idle gap counts from it)
 }
 
 // cut is asked while a worker is free. inFlight is the number of batches being written, and

@@ -6,7 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// queue is the FIFO of pending ops. Its backing array is reused: taken ops are cleared (the
+// queue is a FIFO of pending ops (one project's: see fairQueue). Its backing array is reused: taken ops are cleared (the
 // queue keeps no request alive), and once the array is full and at least half of it is taken,
 // the pending ops move to its front instead of the array growing. Each op is so copied a
 // bounded number of times on average, where a slice cut from its front reallocates and copies
@@ -21,9 +21,8 @@ const keepOps = 8 * DefaultMaxBatch
 
 func (q *queue) len() int { return len(q.ops) - q.head }
 
-// oldest and newest are the ends of the queue; it must not be empty.
+// oldest is the first op of the queue; it must not be empty.
 func (q *queue) oldest() *op { return &q.ops[q.head] }
-func (q *queue) newest() *op { return &q.ops[len(q.ops)-1] }
 
 func (q *queue) push(o op) {
 	if len(q.ops) == cap(q.ops) && q.head > 0 && q.head >= len(q.ops)/2 {

@@ -38,7 +38,7 @@ type Writer struct {
 	batches    batchPool
 
 	mu      sync.Mutex
-	pending queue
+	pending fairQueue // by project, served round-robin
 	closed  bool
 }
 
@@ -223,7 +223,8 @@ func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 }
 
 // take cuts the next batch as the policy says (drain: whatever is pending, a batch at a
-// time). Otherwise it returns how long until the policy's next deadline (0: none).
+// time), filled fairly across projects (see fairQueue). Otherwise it returns how long until
+// the policy's next deadline (0: none).
 func (w *Writer) take(idleSince time.Time, inFlight int, drain bool) (*batch, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -231,7 +232,7 @@ func (w *Writer) take(idleSince time.Time, inFlight int, drain bool) (*batch, ti
 		return nil, 0
 	}
 	n, wait := w.policy.cut(w.clock.now(), idleSince, inFlight,
-		pendingSet{n: w.pending.len(), oldest: w.pending.oldest().at, newest: w.pending.newest().at}, drain)
+		pendingSet{n: w.pending.len(), oldest: w.pending.oldestAt(), newest: w.pending.newestAt()}, drain)
 	if n == 0 {
 		return nil, wait
 	}

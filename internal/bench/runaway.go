@@ -42,6 +42,8 @@ type RunawayConfig struct {
 	RunawayLeaves int           // counts per runaway request
 	// TokenRPS and TokenLeavesPerS are the limits of the limited phase (api.Config; 0: off).
 	TokenRPS, TokenLeavesPerS float64
+	// TokenBurst is the limits' burst (api.Config.TokenBurst; 0: api.LimitBurst).
+	TokenBurst time.Duration
 }
 
 // Validate checks the shape.
@@ -53,8 +55,8 @@ func (c RunawayConfig) Validate() error {
 		return errors.New("--normal-rate, --normal-leaves, --runaway-rate and --runaway-leaves must be positive")
 	case c.NormalLeaves > api.DefaultMaxItems || c.RunawayLeaves > api.DefaultMaxItems:
 		return fmt.Errorf("at most %d leaves per request", api.DefaultMaxItems)
-	case c.TokenRPS < 0 || c.TokenLeavesPerS < 0:
-		return errors.New("--token-rps and --token-leaves-per-s must not be negative")
+	case c.TokenRPS < 0 || c.TokenLeavesPerS < 0 || c.TokenBurst < 0:
+		return errors.New("--token-rps, --token-leaves-per-s and --token-burst must not be negative")
 	}
 	return nil
 }
@@ -127,7 +129,7 @@ func Runaway(ctx context.Context, cfg RunawayConfig) (RunawayResult, error) {
 		{"runaway, limits off", true, 0, 0},
 	} {
 		srv := api.NewServer(api.Config{DB: db, Sink: writer, Logger: log,
-			TokenRPS: app.APILimit(ph.rps), TokenLeavesPerSecond: app.APILimit(ph.lps)})
+			TokenRPS: app.APILimit(ph.rps), TokenLeavesPerSecond: app.APILimit(ph.lps), TokenBurst: cfg.TokenBurst})
 		r, err := runawayPhase(ctx, cfg, srv, ph.runaway, normalTok, runawayTok)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", ph.name, err)
@@ -298,7 +300,11 @@ func (r RunawayResult) Print(w io.Writer) {
 	c := r.cfg
 	_, _ = fmt.Fprintf(w, "normal agent: %d req/s x %d counts; runaway agent (another project): %d req/s x %d counts on %d connections; %s per phase\n",
 		c.NormalRate, c.NormalLeaves, c.RunawayRate, c.RunawayLeaves, runawayWorkers, c.Duration)
-	_, _ = fmt.Fprintf(w, "limits on: --token-rps %g --token-leaves-per-s %g (0 = off)\n", c.TokenRPS, c.TokenLeavesPerS)
+	burst := c.TokenBurst
+	if burst == 0 {
+		burst = api.LimitBurst
+	}
+	_, _ = fmt.Fprintf(w, "limits on: --token-rps %g --token-leaves-per-s %g (0 = off) --token-burst %s\n", c.TokenRPS, c.TokenLeavesPerS, burst)
 	_, _ = fmt.Fprintf(w, "%-22s %8s %8s %8s %8s %8s %8s  %s\n", "phase", "normal n", "p50", "p99", "max", "p99 x", "took", "runaway answers")
 	var base time.Duration
 	for i, ph := range r.Phases {
