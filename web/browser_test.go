@@ -311,21 +311,32 @@ func TestDashboardInChromium(t *testing.T) {
 	t.Run("open tick, hour and day are provisional", func(t *testing.T) {
 		// The tick in progress holds reports (agents overwrite them until it ends): it, its
 		// hour and its day are provisional, and at 1h and 1d completeness counts ticks.
-		if s := time.Until(tree.AlignTick(time.Now(), tree.DefaultTick).Add(tree.DefaultTick)); s < 40*time.Second {
-			poll(ctx, t, "the next tick to start (no boundary during the checks)", func() bool {
-				return time.Now().After(tree.AlignTick(time.Now().Add(s), tree.DefaultTick))
-			})
+		// Each case reads the tick open when it starts, and waits out a tick boundary that
+		// would fall inside its checks (one case takes well under 30 s).
+		openTick := func() time.Time {
+			if s := time.Until(tree.AlignTick(time.Now(), tree.DefaultTick).Add(tree.DefaultTick)); s < 30*time.Second {
+				poll(ctx, t, "the next tick to start (no boundary during the checks)", func() bool {
+					return time.Now().After(tree.AlignTick(time.Now().Add(s), tree.DefaultTick))
+				})
+			}
+			cur := tree.AlignTick(time.Now(), tree.DefaultTick)
+			if f.newest.Before(cur) {
+				f.addTick(ctx, t, cur)
+			}
+			return cur
 		}
-		cur := tree.AlignTick(time.Now(), tree.DefaultTick)
-		if f.newest.Before(cur) {
-			f.addTick(ctx, t, cur)
-		}
-		closes := cur.Add(tree.DefaultTick).Format("15:04")
-		for _, tc := range []struct{ window, step, what, closes string }{
-			{"1h", "5m", "tick", closes},
-			{"7d", "1h", "hour", cur.Truncate(time.Hour).Add(time.Hour).Format("15:04")},
-			{"90d", "1d", "day", cur.Truncate(24 * time.Hour).Add(24 * time.Hour).Format("2006-01-02 15:04")},
+		for _, tc := range []struct {
+			window, step, what string
+			closes             func(cur time.Time) string
+		}{
+			{"1h", "5m", "tick", func(cur time.Time) string { return cur.Add(tree.DefaultTick).Format("15:04") }},
+			{"7d", "1h", "hour", func(cur time.Time) string { return cur.Truncate(time.Hour).Add(time.Hour).Format("15:04") }},
+			{"90d", "1d", "day", func(cur time.Time) string {
+				return cur.Truncate(24 * time.Hour).Add(24 * time.Hour).Format("2006-01-02 15:04")
+			}},
 		} {
+			cur := openTick()
+			closes, tcCloses := cur.Add(tree.DefaultTick).Format("15:04"), tc.closes(cur)
 			p := open(t, link+"&node="+selected+"&window="+tc.window, 1280, 900)
 			if got := p.str(`document.getElementById('summary').dataset.open`); got != "true" {
 				t.Errorf("%s: the open tick's summary data-open=%q", tc.window, got)
@@ -346,8 +357,8 @@ func TestDashboardInChromium(t *testing.T) {
 				"to": {chart["data-to"]}, "step": {tc.step}}.Encode(), f.token, &sr)
 			last := sr.Points[len(sr.Points)-1]
 			readout := p.str(`document.getElementById('readout').textContent`)
-			if !last.Open || !strings.Contains(readout, "provisional: the "+tc.what+" is open until "+tc.closes+" UTC") {
-				t.Errorf("%s: readout %q (API open %v), want the %s provisional until %s", tc.window, readout, last.Open, tc.what, tc.closes)
+			if !last.Open || !strings.Contains(readout, "provisional: the "+tc.what+" is open until "+tcCloses+" UTC") {
+				t.Errorf("%s: readout %q (API open %v), want the %s provisional until %s", tc.window, readout, last.Open, tc.what, tcCloses)
 			}
 			want := fmt.Sprintf("leaves %d/%d", last.Reported, last.Expected)
 			if tc.step != "5m" {
@@ -830,8 +841,27 @@ func TestDashboardInChromium(t *testing.T) {
 		q.eval(`document.getElementById('token-input').value = `+strconv.Quote(f.token), nil)
 		q.click(`#login button[type=submit]`)
 		q.waitLoads("the shared view", 0)
-		if again := controls(q); again != got {
+		// The range is relative (2d back from now): across an hour boundary between the two
+		// pages its ends move, so they are compared apart, by the window's length.
+		window := regexp.MustCompile(` from=(\S+) to=(\S+)`)
+		again := controls(q)
+		if window.ReplaceAllString(again, "") != window.ReplaceAllString(got, "") {
 			t.Errorf("the shared link shows\n%s\nthe sharer saw\n%s", again, got)
+		}
+		span := func(c string) time.Duration {
+			m := window.FindStringSubmatch(c)
+			if m == nil {
+				return 0
+			}
+			from, err1 := time.Parse(time.RFC3339, m[1])
+			to, err2 := time.Parse(time.RFC3339, m[2])
+			if err1 != nil || err2 != nil {
+				return 0
+			}
+			return to.Sub(from)
+		}
+		if sa, sg := span(again), span(got); sa == 0 || sa != sg {
+			t.Errorf("the shared link's window is %v long, the sharer's %v", sa, sg)
 		}
 		if q.str("location.hash") != p.str("location.hash") {
 			t.Errorf("fragment %s, sharer's %s", q.str("location.hash"), p.str("location.hash"))
