@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -25,6 +26,9 @@ type streamBatch struct {
 	progress   []tickProgress // per tick the batch touched (see completion.addAll)
 	token      bson.Raw
 	err        error
+	// newest is the wall time of its newest leaf event (zero: none or not known), read when
+	// nextBatch had it: for the burst's debug line.
+	newest, read time.Time
 }
 
 // reader reads a change stream's batches in its own goroutine, in order, while the watcher
