@@ -25,12 +25,13 @@ type led struct {
 }
 
 // runLeased is Run with Options.Leases: it claims the instance id (lease.Instance.Claim), then
-// every LeaseTTL/3 (sooner, with backoff, while the store fails) renews the leases it holds
-// and tries to take free, expired or its own ones, running each leased partition until the
-// lease is lost (killed at once: its writes are fenced by the term anyway), the partition
-// fails for good (Run returns the error), or ctx is done (each partition shuts down
-// gracefully, then the leases are released). A partition whose lease could not be renewed is
-// killed LeaseTTL/5 before the lease expires, so it stops writing before a successor may start.
+// every LeaseTTL/3, counted from the start of the previous round (sooner, with backoff, while
+// the store fails), renews the leases it holds, all at once, and tries to take free, expired
+// or its own ones, running each leased partition until the lease is lost (killed at once: its
+// writes are fenced by the term anyway), the partition fails for good (Run returns the
+// error), or ctx is done (each partition shuts down gracefully, then the leases are
+// released). A partition whose lease could not be renewed is killed LeaseTTL/5 before the
+// lease expires, so it stops writing before a successor may start.
 func (w *Watcher) runLeased(ctx context.Context) error {
 	owner := w.opts.Owner
 	if owner == "" {
@@ -49,11 +50,12 @@ func (w *Watcher) runLeased(ctx context.Context) error {
 		if pause := w.opts.Knobs.BeforeLeaseRound; pause != nil {
 			pause()
 		}
+		began := time.Now()
 		err := r.round(ctx)
 		if r.failed != nil {
 			break
 		}
-		r.wait(ctx, err)
+		r.wait(ctx, err, time.Since(began))
 	}
 	r.shutdown(ctx, stopBeat)
 	return r.failed
@@ -124,10 +126,21 @@ func (r *leasedRun) round(ctx context.Context) (err error) {
 	return err
 }
 
-// renew renews every lease held; one taken over makes it ask the instance document whether
-// another process runs with this instance's id (then Run fails).
+// renewal is one held lease's renewal in a round: partition i, and Renew's answer.
+type renewal struct {
+	i   int
+	p   *led
+	ok  bool
+	err error
+}
+
+// renew renews every lease held, all at once: one round trip's wait, not one per lease (issue
+// 25: on a loaded store, one after the other, the 4 leases of an instance took over
+// LeaseTTL/2 to renew, and the first expired before the next round). One taken over makes it
+// ask the instance document whether another process runs with this instance's id (then Run
+// fails).
 func (r *leasedRun) renew(ctx context.Context) (err error, tried bool) {
-	takenOver := false
+	var todo []renewal
 	for i, p := range r.running {
 		if p.lost {
 			continue
@@ -136,14 +149,26 @@ func (r *leasedRun) renew(ctx context.Context) (err error, tried bool) {
 			r.lose(i, "not renewed before it expired", nil)
 			continue
 		}
-		tried = true
-		ok, e := p.h.Renew(ctx)
+		todo = append(todo, renewal{i: i, p: p})
+	}
+	if len(todo) == 0 {
+		return nil, false
+	}
+	began := time.Now()
+	g := pool.New()
+	for k := range todo {
+		g.Go(func() { todo[k].ok, todo[k].err = todo[k].p.h.Renew(ctx) })
+	}
+	g.Wait()
+	r.w.log.Debug("leases renewed", zap.Int("leases", len(todo)), zap.Duration("took", time.Since(began)))
+	takenOver := false
+	for _, t := range todo {
 		switch {
-		case e == nil && !ok:
-			r.lose(i, "taken over", nil)
+		case t.err == nil && !t.ok:
+			r.lose(t.i, "taken over", nil)
 			takenOver = true
-		case e != nil && ctx.Err() == nil:
-			err = e
+		case t.err != nil && ctx.Err() == nil:
+			err = t.err
 		}
 	}
 	if takenOver {
@@ -154,7 +179,7 @@ func (r *leasedRun) renew(ctx context.Context) (err error, tried bool) {
 			r.fail(e)
 		}
 	}
-	return err, tried
+	return err, true
 }
 
 // acquire tries to take the leases of the partitions not running, from this instance's
@@ -292,10 +317,12 @@ func (r *leasedRun) reap(ctx context.Context, i int) {
 	r.w.leaders.set(i, false, 0, time.Time{})
 }
 
-// wait waits for the next round: LeaseTTL/3, sooner with backoff after a failed round, or
-// until a partition exits, a lease expires, the heartbeat ends or ctx is done.
-func (r *leasedRun) wait(ctx context.Context, roundErr error) {
-	wait := r.w.opts.LeaseTTL / 3
+// wait waits for the next round: LeaseTTL/3 after the start of the one that took took (a
+// slow store's round trips do not stretch the time between renewals), sooner with backoff
+// after a failed round, or until a partition exits, a lease expires, the heartbeat ends or
+// ctx is done.
+func (r *leasedRun) wait(ctx context.Context, roundErr error, took time.Duration) {
+	wait := max(0, r.w.opts.LeaseTTL/3-took)
 	if roundErr != nil {
 		wait = min(wait, r.w.opts.Backoff.Delay(r.failures))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/sourcegraph/conc"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,6 +28,9 @@ type streamBatch struct {
 	progress   []tickProgress // per tick the batch touched (see completion.addAll)
 	token      bson.Raw
 	err        error
+	// newest is the wall time of its newest leaf event (zero: none or not known), read when
+	// nextBatch had it: for the burst's debug line.
+	newest, read time.Time
 }
 
 // reader reads a change stream's batches in its own goroutine, in order, while the watcher

@@ -394,7 +394,8 @@ func (st *stream) batch(b streamBatch, rd *reader) (end bool, err error) {
 		st.burst.add(b)
 	}
 	st.pos.read(b.token)
-	if st.w.burstEnds(st.signals(b, rd)) {
+	if why := st.w.burstEnd(st.signals(b, rd)); why != "" {
+		st.burst.why = why
 		if err := st.writeBurst(); err != nil {
 			return true, err
 		}
@@ -430,7 +431,7 @@ func (st *stream) signals(b streamBatch, rd *reader) burstSignals {
 // writeBurst writes the parents of the burst gathered and moves the position past it.
 func (st *stream) writeBurst() error {
 	if len(st.burst.leaves) > 0 {
-		took, err := st.w.processBurst(st.work, st.burst.leaves, st.dirty)
+		took, err := st.w.processBurst(st.work, st.burst, st.dirty)
 		if err != nil {
 			return err
 		}
@@ -522,6 +523,12 @@ type burstState struct {
 	start   time.Time
 	ticks   map[tickKey]int
 	closing bool
+	// newest is the wall time of the newest leaf event held and lag the longest time from an
+	// event batch's newest leaf to the watcher holding it (the stream's delivery): for the
+	// debug line of the burst.
+	newest time.Time
+	lag    time.Duration
+	why    string // what ended it (burstEnds)
 }
 
 func newBurst() *burstState { return &burstState{ticks: map[tickKey]int{}} }
@@ -532,6 +539,10 @@ func (b *burstState) add(sb streamBatch) {
 		b.start = time.Now()
 	}
 	b.leaves = append(b.leaves, sb.leaves...)
+	if !sb.newest.IsZero() {
+		b.newest = later(b.newest, sb.newest)
+		b.lag = max(b.lag, sb.read.Sub(sb.newest))
+	}
 	for _, p := range sb.progress {
 		b.ticks[p.key] += p.n
 		if p.remaining > 0 && p.remaining <= b.ticks[p.key] {
@@ -545,6 +556,14 @@ func (b *burstState) reset() {
 	b.leaves = b.leaves[:0]
 	clear(b.ticks)
 	b.closing = false
+	b.newest, b.lag, b.why = time.Time{}, 0, ""
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // burstSignals is what decides whether a burst ends after a batch (see burstEnds).
@@ -574,16 +593,33 @@ type burstSignals struct {
 // one small burst's writes). MaxBurstDelay and MaxBurst bound a burst whose reader stays ahead
 // (a backlog).
 func (w *Watcher) burstEnds(c burstSignals) bool {
+	return w.burstEnd(c) != ""
+}
+
+// burstEnd is burstEnds with what ended the burst ("": it goes on), for the debug line.
+func (w *Watcher) burstEnd(c burstSignals) string {
 	lastWrite := c.lastWrite
 	switch {
-	case c.n == 0, c.complete, c.end:
-		return true
-	case c.leaves >= w.opts.MaxBurst, c.age >= w.opts.MaxBurstDelay:
-		return true
+	case c.n == 0:
+		return "quiet"
+	case c.complete:
+		return "complete"
+	case c.end:
+		return "end"
+	case c.leaves >= w.opts.MaxBurst:
+		return "max burst"
+	case c.age >= w.opts.MaxBurstDelay:
+		return "max delay"
 	case c.closing:
 		lastWrite = 0
 	}
-	return !c.ahead && c.age >= max(w.opts.MinBurstDelay, lastWrite)
+	if !c.ahead && c.age >= max(w.opts.MinBurstDelay, lastWrite) {
+		if c.closing {
+			return "closing"
+		}
+		return "age"
+	}
+	return ""
 }
 
 func bytesEqual(a, b bson.Raw) bool { return string(a) == string(b) }
@@ -634,6 +670,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 			b.leaves = append(b.leaves, l)
 			if !ev.wall.IsZero() {
 				w.stats.lastEvent.Store(ev.wall.UnixNano())
+				if ev.wall.After(b.newest) {
+					b.newest = ev.wall
+				}
 			}
 		}
 		if cs.RemainingBatchLength() == 0 || !cs.TryNext(ctx) {
@@ -645,19 +684,29 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 	}
 	b.complete, b.progress = w.done.addAll(ctx, b.leaves)
 	b.token = cs.ResumeToken()
+	b.read = time.Now()
 	return b
 }
 
-// processBurst recomputes the ancestors of a burst of leaves and adds their hours to dirty.
-func (w *Watcher) processBurst(ctx context.Context, leaves []store.Leaf, dirty *recompute.Dirty) (time.Duration, error) {
+// processBurst recomputes the ancestors of a burst's leaves and adds their hours to dirty.
+// Its debug line says where a leaf's time went: delivered (the longest time from a batch's
+// newest leaf event to the watcher holding the batch), gathered (from the burst's first batch
+// to its writes), newest (from its newest leaf event to its writes), took (the writes), and
+// what ended it.
+func (w *Watcher) processBurst(ctx context.Context, b *burstState, dirty *recompute.Dirty) (time.Duration, error) {
 	start := time.Now()
-	if err := w.engine.Parents(ctx, leaves, dirty); err != nil {
+	if err := w.engine.Parents(ctx, b.leaves, dirty); err != nil {
 		return 0, err
 	}
 	took := time.Since(start)
 	w.stats.prog.burst(took)
 	if ce := w.log.Check(zap.DebugLevel, "burst written"); ce != nil {
-		ce.Write(zap.Int("leaves", len(leaves)), zap.Duration("took", took))
+		fields := []zap.Field{zap.Int("leaves", len(b.leaves)), zap.Duration("took", took), zap.String("ended", b.why),
+			zap.Duration("gathered", start.Sub(b.start)), zap.Duration("delivered", b.lag)}
+		if !b.newest.IsZero() {
+			fields = append(fields, zap.Duration("newest", start.Sub(b.newest)))
+		}
+		ce.Write(fields...)
 	}
 	return took, nil
 }
