@@ -81,13 +81,13 @@ func parseUpdateOp(env *aggregate.Env, d bson.D) (updateOp, error) {
 
 // applyUpdate runs one update statement under the write lock. pre, when not nil, is the
 // document the statement upserts when nothing matches, prepared before the Write
-// (prepareUpserts).
-func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.PreparedDoc) (stmtOutcome, error) {
+// (prepareUpserts); pt, when not nil, its find planned before the Write (planPoints).
+func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.PreparedDoc, pt *storage.PointLookup) (stmtOutcome, error) {
 	limit := 1
 	if op.multi {
 		limit = 0
 	}
-	targets, err := findMatching(&w.Reader, db, coll, op.q, op.filter, limit)
+	targets, err := findTargets(&w.Reader, db, coll, op, limit, pt)
 	if err != nil {
 		return stmtOutcome{}, err
 	}
@@ -127,15 +127,58 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.P
 	return stmtOutcome{n: 1, upsert: true, upserted: doc[0].Value}, nil
 }
 
+// findTargets is findMatching of the statement, in one index lookup when its find was
+// planned before the Write (pt) and the collection's indexes did not change since: the plan
+// is then one full key of a unique index, so Find would visit exactly the document stored
+// under it (storage.Reader.LookupPoint). Otherwise it is findMatching.
+func findTargets(rd *storage.Reader, db, coll string, op updateOp, limit int, pt *storage.PointLookup) ([]matched, error) {
+	if pt != nil {
+		if doc, ok := rd.LookupPoint(db, coll, *pt); ok {
+			var matches []matched
+			var matchErr error
+			if doc != nil {
+				matchInto(&matches, &matchErr, op.filter, limit)(doc)
+			}
+			return matches, matchErr
+		}
+	}
+	return findMatching(rd, db, coll, op.q, op.filter, limit)
+}
+
+// planPoints plans, before the Write and without the lock, the find of each statement whose
+// filter's plan is one full key of a unique index (rollup's leaf and parent upserts: id,
+// type and timestamp): the statement then finds its document with one lookup under the lock
+// instead of planning there (issue 25: planning was most of the find, a third of the
+// exclusive section). nil when no statement qualifies.
+func planPoints(set *storage.IndexSet, ops []parsed[updateOp]) []*storage.PointLookup {
+	var pts []*storage.PointLookup
+	for i, op := range ops {
+		if op.err != nil {
+			continue
+		}
+		pl, ok := set.Point(op.op.q)
+		if !ok {
+			continue
+		}
+		if pts == nil {
+			pts = make([]*storage.PointLookup, len(ops))
+		}
+		pts[i] = &pl
+	}
+	return pts
+}
+
 // prepareUpserts builds and encodes, before the Write and without any lock, the document
 // each single-document upsert inserts when nothing matches it: a function of the statement
 // alone (its filter's equality fields and its update), so it does not depend on what the
 // collection holds when the statement runs, and the engine's exclusive section is left with
 // the find, the index updates and the oplog entry. For rollup's leaf writes, upserts of a new
 // tick's keys, that is about 40% of the CPU the update command spent under the lock (issue
-// 25). A statement that then matches a document does not use it; one whose document does not
-// build or encode gets none and runs as before (giving the same error).
-func prepareUpserts(ops []parsed[updateOp]) []*storage.PreparedDoc {
+// 25). The document's keys for the collection's secondary indexes (set) are computed here
+// too; the insert uses them only if the indexes are still the same. A statement that then
+// matches a document does not use it; one whose document does not build or encode gets none
+// and runs as before (giving the same error).
+func prepareUpserts(set *storage.IndexSet, ops []parsed[updateOp]) []*storage.PreparedDoc {
 	var pre []*storage.PreparedDoc
 	for i, op := range ops {
 		if op.err != nil || !op.op.upsert || op.op.multi {
@@ -145,7 +188,7 @@ func prepareUpserts(ops []parsed[updateOp]) []*storage.PreparedDoc {
 		if err != nil {
 			continue
 		}
-		p, err := storage.PrepareDoc(doc)
+		p, err := set.Prepare(doc)
 		if err != nil {
 			continue
 		}
@@ -182,7 +225,12 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	pre := prepareUpserts(ops)
+	// The collection's indexes now, for the work below done without the lock; a statement
+	// uses that work under the lock only if they are still the same (storage.IndexSet).
+	var set *storage.IndexSet
+	s.engine.Read(func(rd *storage.Reader) { set = rd.IndexSet(r.db, coll) })
+	pre := prepareUpserts(set, ops)
+	pts := planPoints(set, ops)
 	st, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
 		if ops[i].err != nil {
 			return stmtOutcome{}, ops[i].err
@@ -191,7 +239,11 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 		if pre != nil {
 			p = pre[i]
 		}
-		return applyUpdate(w, r.db, coll, ops[i].op, p)
+		var pt *storage.PointLookup
+		if pts != nil {
+			pt = pts[i]
+		}
+		return applyUpdate(w, r.db, coll, ops[i].op, p, pt)
 	})
 	if err != nil {
 		return result{}, err

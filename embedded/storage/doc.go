@@ -15,7 +15,15 @@
 // (an upsert's find-then-insert cannot race). Durability waits (fsync) happen outside the
 // lock and are shared by concurrent writers (group commit). Engine.ReadYielding is Read for
 // one long scan: after ~2 ms it continues on a copy-on-write clone of the index without the
-// lock, so a million-document find does not block writers (see scan.go).
+// lock, so a million-document find does not block writers (see scan.go). Work that is a pure
+// function of a statement and of a collection's index specifications may be done before the
+// Write, without the lock, from an IndexSet (point.go): planning a find that is one full key of
+// a unique index (PointLookup; inside the Write only that one key is looked up) and computing a
+// prepared document's index keys (IndexSet.Prepare). Inside the Write it is used only if the
+// collection is the same one with the same indexes (collection.gen); otherwise the full path
+// runs. Every read that decides a result and every mutation still happen under the exclusive
+// lock, so the unique constraints, the oplog's order (commit order) and durability are those
+// of a serial execution.
 //
 // Durability and visibility: a mutation is visible to Read as soon as it is made, but Write
 // returns only once it is durable. Oplog entries are exposed by OplogAfter and OplogRange

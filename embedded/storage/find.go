@@ -192,13 +192,18 @@ func findCond(conds []cond, path string) *cond {
 // then a range on the next field).
 // buf is scratch space for the conditions, reused across calls.
 func (c *collection) planFor(filter bson.D, buf *[]cond) plan {
+	return planOver(c.indexes, filter, buf)
+}
+
+// planOver is planFor over a list of indexes (a collection's, or an IndexSet's copy of it).
+func planOver(indexes []*index, filter bson.D, buf *[]cond) plan {
 	conds := collectConds(filter, (*buf)[:0])
 	*buf = conds
 	best := plan{}
 	if len(conds) == 0 {
 		return best
 	}
-	for _, ix := range c.indexes {
+	for _, ix := range indexes {
 		p, ok := planIndex(ix, conds)
 		if !ok {
 			continue
@@ -235,7 +240,7 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 	if len(pts) == 0 && rng == nil {
 		return plan{}, false
 	}
-	p := plan{ix: ix, score: 2*len(pts) + 1, dedupe: ix.multikey}
+	p := plan{ix: ix, score: 2*len(pts) + 1, dedupe: ix.multikey.Load()}
 	if rng != nil {
 		p.score++
 		p.rangePath, p.rangeClass = rng.path, rng.lo[0]
@@ -280,7 +285,7 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 		if hi == nil {
 			hi = []byte{rng.lo[0] + 1}
 		}
-		if ix.multikey && rng.lohi {
+		if ix.multikey.Load() && rng.lohi {
 			// Different array elements may satisfy each bound: keep only the lower bound.
 			hi = []byte{rng.lo[0] + 1}
 		}
@@ -344,7 +349,7 @@ func orderedClass(c byte) bool {
 // descending when scanned backwards): one range of a non-multikey index whose range
 // condition is on path, with bounds of a class whose keys order as its values do.
 func (p plan) inOrderOf(path string) bool {
-	return p.ix != nil && !p.ix.multikey && !p.exact && len(p.ranges) == 1 && p.rangePath == path &&
+	return p.ix != nil && !p.ix.multikey.Load() && !p.exact && len(p.ranges) == 1 && p.rangePath == path &&
 		orderedClass(p.rangeClass)
 }
 

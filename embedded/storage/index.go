@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gameops/rollup/embedded/bsonval"
 	"github.com/gameops/rollup/embedded/mongoerr"
@@ -44,8 +45,9 @@ type index struct {
 	isID   bool       // the _id_ index: key = _id key, always unique
 	simple bool       // every key path is a top-level field
 	// multikey is set once any document produced several keys or an array key; it is never
-	// cleared (conservative for range planning).
-	multikey bool
+	// cleared (conservative for range planning). Atomic: a plan may be made outside the
+	// engine's lock (IndexSet.Point).
+	multikey atomic.Bool
 	tree     *btree.BTreeG[entry]
 }
 
@@ -419,8 +421,8 @@ func (ix *index) conflict(k []byte, self *Doc) *Doc {
 }
 
 func (ix *index) add(keys [][]byte, multi bool, d *Doc) {
-	if multi {
-		ix.multikey = true
+	if multi && !ix.multikey.Load() {
+		ix.multikey.Store(true)
 	}
 	for _, k := range keys {
 		ix.tree.ReplaceOrInsert(entry{key: ix.entryKey(k, d), doc: d})

@@ -257,7 +257,7 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if err := c.buildIndex(ix); err != nil {
 			return err
 		}
-		c.indexes = append(c.indexes, ix)
+		c.setIndexes(append(c.indexes, ix))
 	case OpDropIndexes:
 		if err := needColl(); err != nil {
 			return err
@@ -269,7 +269,7 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 		if ix == nil || i == 0 {
 			return fmt.Errorf("no index %q", ent.Index.Name)
 		}
-		c.indexes = slices.Delete(slices.Clone(c.indexes), i, i+1)
+		c.setIndexes(slices.Delete(slices.Clone(c.indexes), i, i+1))
 	case OpRename:
 		if err := needColl(); err != nil {
 			return err
@@ -301,7 +301,7 @@ func (e *Engine) applyEntry(ent Entry, enc []byte) error {
 			return err
 		}
 		if ent.Op == OpInsert {
-			err = c.insert(d, dec)
+			err = c.insert(d, dec, nil)
 		} else if cur := c.get(d.idKey); cur == nil {
 			err = fmt.Errorf("no document to replace")
 		} else {

@@ -245,7 +245,7 @@ func (e *Engine) loadSnapshot(path string) error {
 				if err != nil {
 					return err
 				}
-				return c.insert(d, dec)
+				return c.insert(d, dec, nil)
 			}); err != nil {
 				return err
 			}
@@ -292,7 +292,7 @@ func (e *Engine) loadCollMeta(body []byte) (*collection, error) {
 		if err := validateIndexSpec(spec); err != nil {
 			return nil, fmt.Errorf("bad snapshot index: %w", err)
 		}
-		c.indexes = append(c.indexes, newIndex(*spec))
+		c.setIndexes(append(c.indexes, newIndex(*spec)))
 	}
 	return c, nil
 }

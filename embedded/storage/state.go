@@ -23,9 +23,12 @@ type database struct {
 type collection struct {
 	db, name string
 	uuid     bson.Binary
-	indexes  []*index // [0] is _id_
-	size     int64
-	opts     CollOptions
+	indexes  []*index // [0] is _id_; set with setIndexes
+	// gen counts the changes of indexes: a plan or index keys computed outside the lock from
+	// an IndexSet hold only while gen (and the collection) are the same.
+	gen  uint64
+	size int64
+	opts CollOptions
 }
 
 func newState() *state { return &state{dbs: map[string]*database{}} }
@@ -72,6 +75,13 @@ func (st *state) sortedColls(db string) []*collection {
 	}
 	slices.SortFunc(out, func(a, b *collection) int { return cmp.Compare(a.name, b.name) })
 	return out
+}
+
+// setIndexes replaces the collection's index list (never modified in place: an IndexSet
+// taken before keeps its own copy) and moves gen.
+func (c *collection) setIndexes(ixs []*index) {
+	c.indexes = ixs
+	c.gen++
 }
 
 func (c *collection) count() int { return c.indexes[0].tree.Len() }
@@ -121,17 +131,24 @@ type docKeys struct {
 }
 
 // keysFor computes d's keys (d decoded: dec) for the secondary indexes and checks unique
-// constraints against documents other than d (by _id).
-func (c *collection) keysFor(d *Doc, dec bson.D) (docKeys, error) {
+// constraints against documents other than d (by _id). pre, when not nil, holds the keys
+// computed before the Write for these same indexes: only the checks are made.
+func (c *collection) keysFor(d *Doc, dec bson.D, pre *docKeys) (docKeys, error) {
 	n := len(c.indexes) - 1
 	if n == 0 {
 		return docKeys{}, nil
 	}
 	dk := docKeys{keys: make([][][]byte, n), multi: make([]bool, n)}
+	if pre != nil {
+		dk = *pre
+	}
 	for i, ix := range c.indexes[1:] {
-		ks, multi, err := ix.indexKeys(d, dec)
-		if err != nil {
-			return docKeys{}, err
+		ks, multi := dk.keys[i], dk.multi[i]
+		if pre == nil {
+			var err error
+			if ks, multi, err = ix.indexKeys(d, dec); err != nil {
+				return docKeys{}, err
+			}
 		}
 		for _, k := range ks {
 			if ix.conflict(k, d) != nil {
@@ -144,12 +161,13 @@ func (c *collection) keysFor(d *Doc, dec bson.D) (docKeys, error) {
 }
 
 // insert adds a new document (decoded: dec); a duplicate _id or unique key changes nothing.
-func (c *collection) insert(d *Doc, dec bson.D) error {
+// pre: see keysFor.
+func (c *collection) insert(d *Doc, dec bson.D, pre *docKeys) error {
 	idx := c.indexes[0]
 	if _, ok := idx.tree.Get(entry{key: d.idKey}); ok {
 		return c.dupKey(idx, dec, d.idKey)
 	}
-	dk, err := c.keysFor(d, dec)
+	dk, err := c.keysFor(d, dec, pre)
 	if err != nil {
 		return err
 	}
@@ -163,7 +181,7 @@ func (c *collection) insert(d *Doc, dec bson.D) error {
 
 // replace swaps the stored document cur for d (decoded: dec; same _id).
 func (c *collection) replace(cur, d *Doc, dec bson.D) error {
-	dk, err := c.keysFor(d, dec)
+	dk, err := c.keysFor(d, dec, nil)
 	if err != nil {
 		return err
 	}

@@ -165,7 +165,7 @@ func (w *Writer) CreateIndex(db, coll string, spec IndexSpec) (created bool, err
 	if c, err = w.ensureColl(db, coll); err != nil {
 		return false, err
 	}
-	c.indexes = append(c.indexes, ix)
+	c.setIndexes(append(c.indexes, ix))
 	sp := cloneSpec(spec)
 	w.commit(Entry{Op: OpCreateIndexes, DB: db, Coll: coll, Index: &sp}, c)
 	return true, nil
@@ -235,7 +235,7 @@ func (w *Writer) DropIndex(db, coll, name string) error {
 	if ix == nil {
 		return mongoerr.New(mongoerr.IndexNotFound, "index not found with name [%s]", name)
 	}
-	c.indexes = slices.Delete(slices.Clone(c.indexes), i, i+1)
+	c.setIndexes(slices.Delete(slices.Clone(c.indexes), i, i+1))
 	sp := cloneSpec(ix.spec)
 	w.commit(Entry{Op: OpDropIndexes, DB: db, Coll: coll, Index: &sp}, c)
 	return nil
@@ -252,7 +252,7 @@ func (w *Writer) DropIndexes(db, coll string) error {
 	}
 	for len(c.indexes) > 1 {
 		ix := c.indexes[len(c.indexes)-1]
-		c.indexes = slices.Clone(c.indexes[:len(c.indexes)-1])
+		c.setIndexes(slices.Clone(c.indexes[:len(c.indexes)-1]))
 		sp := cloneSpec(ix.spec)
 		w.commit(Entry{Op: OpDropIndexes, DB: db, Coll: coll, Index: &sp}, c)
 	}
@@ -281,6 +281,10 @@ func (w *Writer) Insert(db, coll string, doc bson.D) (*Doc, error) {
 type PreparedDoc struct {
 	d   *Doc
 	dec bson.D
+	// keys are d's keys for set's secondary indexes (IndexSet.Prepare), used when the
+	// collection still has those indexes; nil: computed by the insert.
+	set  *IndexSet
+	keys *docKeys
 }
 
 // PrepareDoc validates and encodes doc as Insert would (its errors are Insert's), without
@@ -306,7 +310,15 @@ func (w *Writer) InsertPrepared(db, coll string, p *PreparedDoc) (*Doc, error) {
 		return nil, mongoerr.New(mongoerr.InternalError, "storage: a prepared document inserted twice")
 	}
 	d, dec := p.d, p.dec
-	if err := w.insertDoc(db, coll, d, dec); err != nil {
+	c, err := w.ensureColl(db, coll)
+	if err != nil {
+		return nil, err
+	}
+	var dk *docKeys
+	if p.set.current(c) {
+		dk = p.keys
+	}
+	if err := w.insertInto(c, d, dec, dk); err != nil {
 		return nil, err
 	}
 	p.d = nil
@@ -318,7 +330,14 @@ func (w *Writer) insertDoc(db, coll string, d *Doc, dec bson.D) error {
 	if err != nil {
 		return err
 	}
-	if err := c.insert(d, dec); err != nil {
+	return w.insertInto(c, d, dec, nil)
+}
+
+// insertInto inserts d into c and logs it; dk, when not nil, are d's keys for c's secondary
+// indexes, computed before the Write.
+func (w *Writer) insertInto(c *collection, d *Doc, dec bson.D, dk *docKeys) error {
+	db, coll := c.db, c.name
+	if err := c.insert(d, dec, dk); err != nil {
 		return err
 	}
 	w.commit(Entry{Op: OpInsert, DB: db, Coll: coll, DocKey: docKey(dec), Doc: dec, raw: d.Raw}, c)
@@ -351,7 +370,7 @@ func (w *Writer) ReplaceContents(db, coll string, docs []bson.D) error {
 		if err != nil {
 			return err
 		}
-		if err := scratch.insert(d, dec); err != nil {
+		if err := scratch.insert(d, dec, nil); err != nil {
 			return err
 		}
 		prepared[i], decoded[i] = d, dec
