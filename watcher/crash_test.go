@@ -22,7 +22,6 @@ import (
 // against a naive summary of the parents.
 // Each seed is reproducible in what it submits and where it crashes.
 func TestCrashSafety(t *testing.T) {
-	t.Parallel() // a store per seed, no fail point: its work fills the other tests' fault windows
 	seeds := 8
 	if testing.Short() {
 		seeds = 3
