@@ -270,7 +270,6 @@ func promtool(t *testing.T, bin, dir string, args ...string) string {
 // TestPrometheusRules runs the rules' unit tests and checks the Prometheus config (and the
 // rule files it loads) with promtool.
 func TestPrometheusRules(t *testing.T) {
-	t.Parallel() // promtool processes, reading the checked-in files only
 	bin := promtoolPath(t)
 	out := promtool(t, bin, prometheusDir, "test", "rules", "rules_test.yml")
 	if !strings.Contains(out, "SUCCESS") {
@@ -906,7 +905,6 @@ func TestComposeGrafana(t *testing.T) {
 // TestDashboardQueriesParse parses every dashboard query with promtool (Grafana's
 // $__rate_interval replaced by a duration).
 func TestDashboardQueriesParse(t *testing.T) {
-	t.Parallel() // promtool processes, reading the checked-in files only
 	bin := promtoolPath(t)
 	_, queries := grafanaDashboards(t, composeGrafanas[0].service, composeGrafanas[0].prometheus)
 	r := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")

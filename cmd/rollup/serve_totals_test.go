@@ -98,8 +98,8 @@ func (b *lineBuffer) Write(p []byte) (int, error) { return b.w.Write(p) }
 // sample every 15 s), and the result must be the same.
 func TestServeExportsTotals(t *testing.T) {
 	// Each serve --demo has its own in-memory store on a free port: nothing shared, and the
-	// waits for a complete tick overlap.
-	t.Parallel()
+	// two waits for a complete tick overlap. The test itself stays serial: its CPU would run
+	// beside the serve fault tests and their latency bounds.
 	t.Run("agentsim", func(t *testing.T) { t.Parallel(); checkServeExportsTotals(t) })
 	t.Run("demo-agent", func(t *testing.T) { t.Parallel(); checkServeExportsTotals(t, "--demo-agent") })
 }
