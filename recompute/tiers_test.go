@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
@@ -355,6 +356,7 @@ func keysOf[V any](m map[bucket]V) []bucket {
 // returned to the caller, whose backoff retries, with the dirty hours kept, and the next
 // Summarize after it writes them. The fail points match this engine's own client only.
 func TestSummaryWriteFaults(t *testing.T) {
+	embeddedtest.ParallelWithFailPoints(t)
 	e := newEnv(t)
 	const project = "proj"
 	t0 := baseTick()

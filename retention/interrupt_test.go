@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/retention"
@@ -47,6 +48,7 @@ func oldestGone(t *testing.T, what string, before, after []time.Time) {
 // bounded; once the store answers, it finishes: exactly the expired documents are gone, and
 // its counters add up to them.
 func TestFaultMidBatch(t *testing.T) {
+	embeddedtest.ParallelWithFailPoints(t) // waits out its fault window beside the others
 	e := newEnv(t)
 	e.seed(t, "a", t0.Add(-2*day), t0, shape{leaves: 4})
 	if err := retention.NewStore(e.db).Save(e.ctx, retention.DefaultScope, short(), t0); err != nil {

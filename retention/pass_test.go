@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/retention"
 	"github.com/gameops/rollup/store"
 )
@@ -22,6 +23,7 @@ import (
 // override does not read, are left alone. A second pass an hour later deletes only what
 // expired meanwhile. Checked against the seeded documents.
 func TestPassDeletesWhatThePolicyNoLongerKeeps(t *testing.T) {
+	t.Parallel() // its own store and clock: nothing shared
 	e := newEnv(t)
 	from := t0.Add(-7 * day)
 	for _, p := range []string{"a", "forever", "broken"} {
@@ -99,6 +101,7 @@ func TestPassDeletesWhatThePolicyNoLongerKeeps(t *testing.T) {
 // (history from before the summaries existed); the horizon stops there, the pass says so,
 // and once the summary is built the next pass goes on.
 func TestPassHeldBackUntilSummariesExist(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	from := t0.Add(-6 * day)
 	missingHour := from.Add(30 * time.Hour)
@@ -158,6 +161,7 @@ func TestPassHeldBackUntilSummariesExist(t *testing.T) {
 // stored and nothing was deleted; a fresh enforcer (a restart, which knows nothing of what
 // was deleted) finishes the job.
 func TestHorizonAdvancedBeforeDeleting(t *testing.T) {
+	embeddedtest.ParallelWithFailPoints(t)
 	e := newEnv(t)
 	e.seed(t, "a", t0.Add(-2*day), t0, shape{leaves: 2, parents: 1})
 	if err := retention.NewStore(e.db).Save(e.ctx, retention.DefaultScope, short(), t0); err != nil {

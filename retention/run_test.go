@@ -145,6 +145,7 @@ func TestRunOneInstanceDeletes(t *testing.T) {
 // fail point on its appName); Run never returns, reports not ready, retries with backoff (its
 // commands stay bounded), and once the store answers again it deletes and is ready.
 func TestRunRidesOutStoreFaults(t *testing.T) {
+	embeddedtest.ParallelWithFailPoints(t) // waits out its fault window beside the others
 	e := newEnv(t)
 	e.seed(t, "a", t0.Add(-2*day), t0, shape{leaves: 1, parents: 1})
 	if err := retention.NewStore(e.db).Save(e.ctx, retention.DefaultScope, short(), t0); err != nil {

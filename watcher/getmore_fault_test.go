@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/tree"
@@ -27,6 +28,7 @@ import (
 // checkpoint: every leaf event is processed exactly once, the totals are right, and Run
 // never stops.
 func TestGetMoreFailsMidStream(t *testing.T) {
+	embeddedtest.ParallelWithFailPoints(t)
 	e := newEnv(t)
 	const project, app = "proj", "w-getmore-fault"
 	t0 := baseTick()
@@ -119,6 +121,7 @@ func TestGetMoreAlwaysFails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 30s fault")
 	}
+	embeddedtest.ParallelWithFailPoints(t) // the 30 s fault overlaps the other tests' windows
 	const fault = 30 * time.Second
 	e := newEnv(t)
 	const project, app = "proj", "w-getmore-always"

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/status"
 	"github.com/gameops/rollup/internal/testctx"
 	"github.com/gameops/rollup/retry"
@@ -30,6 +31,7 @@ var outage = testctx.Window{Full: 15 * time.Second, Short: 3 * time.Second}
 // the failure, and ready again after; the store sees a bounded number of commands (backoff);
 // and the totals are correct within 5 s of the fault's end.
 func TestRunRidesOutOutages(t *testing.T) {
+	embeddedtest.ParallelWithFailPoints(t)
 	writes := bson.A{"insert", "update", "delete", "findAndModify"}
 	all := append(bson.A{"find", "aggregate", "getMore", "killCursors"}, writes...)
 	tests := []struct {
@@ -44,7 +46,7 @@ func TestRunRidesOutOutages(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			embeddedtest.ParallelWithFailPoints(t) // each fault on a store of its own
 			f := newHAFixture(t, 3)
 			app := fmt.Sprintf("w-outage-%d", i)
 			var commands atomic.Int64

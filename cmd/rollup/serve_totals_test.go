@@ -97,8 +97,11 @@ func (b *lineBuffer) Write(p []byte) (int, error) { return b.w.Write(p) }
 // --demo-agent the agents are package agent's (spooled backfill drained at start, then a
 // sample every 15 s), and the result must be the same.
 func TestServeExportsTotals(t *testing.T) {
-	t.Run("agentsim", func(t *testing.T) { checkServeExportsTotals(t) })
-	t.Run("demo-agent", func(t *testing.T) { checkServeExportsTotals(t, "--demo-agent") })
+	// Each serve --demo has its own in-memory store on a free port: nothing shared, and the
+	// two waits for a complete tick overlap. The test itself stays serial: its CPU would run
+	// beside the serve fault tests and their latency bounds.
+	t.Run("agentsim", func(t *testing.T) { t.Parallel(); checkServeExportsTotals(t) })
+	t.Run("demo-agent", func(t *testing.T) { t.Parallel(); checkServeExportsTotals(t, "--demo-agent") })
 }
 
 func checkServeExportsTotals(t *testing.T, extra ...string) {

@@ -81,6 +81,21 @@ func Start(t testing.TB, opts ...Options) *Store {
 	return &Store{URI: srv.URI(), Server: srv}
 }
 
+// ParallelWithFailPoints is t.Parallel() for a test that sets fail points on a store it
+// started (Start): with the embedded server each test has a server of its own, so its fail
+// points reach no other test and its fixed windows (a fault held, an outage waited out)
+// overlap theirs. Against MONGODB_URI every test shares one deployment, where a fail point is
+// server-wide (a second test's configureFailPoint replaces the first's, whatever its appName
+// filter): there t stays serial, and serial tests never overlap parallel ones. A test that
+// sets no fail point and uses its own database (Database) calls t.Parallel() itself.
+func ParallelWithFailPoints(t *testing.T) {
+	t.Helper()
+	if os.Getenv("MONGODB_URI") != "" {
+		return
+	}
+	t.Parallel()
+}
+
 // Client connects the official driver to the store; it is disconnected when the test ends.
 func (s *Store) Client(t testing.TB, opts ...*options.ClientOptions) *mongo.Client {
 	t.Helper()
