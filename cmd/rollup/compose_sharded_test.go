@@ -30,7 +30,7 @@ const (
 
 // shardedMirrored are the default stack's rollup services; the sharded profile runs each as
 // shardedPrefix+name with the same commands.
-var shardedMirrored = []string{"migrate", "tree-import", "demo-token", "rollup1", "rollup2", "simulator"}
+var shardedMirrored = []string{"migrate", "tree-import", "demo-token", "grafana-token", "rollup1", "rollup2", "simulator"}
 
 // shardedNames prefixes names with shardedPrefix.
 func shardedNames(names []string) []string {

@@ -54,23 +54,40 @@ const runbookBase = "{{ with $externalLabels.runbook_base_url }}{{ . }}{{ else }
 // (not a rate of a _total or _count), or an age computed from a timestamp.
 var secondsExpr = regexp.MustCompile(`_seconds(_bucket|_sum)?\b|time\(\) -`)
 
+// dashboardInputs are the data sources every dashboard asks for when imported (__inputs), each
+// with the dashboard variable of type datasource that defaults to it and that every query of
+// that plugin names as its uid: Prometheus (the first variable) and the rollup API through the
+// Infinity plugin (the "rollup records" annotations, grafana_records_test.go).
+var dashboardInputs = []struct {
+	input, pluginID, variable string
+}{
+	{"DS_PROMETHEUS", "prometheus", "datasource"},
+	{"DS_ROLLUP_API", infinityPlugin, "rollup_api"},
+}
+
 // checkDashboardPortable checks what makes a dashboard JSON import into any Grafana: no data
-// source uid but the dashboard's variable (or Grafana's built-in one) anywhere in it, an
-// __inputs entry for the Prometheus data source, and a "datasource" variable of type
-// datasource defaulting to that input.
+// source uid but a dashboard variable of the data source's plugin (or Grafana's built-in one)
+// anywhere in it, an __inputs entry per data source (dashboardInputs), and per input a
+// variable of type datasource defaulting to it, the Prometheus one first.
 func checkDashboardPortable(t *testing.T, base string, data []byte) {
 	t.Helper()
 	var doc any
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatalf("%s: %v", base, err)
 	}
+	varOf := map[string]string{"grafana": "-- Grafana --"}
+	for _, in := range dashboardInputs {
+		varOf[in.pluginID] = "${" + in.variable + "}"
+	}
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		switch x := v.(type) {
 		case map[string]any:
 			if ds, ok := x["datasource"].(map[string]any); ok {
-				if uid, _ := ds["uid"].(string); uid != dashboardDS && uid != "-- Grafana --" {
-					t.Errorf("%s: %s.datasource has the hard-coded uid %q, want %s", base, path, uid, dashboardDS)
+				uid, _ := ds["uid"].(string)
+				typ, _ := ds["type"].(string)
+				if want, ok := varOf[typ]; !ok || uid != want {
+					t.Errorf("%s: %s.datasource is %s uid %q: want a data source variable (%v)", base, path, typ, uid, varOf)
 				}
 			}
 			for k, e := range x {
@@ -100,12 +117,29 @@ func checkDashboardPortable(t *testing.T, base string, data []byte) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatalf("%s: %v", base, err)
 	}
-	if len(d.Inputs) != 1 || d.Inputs[0].Name != "DS_PROMETHEUS" || d.Inputs[0].Type != "datasource" || d.Inputs[0].PluginID != "prometheus" {
-		t.Errorf("%s: __inputs %+v, want one prometheus data source input DS_PROMETHEUS", base, d.Inputs)
+	if len(d.Inputs) != len(dashboardInputs) {
+		t.Errorf("%s: __inputs %+v, want %d data source inputs", base, d.Inputs, len(dashboardInputs))
 	}
-	if l := d.Templating.List; len(l) == 0 || l[0].Name != "datasource" || l[0].Type != "datasource" || l[0].Query != "prometheus" ||
-		l[0].Current.Value != "${DS_PROMETHEUS}" {
-		t.Errorf("%s: the first variable is %+v, want datasource (type datasource, query prometheus, default ${DS_PROMETHEUS})", base, l)
+	for i, want := range dashboardInputs {
+		if i >= len(d.Inputs) || d.Inputs[i].Name != want.input || d.Inputs[i].Type != "datasource" || d.Inputs[i].PluginID != want.pluginID {
+			t.Errorf("%s: __inputs %+v, want input %d a %s data source input %s", base, d.Inputs, i, want.pluginID, want.input)
+		}
+		found := false
+		for j, v := range d.Templating.List {
+			if v.Name != want.variable {
+				continue
+			}
+			found = true
+			if v.Type != "datasource" || v.Query != want.pluginID || v.Current.Value != "${"+want.input+"}" || (i == 0 && j != 0) {
+				t.Errorf("%s: variable %+v, want %s (type datasource, query %s, default ${%s})", base, v, want.variable, want.pluginID, want.input)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no variable %s (type datasource, query %s, default ${%s})", base, want.variable, want.pluginID, want.input)
+		}
+	}
+	if l := d.Templating.List; len(l) == 0 || l[0].Name != dashboardInputs[0].variable {
+		t.Errorf("%s: the first variable is %+v, want %s", base, l, dashboardInputs[0].variable)
 	}
 }
 
