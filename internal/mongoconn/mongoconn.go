@@ -23,8 +23,11 @@ func Database(client *mongo.Client, name string) *mongo.Database {
 // monitor's check in flight, and its signal to cancel that check is lost when it comes
 // before the monitor's listener goroutine has started (mongo-driver v2.9.3,
 // topology.contextDoneListener: a non-blocking send). With streaming, a command that ended
-// just as a new awaitable hello went out then took 10 s longer to exit, on a loaded machine
-// about once in 75 runs; with polling the check in flight is a hello answered at once.
+// just as a new awaitable hello went out then took 10 s longer to exit (5 runs in 300 with
+// the CPU contended; see docs/testing.md); with polling the check in flight is a hello
+// answered at once. A
+// failover is still noticed without waiting for the next poll: a server selection that finds
+// no primary asks the monitor to check at once.
 func oneShotOptions(uri string) *options.ClientOptions {
 	return options.Client().ApplyURI(uri).SetServerSelectionTimeout(15 * time.Second).
 		SetServerMonitoringMode(options.ServerMonitoringModePoll)
