@@ -45,6 +45,17 @@ func directDB(t *testing.T, addr, name string) *mongo.Database {
 	return es.Client(t).Database(name)
 }
 
+// disconnectBeforeStoreStops disconnects db's client (from directDB) while its store still
+// runs: disconnecting after the store has stopped waits for a server to end the client's
+// sessions on until the cleanup's 10 s deadline (seen: TestServeShutsDownWithoutStore and
+// TestServeRestartLeadsAtOnce took 10 s longer than their work).
+func disconnectBeforeStoreStops(ctx context.Context, t *testing.T, db *mongo.Database) {
+	t.Helper()
+	if err := db.Client().Disconnect(ctx); err != nil {
+		t.Errorf("disconnect: %v", err)
+	}
+}
+
 // storeAway is how long TestServeStartsBeforeStore keeps the store away (2 s under -short).
 var storeAway = testctx.Window{Full: 10 * time.Second, Short: 2 * time.Second}
 
@@ -240,6 +251,7 @@ func TestServeShutsDownWithoutStore(t *testing.T) {
 	if err := p.submit(ctx, s.url); err != nil {
 		t.Fatal(err)
 	}
+	disconnectBeforeStoreStops(ctx, t, db)
 	srv.stop()
 	waitUntil(t, 30*time.Second, "/readyz 503 naming the store", func() bool {
 		_, rd := readyz(s.url)
@@ -321,6 +333,7 @@ func TestServeRestartLeadsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "correct totals after the restart", func() bool { return p.wrong(ctx, t, db) == "" })
+	disconnectBeforeStoreStops(ctx, t, db) // the store is second's: it stops before db's cleanup runs
 }
 
 // TestServeRefusesDuplicateInstanceID starts a second serve with the instance id of a live

@@ -17,10 +17,26 @@ func Database(client *mongo.Client, name string) *mongo.Database {
 	return client.Database(name, options.Database().SetWriteConcern(store.DurableWriteConcern()))
 }
 
+// oneShotOptions are the client options of a one-shot command. The server monitor polls
+// (a plain hello every heartbeat) instead of streaming (an awaitable hello the server holds
+// open for the whole heartbeat interval, 10 s): the driver's Disconnect waits for the
+// monitor's check in flight, and its signal to cancel that check is lost when it comes
+// before the monitor's listener goroutine has started (mongo-driver v2.9.3,
+// topology.contextDoneListener: a non-blocking send). With streaming, a command that ended
+// just as a new awaitable hello went out then took 10 s longer to exit (5 runs in 300 with
+// the CPU contended; see docs/testing.md); with polling the check in flight is a hello
+// answered at once. A
+// failover is still noticed without waiting for the next poll: a server selection that finds
+// no primary asks the monitor to check at once.
+func oneShotOptions(uri string) *options.ClientOptions {
+	return options.Client().ApplyURI(uri).SetServerSelectionTimeout(15 * time.Second).
+		SetServerMonitoringMode(options.ServerMonitoringModePoll)
+}
+
 // WithDatabase connects to uri, runs fn with the database name (Durable writes) and
 // disconnects: the lifecycle of a one-shot command.
 func WithDatabase(ctx context.Context, uri, name string, fn func(db *mongo.Database) error) error {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(15 * time.Second))
+	client, err := mongo.Connect(oneShotOptions(uri))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

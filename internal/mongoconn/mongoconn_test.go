@@ -5,7 +5,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -125,5 +127,47 @@ func TestDurable(t *testing.T) {
 	j, _ := sent[0].Lookup("writeConcern", "j").BooleanOK()
 	if w != "majority" || !j {
 		t.Errorf("insert sent writeConcern %v", sent[0].Lookup("writeConcern"))
+	}
+}
+
+// TestOneShotClientNeverAwaitsHello: the client of a one-shot command (WithDatabase) never
+// sends an awaitable hello, which the server holds open for the whole heartbeat interval
+// (10 s) and the driver's Disconnect can wait out (see oneShotOptions): before the fix the
+// monitor started one right after its first check, and 'rollup tree', 'retention', 'replay'
+// and the other one-shot commands took 10 s longer to exit now and then on a loaded machine.
+// Its monitor's heartbeats are all plain hellos, and it disconnects at once after a command.
+func TestOneShotClientNeverAwaitsHello(t *testing.T) {
+	ctx := testctx.Context(t)
+	store := embeddedtest.Start(t)
+	var started, awaited atomic.Int64
+	monitor := &event.ServerMonitor{ServerHeartbeatStarted: func(e *event.ServerHeartbeatStartedEvent) {
+		started.Add(1)
+		if e.Awaited {
+			awaited.Add(1)
+		}
+	}}
+	client, err := mongo.Connect(oneShotOptions(store.URI).SetServerMonitor(monitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A streaming monitor sends its awaitable hello as soon as its first check is done: give
+	// it a second to show.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(time.Second); awaited.Load() == 0 && time.Now().Before(deadline); {
+		<-tick.C
+	}
+	start := time.Now()
+	if err := client.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Disconnect took %v", took)
+	}
+	if started.Load() == 0 || awaited.Load() != 0 {
+		t.Fatalf("%d heartbeats, %d of them awaitable hellos; want some, none awaitable", started.Load(), awaited.Load())
 	}
 }
