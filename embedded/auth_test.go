@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gameops/rollup/embedded"
+	"github.com/gameops/rollup/embedded/embeddedtest"
 )
 
 const (
@@ -50,7 +51,7 @@ func observedLogger() (*zap.Logger, *observer.ObservedLogs) {
 // No password reaches the log.
 func TestAuthDriver(t *testing.T) {
 	log, logs := observedLogger()
-	srv := startServer(t, embedded.Config{Auth: true, Logger: log})
+	srv := embeddedtest.Serve(t, embedded.Config{Auth: true, Logger: log})
 	ctx := ctxFor(t)
 	anon := dialClient(t, srv.URI(), 10*time.Second)
 	if err := createRoot(ctx, anon, "alice", alicePassword); err != nil {
@@ -168,7 +169,7 @@ func saslCmd(name string, fields ...bson.E) bson.D {
 // a wrong proof and an unknown user (18, as mongod), other mechanisms, and
 // saslSupportedMechs.
 func TestAuthSASLProtocol(t *testing.T) {
-	srv := startServer(t, embedded.Config{Auth: true, Users: []embedded.User{{Name: "alice", Password: alicePassword}}})
+	srv := embeddedtest.Serve(t, embedded.Config{Auth: true, Users: []embedded.User{{Name: "alice", Password: alicePassword}}})
 	find := bson.D{{Key: "find", Value: "docs"}, {Key: "$db", Value: "tlsauth"}}
 	skip := bson.E{Key: "options", Value: bson.D{{Key: "skipEmptyExchange", Value: true}}}
 
@@ -289,7 +290,7 @@ func TestAuthUsersDurable(t *testing.T) {
 
 	c := func(d bson.D, k string) string { s, _ := get(d, k).(string); return s }
 	n, _ := asInt64(get(creds, "iterationCount"))
-	srv := startServer(t, embedded.Config{DataDir: dir, Auth: true, Users: []embedded.User{
+	srv := embeddedtest.Serve(t, embedded.Config{DataDir: dir, Auth: true, Users: []embedded.User{
 		{Name: "carol", Password: "carol's password"},
 		{Name: "dave", DB: "app", SCRAMSHA256: &embedded.SCRAMCredentials{IterationCount: int(n), Salt: c(creds, "salt"), StoredKey: c(creds, "storedKey"), ServerKey: c(creds, "serverKey")}},
 	}})

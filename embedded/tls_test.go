@@ -14,37 +14,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/gameops/rollup/embedded"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 )
-
-// startServer runs an embedded server with cfg (Listen and Logger defaulted) until the test
-// ends.
-func startServer(t *testing.T, cfg embedded.Config) *embedded.Server {
-	t.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zaptest.NewLogger(t).Named("embedded")
-	}
-	srv, err := embedded.New(cfg)
-	if err != nil {
-		t.Fatalf("start embedded server: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("embedded server: %v", err)
-		}
-	})
-	return srv
-}
 
 // dialClient returns a client of uri (disconnected when the test ends) whose server selection
 // gives up after selection.
@@ -84,7 +57,7 @@ func startTLS(t *testing.T, f embeddedtest.TLSFiles, cfg embedded.Config) *embed
 		t.Fatal(err)
 	}
 	cfg.TLS = tc
-	return startServer(t, cfg)
+	return embeddedtest.Serve(t, cfg)
 }
 
 // TestTLS: a TLS server takes the Go driver with tls=true, its CA given as tlsCAFile in the
@@ -117,7 +90,7 @@ func TestTLS(t *testing.T) {
 // alert, not a bare EOF) and the server goes on serving plain clients.
 func TestTLSClientOnPlainPort(t *testing.T) {
 	f := embeddedtest.WriteTLSFiles(t, t.TempDir())
-	srv := startServer(t, embedded.Config{})
+	srv := embeddedtest.Serve(t, embedded.Config{})
 	ctx := ctxFor(t)
 	err := dialClient(t, srv.URI()+"&tls=true&tlsCAFile="+f.CAFile, time.Second).Ping(ctx, nil)
 	if err == nil || !strings.Contains(err.Error(), "tls: handshake failure") {
@@ -178,7 +151,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, embedded.Config{TLS: tc})
+	srv := embeddedtest.Serve(t, embedded.Config{TLS: tc})
 	ctx := ctxFor(t)
 	roundTrip(ctx, t, dialClient(t, srv.URI(), 10*time.Second, options.Client().SetTLSConfig(f.ClientCertConfig(t))))
 	roundTrip(ctx, t, dialClient(t, srv.URI(), 10*time.Second, options.Client().SetTLSConfig(f.ClientConfig())))

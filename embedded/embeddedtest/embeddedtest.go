@@ -65,6 +65,21 @@ func Start(t testing.TB, opts ...Options) *Store {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
+	srv := Serve(t, cfg)
+	return &Store{URI: srv.URI(), Server: srv}
+}
+
+// Serve starts an embedded server of cfg (Listen "" is 127.0.0.1:0, a nil Logger the test's)
+// and stops it when the test ends, failing the test if Run returns an error. Unlike Start it
+// never uses MONGODB_URI: it is for tests of the server itself.
+func Serve(t testing.TB, cfg embedded.Config) *embedded.Server {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t).Named("embedded")
+	}
 	srv, err := embedded.New(cfg)
 	if err != nil {
 		t.Fatalf("start embedded server: %v", err)
@@ -78,7 +93,7 @@ func Start(t testing.TB, opts ...Options) *Store {
 			t.Errorf("embedded server: %v", err)
 		}
 	})
-	return &Store{URI: srv.URI(), Server: srv}
+	return srv
 }
 
 // ParallelWithFailPoints is t.Parallel() for a test that sets fail points on a store it
