@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sourcegraph/conc"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/store"
@@ -40,13 +39,7 @@ func (w *Writer) startOutageLog(ctx context.Context) (stop func()) {
 	if !w.opts.RecordOutages {
 		return func() {}
 	}
-	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
-	var wg conc.WaitGroup
-	wg.Go(func() { w.logOutages(logCtx) })
-	return func() {
-		stopLog()
-		wg.Wait()
-	}
+	return startUntilStopped(ctx, w.logOutages)
 }
 
 // logOutages writes each outage that ends to the events collection of the writer's database,

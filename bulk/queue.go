@@ -6,11 +6,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// queue is a FIFO of pending ops (one project's: see fairQueue). Its backing array is reused: taken ops are cleared (the
-// queue keeps no request alive), and once the array is full and at least half of it is taken,
-// the pending ops move to its front instead of the array growing. Each op is so copied a
-// bounded number of times on average, where a slice cut from its front reallocates and copies
-// everything pending on every growth. An emptied queue drops an array grown past keepOps.
+// queue is a FIFO of pending ops (one project's: see fairQueue). Its backing array is
+// reused: taken ops are cleared (the queue keeps no request alive), and once the array is
+// full and at least half of it is taken, the pending ops move to its front instead of the
+// array growing. Each op is so copied a bounded number of times on average, where a slice cut
+// from its front reallocates and copies everything pending on every growth. An emptied queue
+// drops an array grown past keepOps.
 type queue struct {
 	ops  []op // ops[head:] are pending, oldest first
 	head int

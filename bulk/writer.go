@@ -133,12 +133,19 @@ func (w *Writer) Run(ctx context.Context) error {
 // startProber runs the store health prober until the returned function is called; that
 // function stops it and waits for it to return.
 func (w *Writer) startProber(ctx context.Context) (stop func()) {
-	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
-	var prober conc.WaitGroup
-	prober.Go(func() { w.health.run(probeCtx) })
+	return startUntilStopped(ctx, w.health.run)
+}
+
+// startUntilStopped runs fn in a goroutine it owns, with a context that outlives ctx (the
+// writer's helpers run through the drain), until the returned function is called: that
+// function cancels fn's context and waits for fn to return.
+func startUntilStopped(ctx context.Context, fn func(context.Context)) (stop func()) {
+	fnCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg conc.WaitGroup
+	wg.Go(func() { fn(fnCtx) })
 	return func() {
-		stopProbes()
-		prober.Wait()
+		cancel()
+		wg.Wait()
 	}
 }
 
