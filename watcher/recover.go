@@ -30,9 +30,11 @@ func (w *Watcher) recoverWindow(ctx context.Context, s *streamState) error {
 	}
 	switch {
 	case s.lost:
-		w.stats.replays.Add(1)
 		w.log.Warn("lost window replayed", zap.String("reason", s.reason), zap.Time("written_since", s.from), zap.Int64("leaves", n))
 		w.recordLost(ctx, s.from, n)
+		// Counted once recorded (or its recording failed and was logged): whoever sees the
+		// count finds the event.
+		w.stats.replays.Add(1)
 	case n > 0:
 		w.stats.replays.Add(1)
 		w.log.Info("no checkpoint: recomputed the parents of every stored leaf", zap.Int64("leaves", n))
