@@ -241,6 +241,7 @@ func TestIngestDuringWriteOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30s outages")
 	}
+	embeddedtest.ParallelWithFailPoints(t) // the outages overlap the other tests' waits
 	for _, tc := range []struct {
 		name string
 		data bson.D
@@ -249,7 +250,7 @@ func TestIngestDuringWriteOutage(t *testing.T) {
 		{"closeConnection", bson.D{{Key: "closeConnection", Value: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			embeddedtest.ParallelWithFailPoints(t) // each on a store of its own
 			const outage = 30 * time.Second
 			s := newProxiedStack(t)
 			wantApplied(t, "before the outage", s.post(t, countsBody(t, 20, time.Now(), 1)))

@@ -25,7 +25,12 @@ import (
 	"github.com/gameops/rollup/tree/treedb/treedbtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain overlaps the fault windows of the parallel tests (30 s, two of 15 s, 12 s, 8 s:
+// each on a store of its own, mostly waiting), 2 at a time by default on 2 cores.
+func TestMain(m *testing.M) {
+	embeddedtest.OverlapWaits(8)
+	goleak.VerifyTestMain(m)
+}
 
 const tick = tree.DefaultTick
 

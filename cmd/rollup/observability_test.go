@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,6 +34,9 @@ import (
 // Prometheus and Grafana services of docker-compose.yml and the files they mount, and the
 // metric names every rule and dashboard query reads, against rollup's real registry.
 
+// ruleTestFiles are the unit tests of rules.yml, in prometheusDir.
+var ruleTestFiles = []string{"rules_test.yml", ruleTestsDays}
+
 const (
 	prometheusDir  = "../../deploy/prometheus"
 	grafanaDir     = "../../deploy/grafana"
@@ -41,6 +45,9 @@ const (
 	rollupJob      = "rollup"
 	prometheusPort = "9090"
 	grafanaDSUID   = "rollup-prometheus"
+	// ruleTestsDays holds the rule tests that span days, evaluated every 5 minutes rather
+	// than every minute (a week at 1 minute took promtool 25 CPU s under go test -race).
+	ruleTestsDays = "rules_test_days.yml"
 	// dashboardDS is the data source every dashboard query names: the dashboard's own
 	// "datasource" variable, so that the JSON imports into any Grafana.
 	dashboardDS = "${datasource}"
@@ -305,9 +312,9 @@ func promtool(t *testing.T, bin, dir string, args ...string) string {
 // rule files it loads) with promtool.
 func TestPrometheusRules(t *testing.T) {
 	bin := promtoolPath(t)
-	out := promtool(t, bin, prometheusDir, "test", "rules", "rules_test.yml")
-	if !strings.Contains(out, "SUCCESS") {
-		t.Fatalf("promtool test rules:\n%s", out)
+	out := promtool(t, bin, prometheusDir, append([]string{"test", "rules"}, ruleTestFiles...)...)
+	if strings.Count(out, "SUCCESS") != len(ruleTestFiles) {
+		t.Fatalf("promtool test rules, want SUCCESS for each of %v:\n%s", ruleTestFiles, out)
 	}
 	for _, conf := range []string{"prometheus.yml", "prometheus-sharded.yml"} {
 		out = promtool(t, bin, prometheusDir, "check", "config", conf)
@@ -334,8 +341,9 @@ type rulesFile struct {
 
 // ruleTestFile is the part of a promtool rule test file the checks read.
 type ruleTestFile struct {
-	RuleFiles []string `yaml:"rule_files"`
-	Tests     []struct {
+	RuleFiles          []string `yaml:"rule_files"`
+	EvaluationInterval string   `yaml:"evaluation_interval"`
+	Tests              []struct {
 		Name       string `yaml:"name"`
 		AlertTests []struct {
 			EvalTime  string           `yaml:"eval_time"`
@@ -386,25 +394,42 @@ func markdownAnchors(t *testing.T, path string) map[string]bool {
 // TestAlertRules checks the rules without promtool: every rule reads only metrics rollup
 // exports; every alert has a severity (critical or warning), a summary and a runbook_url
 // (under the configurable base) whose anchor is a heading of
-// docs/alerts.md; and rules_test.yml has, for every alert, a case where it fires and one
-// where it does not.
+// docs/alerts.md; the rule test files (ruleTestFiles) have, for every alert, a case where it
+// fires and one where it does not; and every alert tested at a coarser evaluation interval
+// than a minute holds (`for:`) a multiple of that interval, so the coarse steps fire it when
+// minute steps would.
 func TestAlertRules(t *testing.T) {
 	exported, _ := exportedMetrics(t)
 	var rules rulesFile
 	readYAML(t, filepath.Join(prometheusDir, "rules.yml"), &rules)
-	var tests ruleTestFile
-	readYAML(t, filepath.Join(prometheusDir, "rules_test.yml"), &tests)
-	if !slices.Equal(tests.RuleFiles, []string{"rules.yml"}) {
-		t.Errorf("rules_test.yml tests %v, want rules.yml", tests.RuleFiles)
-	}
 	anchors := markdownAnchors(t, alertsDoc)
 	fires, quiet := map[string]int{}, map[string]int{}
-	for _, tc := range tests.Tests {
-		for _, a := range tc.AlertTests {
-			if len(a.ExpAlerts) > 0 {
-				fires[a.Alertname]++
-			} else {
-				quiet[a.Alertname]++
+	// steps: the evaluation intervals each alert is tested at.
+	steps := map[string]map[time.Duration]bool{}
+	for _, file := range ruleTestFiles {
+		var tests ruleTestFile
+		readYAML(t, filepath.Join(prometheusDir, file), &tests)
+		if !slices.Equal(tests.RuleFiles, []string{"rules.yml"}) {
+			t.Errorf("%s tests %v, want rules.yml", file, tests.RuleFiles)
+		}
+		step, err := time.ParseDuration(cmp.Or(tests.EvaluationInterval, "1m"))
+		if err != nil {
+			t.Fatalf("%s: evaluation_interval: %v", file, err)
+		}
+		if len(tests.Tests) == 0 {
+			t.Errorf("%s has no tests", file)
+		}
+		for _, tc := range tests.Tests {
+			for _, a := range tc.AlertTests {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname]++
+				} else {
+					quiet[a.Alertname]++
+				}
+				if steps[a.Alertname] == nil {
+					steps[a.Alertname] = map[time.Duration]bool{}
+				}
+				steps[a.Alertname][step] = true
 			}
 		}
 	}
@@ -429,13 +454,14 @@ func TestAlertRules(t *testing.T) {
 					name, r.Annotations["summary"], r.Annotations["runbook_url"], runbookBase)
 			}
 			if fires[name] == 0 || quiet[name] == 0 {
-				t.Errorf("%s: rules_test.yml has %d firing and %d not-firing cases, want at least one of each", name, fires[name], quiet[name])
+				t.Errorf("%s: %v have %d firing and %d not-firing cases, want at least one of each", name, ruleTestFiles, fires[name], quiet[name])
 			}
+			checkForFitsSteps(t, name, r.For, steps[name])
 		}
 	}
-	for name := range fires {
+	for name := range steps {
 		if !alerts[name] {
-			t.Errorf("rules_test.yml tests alert %s, which rules.yml does not define", name)
+			t.Errorf("%v test alert %s, which rules.yml does not define", ruleTestFiles, name)
 		}
 	}
 	if len(alerts) < 10 {
@@ -936,13 +962,60 @@ func TestComposeGrafana(t *testing.T) {
 	}
 }
 
-// TestDashboardQueriesParse parses every dashboard query with promtool (Grafana's
-// $__rate_interval replaced by a duration).
+// TestDashboardQueriesParse parses every dashboard query with promtool's PromQL parser
+// (Grafana's $__rate_interval replaced by a duration): each query is the expression of a
+// recording rule named after its index, and one `promtool check rules` parses them all (one
+// promtool process per query took 8 CPU s).
 func TestDashboardQueriesParse(t *testing.T) {
 	bin := promtoolPath(t)
 	_, queries := grafanaDashboards(t, composeGrafanas[0].service, composeGrafanas[0].prometheus)
+	if len(queries) == 0 {
+		t.Fatal("the dashboards have no queries")
+	}
 	r := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")
-	for _, q := range queries {
-		promtool(t, bin, ".", "--experimental", "promql", "format", r.Replace(q.expr))
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	type group struct {
+		Name  string `yaml:"name"`
+		Rules []rule `yaml:"rules"`
+	}
+	g := group{Name: "dashboard-queries"}
+	var where strings.Builder
+	for i, q := range queries {
+		g.Rules = append(g.Rules, rule{Record: fmt.Sprintf("dashboard_query_%d", i), Expr: r.Replace(q.expr)})
+		fmt.Fprintf(&where, "dashboard_query_%d: %s: %s\n", i, q.where, q.expr)
+	}
+	data, err := yaml.Marshal(map[string][]group{"groups": {g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-queries.yml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "check", "rules", file).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("SUCCESS: %d rules found", len(queries))) {
+		t.Fatalf("promtool check rules of the dashboard queries: %v\n%s\nthe queries:\n%s", err, out, where.String())
+	}
+}
+
+// checkForFitsSteps checks that an alert's hold (`for:`, "" for none) is a multiple of every
+// evaluation interval above a minute it is tested at: a 12m hold evaluated every 5m would fire
+// at 15m, and a test written for 5m steps would then pass against a rule that fires late.
+func checkForFitsSteps(t *testing.T, name, hold string, steps map[time.Duration]bool) {
+	t.Helper()
+	d, err := time.ParseDuration(cmp.Or(hold, "0s"))
+	if err != nil {
+		t.Errorf("%s: for %q: %v", name, hold, err)
+		return
+	}
+	for step := range steps {
+		if step > time.Minute && d%step != 0 {
+			t.Errorf("%s: for %s is tested with %s evaluation steps, want a multiple of them", name, hold, step)
+		}
 	}
 }

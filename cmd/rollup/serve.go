@@ -50,6 +50,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.StringVar(&c.DataDir, "data", "rollup-data", "data directory of the embedded server")
 	fs.BoolVar(&c.Demo, "demo", false, "demo mode: embedded server in memory, a demo project, its token and simulated agents")
 	fs.IntVar(&c.DemoAgents, "demo-agents", 20, "simulated agents in --demo")
+	fs.IntVar(&c.DemoBackfill, "demo-backfill", app.DefaultDemoBackfill, "past 5-minute ticks the --demo agents report at start, the charts' history (0 to 288)")
 	fs.BoolVar(&c.DemoAgent, "demo-agent", false, "with --demo: run the simulated agents through 'rollup agent' (its sources, on-disk spool in a temporary directory, and sender)")
 	fs.StringVar(&c.EmbeddedListen, "embedded-listen", "127.0.0.1:0", "address of the embedded server (port 0 picks a free one)")
 	fs.IntVar(&c.EmbeddedOplogMB, "embedded-oplog-size-mb", embedded.DefaultOplogSizeMB, "the embedded server's retained oplog in MiB (see rollup mongod --oplog-size-mb)")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gameops/rollup/internal/app"
 	"github.com/gameops/rollup/internal/settings"
 )
 
@@ -39,7 +40,8 @@ func TestParseServeConfig(t *testing.T) {
 		wantErr []string
 	}{
 		{"defaults", nil, nil, func(c serveConfig) bool {
-			return c.Listen == "127.0.0.1:8080" && c.Database == "rollup" && c.MongoURI == "" && c.DataDir == "rollup-data" && c.DemoAgents == 20
+			return c.Listen == "127.0.0.1:8080" && c.Database == "rollup" && c.MongoURI == "" && c.DataDir == "rollup-data" && c.DemoAgents == 20 &&
+				c.DemoBackfill == app.DefaultDemoBackfill
 		}, nil},
 		{"env", nil, map[string]string{"ROLLUP_MONGODB_URI": "mongodb://a,b/?replicaSet=rs0", "ROLLUP_LISTEN": ":8081"}, func(c serveConfig) bool {
 			return c.MongoURI == "mongodb://a,b/?replicaSet=rs0" && c.Listen == ":8081"
@@ -54,6 +56,10 @@ func TestParseServeConfig(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, nil, []string{"--log-level (from flag)", `"loud"`}},
 		{"demo agent without the demo", []string{"--demo-agent"}, nil, nil, []string{"--demo-agent (from flag)", "add --demo"}},
 		{"bad demo agents", nil, map[string]string{"ROLLUP_DEMO_AGENTS": "0"}, nil, []string{"--demo-agents (from environment variable ROLLUP_DEMO_AGENTS)"}},
+		{"demo backfill from the environment", []string{"--demo"}, map[string]string{"ROLLUP_DEMO_BACKFILL": "2"}, func(c serveConfig) bool {
+			return c.DemoBackfill == 2
+		}, nil},
+		{"negative demo backfill", []string{"--demo-backfill", "-1"}, nil, nil, []string{"--demo-backfill (from flag)", "want 0 to 288"}},
 		{"unparsable demo agents", nil, map[string]string{"ROLLUP_DEMO_AGENTS": "x"}, nil, []string{"--demo-agents (from environment variable ROLLUP_DEMO_AGENTS)"}},
 		{"bad database", []string{"--database", "a.b"}, nil, nil, []string{"--database (from flag)"}},
 		{"URI not echoed", nil, map[string]string{"ROLLUP_MONGODB_URI": "mongodb://u:hunter2/x@h"}, nil, []string{"--mongodb-uri (from environment"}},

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +111,20 @@ func ParallelWithFailPoints(t *testing.T) {
 		return
 	}
 	t.Parallel()
+}
+
+// OverlapWaits raises go test's -parallel to n, unless the command line set it, for a
+// package whose parallel tests mostly wait (fault windows held on stores of their own, see
+// ParallelWithFailPoints): -parallel defaults to GOMAXPROCS, 2 on a 2-core machine, so a
+// third window would wait for one of two others to end instead of overlapping them. Call it
+// from TestMain before m.Run (it parses the command line).
+func OverlapWaits(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && n > 0 {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // Client connects the official driver to the store; it is disconnected when the test ends.

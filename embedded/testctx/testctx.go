@@ -2,6 +2,8 @@ package testctx
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -56,4 +58,24 @@ func (w Window) D() time.Duration {
 		return w.Short
 	}
 	return w.Full
+}
+
+// SeedsEnv names the environment variable that sets how many seeds every randomized
+// cross-check runs (Seeds).
+const SeedsEnv = "ROLLUP_TEST_SEEDS"
+
+// Seeds is how many seeds a randomized cross-check runs: def, or ROLLUP_TEST_SEEDS when it
+// is set (a positive integer; anything else fails t). A test's def is what covers its code
+// under go test -race in the suite's time; a longer search sets ROLLUP_TEST_SEEDS.
+func Seeds(t testing.TB, def int) int {
+	t.Helper()
+	v := os.Getenv(SeedsEnv)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", SeedsEnv, v)
+	}
+	return n
 }

@@ -47,3 +47,31 @@ func TestDeadlineMargins(t *testing.T) {
 		}
 	}
 }
+
+func TestSeeds(t *testing.T) {
+	t.Setenv(SeedsEnv, "")
+	if got := Seeds(t, 3); got != 3 {
+		t.Errorf("unset: %d seeds, want the default 3", got)
+	}
+	t.Setenv(SeedsEnv, "40")
+	if got := Seeds(t, 3); got != 40 {
+		t.Errorf("%s=40: %d seeds, want 40", SeedsEnv, got)
+	}
+	for _, bad := range []string{"0", "-2", "x"} {
+		t.Setenv(SeedsEnv, bad)
+		f := &fatalTB{TB: t}
+		Seeds(f, 3)
+		if !f.failed {
+			t.Errorf("%s=%q: no failure", SeedsEnv, bad)
+		}
+	}
+}
+
+// fatalTB records Fatalf instead of stopping the test.
+type fatalTB struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fatalTB) Helper()               {}
+func (f *fatalTB) Fatalf(string, ...any) { f.failed = true }

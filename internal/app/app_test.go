@@ -91,8 +91,8 @@ func TestLogFieldsApply(t *testing.T) {
 		c         Config
 		want, not []string
 	}{
-		{"demo", Config{Demo: true, DataDir: "/var/lib/rollup", DemoAgents: 20}, []string{"demo", "demo_agents", "embedded_listen"}, []string{"data"}},
-		{"embedded", Config{DataDir: "/var/lib/rollup"}, []string{"data", "embedded_listen"}, []string{"demo", "demo_agents"}},
+		{"demo", Config{Demo: true, DataDir: "/var/lib/rollup", DemoAgents: 20}, []string{"demo", "demo_agents", "demo_backfill", "embedded_listen"}, []string{"data"}},
+		{"embedded", Config{DataDir: "/var/lib/rollup"}, []string{"data", "embedded_listen"}, []string{"demo", "demo_agents", "demo_backfill"}},
 		{"external", Config{MongoURI: "mongodb://db1/", DataDir: "/x"}, []string{"mongodb_uri", "instance_id"}, []string{"data", "demo", "embedded_listen"}},
 	} {
 		keys := map[string]bool{}

@@ -29,6 +29,9 @@ type Config struct {
 	DataDir    string // the embedded server's data directory (unused with Demo)
 	Demo       bool   // embedded server in memory, a demo project, its token and simulated agents
 	DemoAgents int
+	// DemoBackfill is how many past ticks the demo agents report at start
+	// (DefaultDemoBackfill: three hours).
+	DemoBackfill int
 	// DemoAgent runs the demo's simulated agents through package agent (the code of 'rollup
 	// agent': sources, on-disk spool, sender) instead of package agentsim's direct sends.
 	DemoAgent      bool
@@ -61,6 +64,8 @@ func (c Config) Validate() error {
 		return settings.Invalid("demo-agent", "runs the --demo agents: add --demo (or drop --demo-agent)")
 	case c.DemoAgents < 1:
 		return settings.Invalid("demo-agents", "must be at least 1, got %d", c.DemoAgents)
+	case c.DemoBackfill < 0 || c.DemoBackfill > maxDemoBackfill:
+		return settings.Invalid("demo-backfill", "want 0 to %d ticks (a day), got %d", maxDemoBackfill, c.DemoBackfill)
 	case c.MongoURI == "" && !c.Demo && c.DataDir == "":
 		return settings.Invalid("data", "the embedded server needs a data directory (or pass --demo for an in-memory store)")
 	}
@@ -140,7 +145,7 @@ func (c Config) LogFields() []zap.Field {
 	switch {
 	case c.Demo: // in memory: no data directory
 		fields = append(fields, zap.Bool("demo", true), zap.Int("demo_agents", c.DemoAgents),
-			zap.Bool("demo_agent", c.DemoAgent), zap.String("embedded_listen", c.EmbeddedListen))
+			zap.Int("demo_backfill", c.DemoBackfill), zap.Bool("demo_agent", c.DemoAgent), zap.String("embedded_listen", c.EmbeddedListen))
 	case c.MongoURI == "": // the embedded store, durable in the data directory
 		fields = append(fields, zap.String("data", c.DataDir), zap.String("embedded_listen", c.EmbeddedListen))
 	}

@@ -35,18 +35,30 @@ type demo struct {
 	// runViaAgent.
 	viaAgent bool
 	// hc sends the agents' requests (nil: agentclient's default client).
-	hc      *http.Client
-	agents  int
-	baseURL string
-	log     *zap.Logger
+	hc       *http.Client
+	agents   int
+	backfill int
+	baseURL  string
+	log      *zap.Logger
 }
 
-// demoBackfill is how many past ticks the demo agents report at start (three hours).
-const demoBackfill = 36
+// DefaultDemoBackfill is how many past ticks the demo agents report at start by default
+// (three hours of history for the charts).
+const DefaultDemoBackfill = 36
+
+// maxDemoBackfill bounds --demo-backfill: a day of ticks.
+const maxDemoBackfill = 288
+
+// demoOptions are serve's --demo settings.
+type demoOptions struct {
+	agents   int  // --demo-agents
+	backfill int  // --demo-backfill: past ticks reported at start
+	viaAgent bool // --demo-agent
+}
 
 // setupDemo imports the demo tree, creates its token and the simulated agents, which send
 // to baseURL with hc (nil: agentclient's default client).
-func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
+func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, o demoOptions, log *zap.Logger) (*demo, error) {
 	nodes := tree.Generate(demoProject, demoGroups, demoServers, demoProcesses)
 	t, err := tree.Build(demoProject, nodes)
 	if err != nil {
@@ -57,7 +69,7 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 	if _, _, ok, err := trees.VersionAt(ctx, demoProject, time.Now()); err != nil {
 		return nil, fmt.Errorf("demo tree: %w", err)
 	} else if !ok {
-		first := tree.AlignTick(time.Now(), tree.DefaultTick).Add(-demoBackfill * tree.DefaultTick)
+		first := tree.AlignTick(time.Now(), tree.DefaultTick).Add(-time.Duration(o.backfill) * tree.DefaultTick)
 		if _, err := trees.Import(ctx, demoProject, nodes, first); err != nil {
 			return nil, fmt.Errorf("import demo tree: %w", err)
 		}
@@ -70,14 +82,15 @@ func setupDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, bas
 		Client:   &agentclient.Client{BaseURL: baseURL, Token: token, HTTP: hc, Logger: log},
 		Project:  demoProject,
 		Leaves:   agentsim.LeavesOf(t),
-		Agents:   agents,
+		Agents:   o.agents,
 		Refresh:  15 * time.Second,
-		Backfill: demoBackfill,
+		Backfill: o.backfill,
 		Jitter:   2 * time.Second,
 		Seed:     1,
 		Logger:   log,
 	})
-	return &demo{project: demoProject, token: token, tree: t, sim: sim, viaAgent: viaAgent, hc: hc, agents: agents, baseURL: baseURL, log: log}, nil
+	return &demo{project: demoProject, token: token, tree: t, sim: sim, viaAgent: o.viaAgent, hc: hc, agents: o.agents,
+		backfill: o.backfill, baseURL: baseURL, log: log}, nil
 }
 
 // Run runs the simulated agents until ctx is done.

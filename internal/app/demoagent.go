@@ -65,7 +65,7 @@ func (d *demo) runViaAgent(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for i := demoBackfill; i >= 1; i-- {
+		for i := d.backfill; i >= 1; i-- {
 			tick := cur.Add(-time.Duration(i) * tree.DefaultTick)
 			observed := tick.Add(tree.DefaultTick - time.Second)
 			if _, err := spool.Append(agent.Record{Project: d.project, Timestamp: tick, ObservedAt: observed,

@@ -267,7 +267,8 @@ func (a *appServer) runDemo(ctx context.Context, cfg Config, log *zap.Logger, ou
 	if !waitFor(ctx, a.migrated) {
 		return nil
 	}
-	demo, err := startDemo(ctx, a.db, a.trees, a.baseURL, a.demoHTTP, cfg.DemoAgents, cfg.DemoAgent, log.Named("demo"))
+	demo, err := startDemo(ctx, a.db, a.trees, a.baseURL, a.demoHTTP,
+		demoOptions{agents: cfg.DemoAgents, backfill: cfg.DemoBackfill, viaAgent: cfg.DemoAgent}, log.Named("demo"))
 	if err != nil || demo == nil {
 		return err
 	}

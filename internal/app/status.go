@@ -114,11 +114,11 @@ func migrateAtStart(ctx context.Context, db *mongo.Database, log *zap.Logger, tr
 }
 
 // startDemo sets the demo up, retrying store errors with backoff; nil, nil when ctx ended.
-func startDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, agents int, viaAgent bool, log *zap.Logger) (*demo, error) {
+func startDemo(ctx context.Context, db *mongo.Database, trees *treedb.Store, baseURL string, hc *http.Client, o demoOptions, log *zap.Logger) (*demo, error) {
 	var d *demo
 	err := retry.Do(ctx, retry.Policy{What: "set up the demo", Log: log}, func(ctx context.Context) error {
 		var err error
-		d, err = setupDemo(ctx, db, trees, baseURL, hc, agents, viaAgent, log)
+		d, err = setupDemo(ctx, db, trees, baseURL, hc, o, log)
 		return err
 	})
 	if ctx.Err() != nil {

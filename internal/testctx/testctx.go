@@ -25,3 +25,10 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // Window is a fixed window of a test: Full normally, Short under -short
 // (embedded/testctx.Window).
 type Window = etestctx.Window
+
+// Seeds is how many seeds a randomized cross-check runs: def, or ROLLUP_TEST_SEEDS
+// (embedded/testctx.Seeds).
+func Seeds(t testing.TB, def int) int {
+	t.Helper()
+	return etestctx.Seeds(t, def)
+}
