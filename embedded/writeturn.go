@@ -11,7 +11,8 @@ const largeWrite = 128
 
 // writeTurns orders the write commands at the engine's exclusive lock so that a small write
 // (a watcher's chunk of at most 100 parents, a lease renewal, a checkpoint) waits for at most
-// one large command, however many clients keep large ones in flight.
+// about one hold (yieldEvery statements) of a large command, however many clients keep large
+// ones in flight.
 //
 // The lock alone hands over in about arrival order, and a goroutine spinning for it may take
 // it ahead of one asleep: n clients that each keep two 1,000-statement batches in flight then
@@ -24,9 +25,9 @@ const largeWrite = 128
 // writes that asked meanwhile, so a small write waits for at most about yieldEvery statements
 // of one large command, not all of it. The lock is idle only while a small write wakes up; the
 // turn passes (in the command's last hold) before the wait for durability, so the large
-// commands' records still share fsyncs. MongoDB's own engine lets
-// writes to different documents run side by side; this keeps the small writes' wait bounded
-// the same way.
+// commands' records still share fsyncs. MongoDB's own engine lets writes to different
+// documents run side by side and yields between a command's statements; this keeps the small
+// writes' wait bounded the same way.
 type writeTurns struct {
 	turn chan struct{} // holds a token while a large command has the turn
 
