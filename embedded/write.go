@@ -49,7 +49,10 @@ func (t *writeTotals) add(i int, o stmtOutcome) {
 }
 
 // writeStatements runs statements 0..n-1 of a write command under one engine write: each
-// failing statement becomes a writeErrors entry at its index; ordered stops at the first.
+// failing statement becomes a writeErrors entry at its index; ordered stops at the first. A
+// command of more than yieldEvery statements lets the small writes waiting for the lock in
+// between every yieldEvery of them (storage.Writer.Yield), as mongod yields between the
+// statements of a write command, which is not atomic either.
 //
 // In a retryable write (r.retry set) a statement the session already executed is not run
 // again: its remembered outcome is replayed. Statements that run evaluate the
@@ -68,10 +71,19 @@ func (s *Server) writeStatements(ctx context.Context, r *request, n int, ordered
 		return tot, bson.Timestamp{}, nil, err
 	}
 	defer turn()
+	lastHold := (n - 1) / yieldEvery * yieldEvery // the first statement of the last hold
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
-		turn()         // under the lock: see writeTurns
 		wrote := false // a statement of the current write unit wrote
 		for i := range n {
+			if i > 0 && i%yieldEvery == 0 {
+				// Between holds of a large command: see yieldEvery.
+				if err := w.Yield(s.turns.letSmallIn); err != nil {
+					return err
+				}
+			}
+			if i == lastHold {
+				turn() // under the lock, in the command's last hold: see writeTurns
+			}
 			if o, ok := r.retry.done(i); ok {
 				tot.add(i, o)
 				continue

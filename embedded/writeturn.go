@@ -11,7 +11,8 @@ const largeWrite = 128
 
 // writeTurns orders the write commands at the engine's exclusive lock so that a small write
 // (a watcher's chunk of at most 100 parents, a lease renewal, a checkpoint) waits for at most
-// one large command, however many clients keep large ones in flight.
+// about one hold (yieldEvery statements) of a large command, however many clients keep large
+// ones in flight.
 //
 // The lock alone hands over in about arrival order, and a goroutine spinning for it may take
 // it ahead of one asleep: n clients that each keep two 1,000-statement batches in flight then
@@ -20,10 +21,13 @@ const largeWrite = 128
 // per second did not (docs/design/watcher.md, "Several instances"). So large commands take a
 // turn, one at a time in arrival order, and the next one goes for the lock only once every
 // small write that asked for it before the previous one's statements had run has it (or gave
-// up). The lock is idle only while a small write wakes up; the turn passes before the wait for
-// durability, so the large commands' records still share fsyncs. MongoDB's own engine lets
-// writes to different documents run side by side; this keeps the small writes' wait bounded
-// the same way.
+// up). A large command also lets in, between every yieldEvery of its statements, the small
+// writes that asked meanwhile, so a small write waits for at most about yieldEvery statements
+// of one large command, not all of it. The lock is idle only while a small write wakes up; the
+// turn passes (in the command's last hold) before the wait for durability, so the large
+// commands' records still share fsyncs. MongoDB's own engine lets writes to different
+// documents run side by side and yields between a command's statements; this keeps the small
+// writes' wait bounded the same way.
 type writeTurns struct {
 	turn chan struct{} // holds a token while a large command has the turn
 
@@ -85,4 +89,29 @@ func (t *writeTurns) take(ctx context.Context, n int) (done func(), err error) {
 			<-t.turn
 		})
 	}, nil
+}
+
+// yieldEvery is the most statements a large command runs in one hold of the engine's lock:
+// between two holds it lets in every small write that asked for the lock meanwhile
+// (writeStatements, storage.Writer.Yield), so a small write waits for at most this many
+// statements of a large command instead of all of them (a 1,000-leaf batch: 1/8).
+const yieldEvery = largeWrite
+
+// letSmallIn waits, without the engine's lock, until every small write that asked for the
+// lock before now has it (or gave up): a large command that holds the turn calls it between
+// two holds of the lock. It does not wait for ctx: the small writes it waits for go straight
+// for the lock, which nobody holds long.
+func (t *writeTurns) letSmallIn() {
+	t.mu.Lock()
+	due := t.asked
+	t.mu.Unlock()
+	for {
+		t.mu.Lock()
+		ready, moved := t.got >= due, t.moved
+		t.mu.Unlock()
+		if ready {
+			return
+		}
+		<-moved
+	}
 }

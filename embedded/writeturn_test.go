@@ -150,3 +150,98 @@ func waitQueuedWrites(t *testing.T, n int) {
 		<-pause.C
 	}
 }
+
+// TestLargeWriteYieldsToSmallWrite: a large insert command (8 holds of yieldEvery documents)
+// and then a one-document insert queue while the engine's write lock is held; once it is
+// free the large command goes first, and the small insert is applied after at most
+// yieldEvery of its documents (the large command lets it in between two holds, as mongod
+// yields between statements), not after all of them. Before, a command held the lock for
+// all of its statements: a watcher's parents waited for the whole of a 1,000-leaf batch.
+func TestLargeWriteYieldsToSmallWrite(t *testing.T) {
+	s, c := startInternal(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	coll := c.Database("turns").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "first"}}); err != nil {
+		t.Fatal(err)
+	}
+	colls := make([]*mongo.Collection, 2)
+	for i := range colls {
+		ci, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetHeartbeatInterval(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ci.Disconnect(context.Background()) })
+		colls[i] = ci.Database("turns").Collection("c")
+		if err := colls[i].Database().RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := s.engine.LastOpTime()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	holdDone := make(chan error, 1)
+	go func() {
+		_, err := s.engine.Write(ctx, func(*storage.Writer) error {
+			close(held)
+			<-release
+			return nil
+		})
+		holdDone <- err
+	}()
+	<-held
+	errs := make(chan error, 2)
+	const largeDocs = 8 * yieldEvery
+	docs := make([]any, largeDocs)
+	for j := range docs {
+		docs[j] = bson.D{{Key: "_id", Value: fmt.Sprintf("L-%d", j)}}
+	}
+	go func() {
+		_, err := colls[0].InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		errs <- err
+	}()
+	waitQueuedWrites(t, 1) // the large command asks for the lock first
+	go func() {
+		_, err := colls[1].InsertOne(ctx, bson.D{{Key: "_id", Value: "small"}})
+		errs <- err
+	}()
+	waitQueuedWrites(t, 2)
+	free()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-holdDone; err != nil {
+		t.Fatal(err)
+	}
+
+	before, found := 0, false // the large command's documents applied before the small one
+	for _, re := range s.engine.OplogAfterRaw(start, 0) {
+		e, err := re.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Coll != "c" || e.Op != storage.OpInsert {
+			continue
+		}
+		if id, _ := e.DocKey[0].Value.(string); id == "small" {
+			found = true
+			break
+		}
+		before++
+	}
+	if !found {
+		t.Fatal("the small insert is not in the oplog")
+	}
+	if before > yieldEvery {
+		t.Fatalf("the small insert was applied after %d of the large command's %d documents, want at most %d", before, largeDocs, yieldEvery)
+	}
+	t.Logf("the small insert was applied after %d of the large command's documents", before)
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != largeDocs+2 {
+		t.Fatalf("count = %d, %v; want %d", n, err, largeDocs+2)
+	}
+}

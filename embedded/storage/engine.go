@@ -135,7 +135,8 @@ func (e *Engine) ReadYielding(fn func(r *Reader)) {
 	fn(&r)
 }
 
-// Write runs fn with exclusive access. Each mutation fn makes takes effect immediately and on
+// Write runs fn with exclusive access (fn may let others in between its mutations:
+// Writer.Yield). Each mutation fn makes takes effect immediately and on
 // its own: there is no rollback, mutations made before fn returns an error stay. Write returns
 // once every mutation of fn is durable (fsync'd when Options.Dir != "" and !NoSync), with the
 // OpTime of the last mutation (zero if none) and fn's error. Concurrent Writes share fsyncs,
@@ -163,20 +164,13 @@ func (e *Engine) Write(ctx context.Context, fn func(w *Writer) error) (OpTime, e
 		w.rec = beginRecord(w.rec)
 	}
 	fnErr := e.run(fn, &w)
-	if cap(w.rec) <= 1<<20 {
-		e.scratch = w.rec[:0]
-	}
+	w.logRecord()
 	if w.n == 0 {
 		e.mu.Unlock()
 		return OpTime{}, fnErr
 	}
 	ts := w.last
 	if e.wal != nil {
-		w.rec = finishRecord(w.rec)
-		e.cmu.Lock()
-		e.pending = append(e.pending, w.rec...)
-		e.pendingTS = ts
-		e.cmu.Unlock()
 		e.mu.Unlock()
 		if err := e.waitDurable(ts); err != nil {
 			return ts, err

@@ -12,9 +12,60 @@ import (
 // Mutations create databases and collections implicitly, as MongoDB does.
 type Writer struct {
 	Reader
-	rec  []byte // the Write's encoded entries (a framed log record with a data directory)
-	n    int    // mutations made
-	last OpTime
+	rec    []byte // the Write's encoded entries (a framed log record with a data directory)
+	n      int    // mutations made
+	logged int    // mutations whose entries are in the log's pending records (Yield)
+	last   OpTime
+}
+
+// Yield lets the writers and readers waiting for the engine in between two mutations of one
+// Write, as mongod yields its locks between the statements of a write command: it hands the
+// mutations made so far to the log (they are published as a Write's are, without waiting for
+// durability, which Write's return still waits for), releases the exclusive lock, runs
+// between (without the lock; nil for none) and takes the lock back. Another Write or Read may
+// then run before the next mutation, so fn must hold nothing it read across a Yield. It
+// fails, with the lock taken back, when the engine was closed or its log failed meanwhile:
+// fn should then stop writing and return.
+func (w *Writer) Yield(between func()) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	e := w.e
+	w.logRecord()
+	e.mu.Unlock()
+	if e.wal == nil && w.n > 0 {
+		e.publish(w.last)
+	}
+	if between != nil {
+		between()
+	}
+	e.mu.Lock()
+	w.rec = e.scratch[:0]
+	if e.wal != nil {
+		w.rec = beginRecord(w.rec)
+	}
+	if e.closed {
+		return ErrClosed
+	}
+	return e.failure()
+}
+
+// logRecord appends the entries of the mutations made since the last call to the log's
+// pending records (with a data directory) and gives the record's buffer back to the engine.
+// Under the exclusive lock.
+func (w *Writer) logRecord() {
+	e := w.e
+	if e.wal != nil && w.n > w.logged {
+		w.rec = finishRecord(w.rec)
+		e.cmu.Lock()
+		e.pending = append(e.pending, w.rec...)
+		e.pendingTS = w.last
+		e.cmu.Unlock()
+	}
+	w.logged = w.n
+	if cap(w.rec) <= 1<<20 {
+		e.scratch = w.rec[:0]
+	}
 }
 
 // Mutations returns the number of mutations made so far in this Write.
