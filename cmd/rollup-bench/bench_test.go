@@ -27,6 +27,7 @@ func TestIngestCLI(t *testing.T) {
 			[]string{"   1     400"}},
 		{"agentclient", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--client", "agentclient"}, false,
 			[]string{"   1     100", "1 / 1"}},
+		{"both profiles", []string{"--cpuprofile", "a.out", "--phaseprofile", "b"}, true, nil},
 		{"unknown client", []string{"--client", "curl"}, true, nil},
 		{"zero agents", []string{"--agents", "0"}, true, nil},
 	}
@@ -34,6 +35,26 @@ func TestIngestCLI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkCLI(t, append([]string{"ingest"}, tc.args...), tc.usage, tc.wantOut)
 		})
+	}
+}
+
+// TestIngestPhaseProfiles: --phaseprofile writes one CPU profile per measured phase and tick
+// (ingest and raw apart), each a gzipped pprof profile.
+func TestIngestPhaseProfiles(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "ph")
+	checkCLI(t, []string{"ingest", "--agents", "20", "--leaves", "5", "--ticks", "2", "--phaseprofile", prefix}, false,
+		[]string{" all     200"})
+	for _, name := range []string{"ingest.1", "raw.1", "ingest.2", "raw.2"} {
+		b, err := os.ReadFile(prefix + "." + name)
+		if err != nil {
+			t.Fatalf("phase profile %s: %v", name, err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("phase profile %s: %d bytes, not a gzipped pprof profile", name, len(b))
+		}
+	}
+	if matches, _ := filepath.Glob(prefix + ".*.3"); len(matches) > 0 {
+		t.Errorf("profiles of a tick that did not run: %v", matches)
 	}
 }
 

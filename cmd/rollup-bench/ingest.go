@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gameops/rollup/internal/bench"
@@ -19,8 +20,14 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
 	fs.StringVar(&cfg.Client, "client", bench.ClientLoadGen, "how the agents send: loadgen (persistent HTTP/1.1 connections, as wrk) or agentclient (the agent package over net/http)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&cfg.PhaseProfile, "phaseprofile", "", "write a CPU profile of each measured phase to PREFIX.ingest.N and PREFIX.raw.N (tick N), to read each path's CPU apart; not with --cpuprofile")
 	fs.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
-	if err := e.parse(fs, args, func() error { return cfg.Validate() }); err != nil {
+	if err := e.parse(fs, args, func() error {
+		if cpuProfile != "" && cfg.PhaseProfile != "" {
+			return errors.New("--cpuprofile and --phaseprofile cannot both be set (one CPU profile at a time)")
+		}
+		return cfg.Validate()
+	}); err != nil {
 		return usageError(err)
 	}
 	stop, err := bench.Profile(cpuProfile, memProfile)

@@ -37,6 +37,9 @@ type IngestConfig struct {
 	Durable                       bool   // the embedded server keeps a data directory
 	URI                           string // benchmark this MongoDB instead of an embedded server
 	Client                        string // how the agents send: ClientLoadGen or ClientAgentClient
+	// PhaseProfile, if set, is the prefix of one CPU profile per measured phase:
+	// PhaseProfile.ingest.N and PhaseProfile.raw.N for tick N, so each path's CPU is read apart.
+	PhaseProfile string
 }
 
 // The agents' clients of the ingest benchmark.
@@ -190,6 +193,10 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	if err := proxy.Listen("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	// Its counters are all the benchmark reads: recording each command's body (a copy of every
+	// 1,000-upsert batch, the newest kept) would cost both paths CPU and live heap that
+	// neither pays in production.
+	proxy.CountOnly()
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	pctx, stopAll := context.WithCancel(ctx)
 	defer func() {
@@ -235,7 +242,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 
 	return measureIngestTicks(cfg.Ticks, proxy, prepareTick, func(tick, now time.Time) error {
 		return rawUpserts(ctx, raw, leaves, tick, now)
-	}, len(leaves))
+	}, len(leaves), cfg.PhaseProfile)
 }
 
 // prepareTickFunc does, before the measured window, what the agents do on their own machines
@@ -270,8 +277,9 @@ func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, lea
 
 // measureIngestTicks measures ticks ticks of leaves leaves each, ending at the current 5-minute
 // boundary: each tick once through rollup (prepareTick) and once as raw upserts (rawTick),
-// the store commands of each counted by proxy, the order alternating from tick to tick.
-func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves int) ([]ingestTick, error) {
+// the store commands of each counted by proxy, the order alternating from tick to tick. With
+// a profile prefix, each phase's CPU is profiled into its own file (prefix.ingest.N, prefix.raw.N).
+func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves int, profile string) ([]ingestTick, error) {
 	now := time.Now().UTC()
 	first := now.Truncate(5 * time.Minute).Add(-time.Duration(ticks) * 5 * time.Minute)
 	var out []ingestTick
@@ -283,7 +291,7 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 			if err != nil {
 				return err
 			}
-			t.ingest, err = measurePhase(proxy, func() error {
+			t.ingest, err = measurePhase(proxy, phaseProfile(profile, "ingest", i), func() error {
 				var err error
 				t.resends, err = submit()
 				return err
@@ -292,7 +300,7 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 		}
 		rawPhase := func() error {
 			var err error
-			t.raw, err = measurePhase(proxy, func() error { return rawTick(tick, now) })
+			t.raw, err = measurePhase(proxy, phaseProfile(profile, "raw", i), func() error { return rawTick(tick, now) })
 			return err
 		}
 		// Alternate which path goes first, so neither always inherits the other's leftovers.
@@ -312,19 +320,35 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 
 // measurePhase runs write after a full garbage collection (neither path pays for the other's
 // garbage) and returns its wall time, the process's CPU time, the update commands the proxy
-// saw, and what the process allocated and collected meanwhile.
-func measurePhase(proxy *blackpipe.Proxy, write func() error) (phaseStats, error) {
+// saw, and what the process allocated and collected meanwhile; a CPU profile of it goes to
+// profile (none if empty).
+func measurePhase(proxy *blackpipe.Proxy, profile string, write func() error) (phaseStats, error) {
 	runtime.GC()
 	proxy.ResetStats()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	stopProfile, err := Profile(profile, "")
+	if err != nil {
+		return phaseStats{}, err
+	}
 	cpu0 := processCPU()
 	start := time.Now()
-	err := write()
+	err = write()
 	p := phaseStats{wall: time.Since(start), cpu: processCPU() - cpu0, updates: proxy.Stats().Commands["update"]}
 	runtime.ReadMemStats(&m1)
 	p.alloc, p.gcs = m1.TotalAlloc-m0.TotalAlloc, m1.NumGC-m0.NumGC
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	return p, err
+}
+
+// phaseProfile is the file of tick i's phase profile under prefix ("" without a prefix).
+func phaseProfile(prefix, phase string, i int) string {
+	if prefix == "" {
+		return ""
+	}
+	return prefix + "." + phase + "." + strconv.Itoa(i+1)
 }
 
 // processCPU is the user and system CPU time the process has used so far.
