@@ -40,6 +40,8 @@ type IngestConfig struct {
 	// PhaseProfile, if set, is the prefix of one CPU profile per measured phase:
 	// PhaseProfile.ingest.N and PhaseProfile.raw.N for tick N, so each path's CPU is read apart.
 	PhaseProfile string
+	// RawFilter is the raw path's upsert filter: RawFilterPlain or RawFilterGuarded.
+	RawFilter string
 }
 
 // The agents' clients of the ingest benchmark.
@@ -51,6 +53,16 @@ const (
 	ClientAgentClient = "agentclient"
 )
 
+// The raw path's filters.
+const (
+	// RawFilterPlain: the key and version < v, what a writer without rollup's guards sends
+	// (the baseline of every figure in docs/benchmarks.md).
+	RawFilterPlain = "plain"
+	// RawFilterGuarded: the filter rollup sends (store.LeafFilter: the key, the project,
+	// version < v, not a parent), so the ratio measures rollup's code alone, not the guards.
+	RawFilterGuarded = "guarded"
+)
+
 // Validate checks the shape.
 func (c IngestConfig) Validate() error {
 	if c.Agents < 1 || c.LeavesPerAgent < 1 || c.Ticks < 1 {
@@ -58,6 +70,9 @@ func (c IngestConfig) Validate() error {
 	}
 	if c.Client != ClientLoadGen && c.Client != ClientAgentClient {
 		return fmt.Errorf("--client must be %s or %s, not %q", ClientLoadGen, ClientAgentClient, c.Client)
+	}
+	if c.RawFilter != "" && c.RawFilter != RawFilterPlain && c.RawFilter != RawFilterGuarded {
+		return fmt.Errorf("--raw-filter must be %s or %s, not %q", RawFilterPlain, RawFilterGuarded, c.RawFilter)
 	}
 	return nil
 }
@@ -144,8 +159,12 @@ func Profile(cpuPath, memPath string) (stop func() error, err error) {
 }
 
 func printIngest(w io.Writer, cfg IngestConfig, ticks []ingestTick) {
-	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d)\n",
-		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch)
+	rawFilter := "key and version < v"
+	if cfg.RawFilter == RawFilterGuarded {
+		rawFilter = "rollup's guarded filter"
+	}
+	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d, filter: %s)\n",
+		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch, rawFilter)
 	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)  MB allocated (ingest/raw)  GCs (ingest/raw)")
 	var total ingestTick
 	for i, t := range ticks {
@@ -241,7 +260,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	}
 
 	return measureIngestTicks(cfg.Ticks, proxy, prepareTick, func(tick, now time.Time) error {
-		return rawUpserts(ctx, raw, leaves, tick, now)
+		return rawUpserts(ctx, raw, leaves, tick, now, cfg.RawFilter == RawFilterGuarded)
 	}, len(leaves), cfg.PhaseProfile)
 }
 
@@ -392,7 +411,8 @@ func copyIndexes(ctx context.Context, from, to *mongo.Collection) error {
 // rawUpserts writes the same leaf documents the ingest path writes (same fields, into a
 // collection with the same indexes), with plain unordered driver bulk writes of 1,000 from as many
 // goroutines as the bulk writer has workers by default (bulk.DefaultWorkers), in key order.
-func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time) error {
+// The filter is the key and version < v, or with guarded exactly rollup's (store.LeafFilter).
+func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time, guarded bool) error {
 	ts := bson.NewDateTimeFromTime(tick)
 	version := observed.UnixNano()
 	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(bulk.DefaultWorkers)
@@ -402,9 +422,13 @@ func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.L
 			models := make([]mongo.WriteModel, 0, hi-lo)
 			submissionID := "raw-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(lo)
 			for i := lo; i < hi; i++ {
+				filter := bson.D{{Key: "id", Value: leaves[i].ID}, {Key: "type", Value: leaves[i].Type}, {Key: "timestamp", Value: ts},
+					{Key: "version", Value: bson.D{{Key: "$lt", Value: version}}}}
+				if guarded {
+					filter = store.LeafFilter(store.LeafWrite{ID: leaves[i].ID, Type: leaves[i].Type, Tick: tick, Project: "bench", Version: version})
+				}
 				models = append(models, mongo.NewUpdateOneModel().
-					SetFilter(bson.D{{Key: "id", Value: leaves[i].ID}, {Key: "type", Value: leaves[i].Type}, {Key: "timestamp", Value: ts},
-						{Key: "version", Value: bson.D{{Key: "$lt", Value: version}}}}).
+					SetFilter(filter).
 					SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "online", Value: agentsim.Online(7, i, observed)}, {Key: "version", Value: version},
 						{Key: "project", Value: "bench"}, {Key: "submission_id", Value: submissionID}, {Key: "written_at", Value: bson.NewDateTimeFromTime(time.Now())}}}}).
 					SetUpsert(true))
