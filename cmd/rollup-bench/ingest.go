@@ -20,6 +20,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
 	fs.StringVar(&cfg.Client, "client", bench.ClientLoadGen, "how the agents send: loadgen (persistent HTTP/1.1 connections, as wrk) or agentclient (the agent package over net/http)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.IntVar(&cfg.Conns, "conns", 0, "the load generator's connections, its requests in flight (0: 256, as many as agentsim keeps in flight; loadgen only)")
 	fs.StringVar(&cfg.RawFilter, "raw-filter", bench.RawFilterPlain, "the raw path's upsert filter: plain (the key and version < v) or guarded (rollup's: also the project and not a parent), to measure rollup's code without its guards' cost")
 	fs.StringVar(&cfg.PhaseProfile, "phaseprofile", "", "write a CPU profile of each measured phase to PREFIX.ingest.N and PREFIX.raw.N (tick N), to read each path's CPU apart; not with --cpuprofile")
 	fs.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")

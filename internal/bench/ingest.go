@@ -42,6 +42,8 @@ type IngestConfig struct {
 	PhaseProfile string
 	// RawFilter is the raw path's upsert filter: RawFilterPlain or RawFilterGuarded.
 	RawFilter string
+	// Conns is the load generator's connections, its requests in flight (0: benchConns).
+	Conns int
 }
 
 // The agents' clients of the ingest benchmark.
@@ -70,6 +72,9 @@ func (c IngestConfig) Validate() error {
 	}
 	if c.Client != ClientLoadGen && c.Client != ClientAgentClient {
 		return fmt.Errorf("--client must be %s or %s, not %q", ClientLoadGen, ClientAgentClient, c.Client)
+	}
+	if c.Conns < 0 || (c.Conns > 0 && c.Client != ClientLoadGen) {
+		return errors.New("--conns must be positive (0: the default), and is the load generator's only")
 	}
 	if c.RawFilter != "" && c.RawFilter != RawFilterPlain && c.RawFilter != RawFilterGuarded {
 		return fmt.Errorf("--raw-filter must be %s or %s, not %q", RawFilterPlain, RawFilterGuarded, c.RawFilter)
@@ -271,7 +276,7 @@ type prepareTickFunc func(tick, observed time.Time) (func() (sendStats, error), 
 
 // ingestClient returns how the agents of cfg.Client send each tick's leaves to the API at
 // addr, and what closes their connections. Both clients keep at most benchConns requests in
-// flight.
+// flight (the load generator cfg.Conns when set).
 func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, leaves []agentsim.Leaf) (prepareTickFunc, func()) {
 	if cfg.Client == ClientAgentClient {
 		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
@@ -284,7 +289,11 @@ func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, lea
 			return func() (sendStats, error) { return sendStats{}, sim.SubmitTick(ctx, tick, observed, 0) }, nil
 		}, transport.CloseIdleConnections
 	}
-	gen := newLoadGen(addr, token, "bench", leaves, cfg.Agents, benchConns, 7)
+	conns := benchConns
+	if cfg.Conns > 0 {
+		conns = cfg.Conns
+	}
+	gen := newLoadGen(addr, token, "bench", leaves, cfg.Agents, conns, 7)
 	return func(tick, observed time.Time) (func() (sendStats, error), error) {
 		reqs, err := gen.Prepare(tick, observed)
 		if err != nil {
