@@ -22,7 +22,7 @@ func TestIngestCLI(t *testing.T) {
 		wantOut []string
 	}{
 		{"loadgen", []string{"--agents", "20", "--leaves", "5", "--ticks", "2"}, false,
-			[]string{"20 agents x 5 leaves", "   1     100", "   2     100", " all     200", "1 / 1", "resends (an answer 503, 429, other 5xx or a transport failure, sent again after Retry-After): none"}},
+			[]string{"20 agents x 5 leaves", "1 warm-up tick(s) not shown", "   1     100", "   2     100", " all     200", "1 / 1", "resends (an answer 503, 429, other 5xx or a transport failure, sent again after Retry-After): none"}},
 		{"large answers (chunked)", []string{"--agents", "2", "--leaves", "200", "--ticks", "1"}, false,
 			[]string{"   1     400"}},
 		{"agentclient", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--client", "agentclient"}, false,
@@ -33,6 +33,9 @@ func TestIngestCLI(t *testing.T) {
 			[]string{"   1     100"}},
 		{"negative connections", []string{"--conns", "-1"}, true, nil},
 		{"connections of agentclient", []string{"--conns", "8", "--client", "agentclient"}, true, nil},
+		{"no warm-up", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--warmup", "0"}, false,
+			[]string{"0 warm-up tick(s) not shown", "   1     100"}},
+		{"negative warm-up", []string{"--warmup", "-1"}, true, nil},
 		{"unknown raw filter", []string{"--raw-filter", "loose"}, true, nil},
 		{"both profiles", []string{"--cpuprofile", "a.out", "--phaseprofile", "b"}, true, nil},
 		{"unknown client", []string{"--client", "curl"}, true, nil},

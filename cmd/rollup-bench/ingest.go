@@ -17,6 +17,7 @@ func runIngest(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Agents, "agents", 10_000, "simulated agents per tick")
 	fs.IntVar(&cfg.LeavesPerAgent, "leaves", 10, "leaves per agent")
 	fs.IntVar(&cfg.Ticks, "ticks", 3, "ticks to run")
+	fs.IntVar(&cfg.Warmup, "warmup", 1, "ticks of both paths run first and not reported (0: none, as before 2026-11-28; the first phase of a fresh process then pays several times the garbage collections of the others)")
 	fs.BoolVar(&cfg.Durable, "durable", false, "use a data directory (fsync before every acknowledgement)")
 	fs.StringVar(&cfg.Client, "client", bench.ClientLoadGen, "how the agents send: loadgen (persistent HTTP/1.1 connections, as wrk) or agentclient (the agent package over net/http)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")

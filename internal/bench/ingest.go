@@ -44,6 +44,10 @@ type IngestConfig struct {
 	RawFilter string
 	// Conns is the load generator's connections, its requests in flight (0: benchConns).
 	Conns int
+	// Warmup ticks run both paths before the measured ticks, unreported: the first phase of
+	// a fresh process otherwise runs on a small heap and pays several times the garbage
+	// collections of the phases after it.
+	Warmup int
 }
 
 // The agents' clients of the ingest benchmark.
@@ -72,6 +76,9 @@ func (c IngestConfig) Validate() error {
 	}
 	if c.Client != ClientLoadGen && c.Client != ClientAgentClient {
 		return fmt.Errorf("--client must be %s or %s, not %q", ClientLoadGen, ClientAgentClient, c.Client)
+	}
+	if c.Warmup < 0 {
+		return errors.New("--warmup must not be negative")
 	}
 	if c.Conns < 0 || (c.Conns > 0 && c.Client != ClientLoadGen) {
 		return errors.New("--conns must be positive (0: the default), and is the load generator's only")
@@ -168,8 +175,8 @@ func printIngest(w io.Writer, cfg IngestConfig, ticks []ingestTick) {
 	if cfg.RawFilter == RawFilterGuarded {
 		rawFilter = "rollup's guarded filter"
 	}
-	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d, filter: %s)\n",
-		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch, rawFilter)
+	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d, filter: %s); %d warm-up tick(s) not shown\n",
+		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch, rawFilter, cfg.Warmup)
 	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)  MB allocated (ingest/raw)  GCs (ingest/raw)")
 	var total ingestTick
 	for i, t := range ticks {
@@ -266,7 +273,7 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 
 	return measureIngestTicks(cfg.Ticks, proxy, prepareTick, func(tick, now time.Time) error {
 		return rawUpserts(ctx, raw, leaves, tick, now, cfg.RawFilter == RawFilterGuarded)
-	}, len(leaves), cfg.PhaseProfile)
+	}, len(leaves), cfg.Warmup, cfg.PhaseProfile)
 }
 
 // prepareTickFunc does, before the measured window, what the agents do on their own machines
@@ -305,21 +312,29 @@ func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, lea
 
 // measureIngestTicks measures ticks ticks of leaves leaves each, ending at the current 5-minute
 // boundary: each tick once through rollup (prepareTick) and once as raw upserts (rawTick),
-// the store commands of each counted by proxy, the order alternating from tick to tick. With
-// a profile prefix, each phase's CPU is profiled into its own file (prefix.ingest.N, prefix.raw.N).
-func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves int, profile string) ([]ingestTick, error) {
+// the store commands of each counted by proxy, the order alternating from tick to tick, after
+// warmup ticks of both paths that are not reported. With a profile prefix, each measured phase's
+// CPU is profiled into its own file (prefix.ingest.N, prefix.raw.N).
+func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves, warmup int, profile string) ([]ingestTick, error) {
 	now := time.Now().UTC()
-	first := now.Truncate(5 * time.Minute).Add(-time.Duration(ticks) * 5 * time.Minute)
+	first := now.Truncate(5 * time.Minute).Add(-time.Duration(warmup+ticks) * 5 * time.Minute)
 	var out []ingestTick
-	for i := range ticks {
-		tick := first.Add(time.Duration(i) * 5 * time.Minute)
+	for k := -warmup; k < ticks; k++ {
+		i := k // the measured tick's index; negative while warming up
+		tick := first.Add(time.Duration(warmup+k) * 5 * time.Minute)
+		prof := func(phase string) string {
+			if i < 0 {
+				return ""
+			}
+			return phaseProfile(profile, phase, i)
+		}
 		t := ingestTick{leaves: leaves}
 		ingest := func() error {
 			submit, err := prepareTick(tick, now)
 			if err != nil {
 				return err
 			}
-			t.ingest, err = measurePhase(proxy, phaseProfile(profile, "ingest", i), func() error {
+			t.ingest, err = measurePhase(proxy, prof("ingest"), func() error {
 				var err error
 				t.resends, err = submit()
 				return err
@@ -328,12 +343,13 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 		}
 		rawPhase := func() error {
 			var err error
-			t.raw, err = measurePhase(proxy, phaseProfile(profile, "raw", i), func() error { return rawTick(tick, now) })
+			t.raw, err = measurePhase(proxy, prof("raw"), func() error { return rawTick(tick, now) })
 			return err
 		}
-		// Alternate which path goes first, so neither always inherits the other's leftovers.
+		// Alternate which path goes first, so neither always inherits the other's leftovers
+		// (the measured ticks in the same order whatever the warm-up).
 		phases := []func() error{ingest, rawPhase}
-		if i%2 == 1 {
+		if i%2 != 0 {
 			phases[0], phases[1] = phases[1], phases[0]
 		}
 		for _, phase := range phases {
@@ -341,7 +357,9 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 				return nil, err
 			}
 		}
-		out = append(out, t)
+		if i >= 0 {
+			out = append(out, t)
+		}
 	}
 	return out, nil
 }

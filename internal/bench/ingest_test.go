@@ -2,14 +2,18 @@ package bench
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/agentsim"
+	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 )
 
@@ -65,5 +69,46 @@ func TestRawUpsertsFilter(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMeasureIngestTicksWarmup: warm-up ticks run both paths at their own earlier tick times
+// and are not reported; the measured ticks keep their order (ingest first in the first one,
+// then alternating), and only they are profiled.
+func TestMeasureIngestTicksWarmup(t *testing.T) {
+	proxy := blackpipe.New("127.0.0.1:1", zap.NewNop())
+	var calls []string
+	var ticks []time.Time
+	prepare := func(tick, _ time.Time) (func() (sendStats, error), error) {
+		return func() (sendStats, error) {
+			calls, ticks = append(calls, "ingest"), append(ticks, tick)
+			return sendStats{}, nil
+		}, nil
+	}
+	raw := func(tick, _ time.Time) error {
+		calls, ticks = append(calls, "raw"), append(ticks, tick)
+		return nil
+	}
+	prefix := filepath.Join(t.TempDir(), "ph")
+	out, err := measureIngestTicks(2, proxy, prepare, raw, 7, 1, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || out[0].leaves != 7 || out[1].leaves != 7 {
+		t.Fatalf("reported %d ticks (%+v), want 2 of 7 leaves", len(out), out)
+	}
+	// warm-up (index -1: raw first), tick 1 (ingest first), tick 2 (raw first)
+	if want := []string{"raw", "ingest", "ingest", "raw", "raw", "ingest"}; !slices.Equal(calls, want) {
+		t.Errorf("phases %v, want %v", calls, want)
+	}
+	for i := 0; i+2 < len(ticks); i += 2 {
+		if ticks[i] != ticks[i+1] || !ticks[i+2].After(ticks[i]) {
+			t.Errorf("tick times %v: each tick's two phases at one time, later ticks later", ticks)
+		}
+	}
+	files, _ := filepath.Glob(prefix + ".*")
+	slices.Sort(files)
+	if want := []string{prefix + ".ingest.1", prefix + ".ingest.2", prefix + ".raw.1", prefix + ".raw.2"}; !slices.Equal(files, want) {
+		t.Errorf("profiles %v, want %v (none of the warm-up)", files, want)
 	}
 }
