@@ -22,11 +22,22 @@ func TestIngestCLI(t *testing.T) {
 		wantOut []string
 	}{
 		{"loadgen", []string{"--agents", "20", "--leaves", "5", "--ticks", "2"}, false,
-			[]string{"20 agents x 5 leaves", "   1     100", "   2     100", " all     200", "1 / 1", "resends (an answer 503, 429, other 5xx or a transport failure, sent again after Retry-After): none"}},
+			[]string{"20 agents x 5 leaves", "1 warm-up tick(s) not shown", "   1     100", "   2     100", " all     200", "1 / 1", "resends (an answer 503, 429, other 5xx or a transport failure, sent again after Retry-After): none"}},
 		{"large answers (chunked)", []string{"--agents", "2", "--leaves", "200", "--ticks", "1"}, false,
 			[]string{"   1     400"}},
 		{"agentclient", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--client", "agentclient"}, false,
 			[]string{"   1     100", "1 / 1"}},
+		{"guarded raw filter", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--raw-filter", "guarded"}, false,
+			[]string{"filter: rollup's guarded filter", "   1     100", "1 / 1"}},
+		{"more connections", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--conns", "512"}, false,
+			[]string{"   1     100"}},
+		{"negative connections", []string{"--conns", "-1"}, true, nil},
+		{"connections of agentclient", []string{"--conns", "8", "--client", "agentclient"}, true, nil},
+		{"no warm-up", []string{"--agents", "20", "--leaves", "5", "--ticks", "1", "--warmup", "0"}, false,
+			[]string{"0 warm-up tick(s) not shown", "   1     100"}},
+		{"negative warm-up", []string{"--warmup", "-1"}, true, nil},
+		{"unknown raw filter", []string{"--raw-filter", "loose"}, true, nil},
+		{"both profiles", []string{"--cpuprofile", "a.out", "--phaseprofile", "b"}, true, nil},
 		{"unknown client", []string{"--client", "curl"}, true, nil},
 		{"zero agents", []string{"--agents", "0"}, true, nil},
 	}
@@ -34,6 +45,26 @@ func TestIngestCLI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkCLI(t, append([]string{"ingest"}, tc.args...), tc.usage, tc.wantOut)
 		})
+	}
+}
+
+// TestIngestPhaseProfiles: --phaseprofile writes one CPU profile per measured phase and tick
+// (ingest and raw apart), each a gzipped pprof profile.
+func TestIngestPhaseProfiles(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "ph")
+	checkCLI(t, []string{"ingest", "--agents", "20", "--leaves", "5", "--ticks", "2", "--phaseprofile", prefix}, false,
+		[]string{" all     200"})
+	for _, name := range []string{"ingest.1", "raw.1", "ingest.2", "raw.2"} {
+		b, err := os.ReadFile(prefix + "." + name)
+		if err != nil {
+			t.Fatalf("phase profile %s: %v", name, err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("phase profile %s: %d bytes, not a gzipped pprof profile", name, len(b))
+		}
+	}
+	if matches, _ := filepath.Glob(prefix + ".*.3"); len(matches) > 0 {
+		t.Errorf("profiles of a tick that did not run: %v", matches)
 	}
 }
 

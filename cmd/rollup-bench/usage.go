@@ -31,6 +31,7 @@ Examples:
   rollup-bench changestream --rate 10000 --duration 5s
   rollup-bench ingest --agents 10000 --leaves 10 --ticks 3
   rollup-bench ingest --client agentclient  # agents through api/agentclient on the same cores
+  rollup-bench ingest --phaseprofile pp     # CPU profiles of each path apart: pp.ingest.N, pp.raw.N
   rollup-bench baselines --faults
   rollup-bench scale --leaves 100000 --ticks 5
   rollup-bench scale --projects 1000 --leaves 1000 --instances 1,2,1,2 --partitions 4

@@ -37,6 +37,17 @@ type IngestConfig struct {
 	Durable                       bool   // the embedded server keeps a data directory
 	URI                           string // benchmark this MongoDB instead of an embedded server
 	Client                        string // how the agents send: ClientLoadGen or ClientAgentClient
+	// PhaseProfile, if set, is the prefix of one CPU profile per measured phase:
+	// PhaseProfile.ingest.N and PhaseProfile.raw.N for tick N, so each path's CPU is read apart.
+	PhaseProfile string
+	// RawFilter is the raw path's upsert filter: RawFilterPlain or RawFilterGuarded.
+	RawFilter string
+	// Conns is the load generator's connections, its requests in flight (0: benchConns).
+	Conns int
+	// Warmup ticks run both paths before the measured ticks, unreported: the first phase of
+	// a fresh process otherwise runs on a small heap and pays several times the garbage
+	// collections of the phases after it.
+	Warmup int
 }
 
 // The agents' clients of the ingest benchmark.
@@ -48,6 +59,16 @@ const (
 	ClientAgentClient = "agentclient"
 )
 
+// The raw path's filters.
+const (
+	// RawFilterPlain: the key and version < v, what a writer without rollup's guards sends
+	// (the baseline of every figure in docs/benchmarks.md).
+	RawFilterPlain = "plain"
+	// RawFilterGuarded: the filter rollup sends (store.LeafFilter: the key, the project,
+	// version < v, not a parent), so the ratio measures rollup's code alone, not the guards.
+	RawFilterGuarded = "guarded"
+)
+
 // Validate checks the shape.
 func (c IngestConfig) Validate() error {
 	if c.Agents < 1 || c.LeavesPerAgent < 1 || c.Ticks < 1 {
@@ -55,6 +76,15 @@ func (c IngestConfig) Validate() error {
 	}
 	if c.Client != ClientLoadGen && c.Client != ClientAgentClient {
 		return fmt.Errorf("--client must be %s or %s, not %q", ClientLoadGen, ClientAgentClient, c.Client)
+	}
+	if c.Warmup < 0 {
+		return errors.New("--warmup must not be negative")
+	}
+	if c.Conns < 0 || (c.Conns > 0 && c.Client != ClientLoadGen) {
+		return errors.New("--conns must be positive (0: the default), and is the load generator's only")
+	}
+	if c.RawFilter != "" && c.RawFilter != RawFilterPlain && c.RawFilter != RawFilterGuarded {
+		return fmt.Errorf("--raw-filter must be %s or %s, not %q", RawFilterPlain, RawFilterGuarded, c.RawFilter)
 	}
 	return nil
 }
@@ -141,8 +171,12 @@ func Profile(cpuPath, memPath string) (stop func() error, err error) {
 }
 
 func printIngest(w io.Writer, cfg IngestConfig, ticks []ingestTick) {
-	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d)\n",
-		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch)
+	rawFilter := "key and version < v"
+	if cfg.RawFilter == RawFilterGuarded {
+		rawFilter = "rollup's guarded filter"
+	}
+	_, _ = fmt.Fprintf(w, "%d agents x %d leaves per tick, HTTP -> bulk writer -> store, vs raw driver bulk upserts (batches of %d, filter: %s); %d warm-up tick(s) not shown\n",
+		cfg.Agents, cfg.LeavesPerAgent, bulk.DefaultMaxBatch, rawFilter, cfg.Warmup)
 	_, _ = fmt.Fprintln(w, "tick  leaves   ingest leaves/s  raw leaves/s  ratio  CPU s (ingest/raw)  update cmds (ingest/raw)  bound ceil(leaves/batch)  MB allocated (ingest/raw)  GCs (ingest/raw)")
 	var total ingestTick
 	for i, t := range ticks {
@@ -190,6 +224,10 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	if err := proxy.Listen("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	// Its counters are all the benchmark reads: recording each command's body (a copy of every
+	// 1,000-upsert batch, the newest kept) would cost both paths CPU and live heap that
+	// neither pays in production.
+	proxy.CountOnly()
 	p := pool.New().WithContext(ctx).WithCancelOnError()
 	pctx, stopAll := context.WithCancel(ctx)
 	defer func() {
@@ -234,8 +272,8 @@ func benchIngest(ctx context.Context, uri string, cfg IngestConfig) ([]ingestTic
 	}
 
 	return measureIngestTicks(cfg.Ticks, proxy, prepareTick, func(tick, now time.Time) error {
-		return rawUpserts(ctx, raw, leaves, tick, now)
-	}, len(leaves))
+		return rawUpserts(ctx, raw, leaves, tick, now, cfg.RawFilter == RawFilterGuarded)
+	}, len(leaves), cfg.Warmup, cfg.PhaseProfile)
 }
 
 // prepareTickFunc does, before the measured window, what the agents do on their own machines
@@ -245,7 +283,7 @@ type prepareTickFunc func(tick, observed time.Time) (func() (sendStats, error), 
 
 // ingestClient returns how the agents of cfg.Client send each tick's leaves to the API at
 // addr, and what closes their connections. Both clients keep at most benchConns requests in
-// flight.
+// flight (the load generator cfg.Conns when set).
 func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, leaves []agentsim.Leaf) (prepareTickFunc, func()) {
 	if cfg.Client == ClientAgentClient {
 		transport := &http.Transport{MaxIdleConnsPerHost: benchConns, MaxIdleConns: benchConns}
@@ -258,7 +296,11 @@ func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, lea
 			return func() (sendStats, error) { return sendStats{}, sim.SubmitTick(ctx, tick, observed, 0) }, nil
 		}, transport.CloseIdleConnections
 	}
-	gen := newLoadGen(addr, token, "bench", leaves, cfg.Agents, benchConns, 7)
+	conns := benchConns
+	if cfg.Conns > 0 {
+		conns = cfg.Conns
+	}
+	gen := newLoadGen(addr, token, "bench", leaves, cfg.Agents, conns, 7)
 	return func(tick, observed time.Time) (func() (sendStats, error), error) {
 		reqs, err := gen.Prepare(tick, observed)
 		if err != nil {
@@ -270,20 +312,29 @@ func ingestClient(ctx context.Context, cfg IngestConfig, addr, token string, lea
 
 // measureIngestTicks measures ticks ticks of leaves leaves each, ending at the current 5-minute
 // boundary: each tick once through rollup (prepareTick) and once as raw upserts (rawTick),
-// the store commands of each counted by proxy, the order alternating from tick to tick.
-func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves int) ([]ingestTick, error) {
+// the store commands of each counted by proxy, the order alternating from tick to tick, after
+// warmup ticks of both paths that are not reported. With a profile prefix, each measured phase's
+// CPU is profiled into its own file (prefix.ingest.N, prefix.raw.N).
+func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTickFunc, rawTick func(tick, now time.Time) error, leaves, warmup int, profile string) ([]ingestTick, error) {
 	now := time.Now().UTC()
-	first := now.Truncate(5 * time.Minute).Add(-time.Duration(ticks) * 5 * time.Minute)
+	first := now.Truncate(5 * time.Minute).Add(-time.Duration(warmup+ticks) * 5 * time.Minute)
 	var out []ingestTick
-	for i := range ticks {
-		tick := first.Add(time.Duration(i) * 5 * time.Minute)
+	for k := -warmup; k < ticks; k++ {
+		i := k // the measured tick's index; negative while warming up
+		tick := first.Add(time.Duration(warmup+k) * 5 * time.Minute)
+		prof := func(phase string) string {
+			if i < 0 {
+				return ""
+			}
+			return phaseProfile(profile, phase, i)
+		}
 		t := ingestTick{leaves: leaves}
 		ingest := func() error {
 			submit, err := prepareTick(tick, now)
 			if err != nil {
 				return err
 			}
-			t.ingest, err = measurePhase(proxy, func() error {
+			t.ingest, err = measurePhase(proxy, prof("ingest"), func() error {
 				var err error
 				t.resends, err = submit()
 				return err
@@ -292,12 +343,13 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 		}
 		rawPhase := func() error {
 			var err error
-			t.raw, err = measurePhase(proxy, func() error { return rawTick(tick, now) })
+			t.raw, err = measurePhase(proxy, prof("raw"), func() error { return rawTick(tick, now) })
 			return err
 		}
-		// Alternate which path goes first, so neither always inherits the other's leftovers.
+		// Alternate which path goes first, so neither always inherits the other's leftovers
+		// (the measured ticks in the same order whatever the warm-up).
 		phases := []func() error{ingest, rawPhase}
-		if i%2 == 1 {
+		if i%2 != 0 {
 			phases[0], phases[1] = phases[1], phases[0]
 		}
 		for _, phase := range phases {
@@ -305,26 +357,44 @@ func measureIngestTicks(ticks int, proxy *blackpipe.Proxy, prepareTick prepareTi
 				return nil, err
 			}
 		}
-		out = append(out, t)
+		if i >= 0 {
+			out = append(out, t)
+		}
 	}
 	return out, nil
 }
 
 // measurePhase runs write after a full garbage collection (neither path pays for the other's
 // garbage) and returns its wall time, the process's CPU time, the update commands the proxy
-// saw, and what the process allocated and collected meanwhile.
-func measurePhase(proxy *blackpipe.Proxy, write func() error) (phaseStats, error) {
+// saw, and what the process allocated and collected meanwhile; a CPU profile of it goes to
+// profile (none if empty).
+func measurePhase(proxy *blackpipe.Proxy, profile string, write func() error) (phaseStats, error) {
 	runtime.GC()
 	proxy.ResetStats()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	stopProfile, err := Profile(profile, "")
+	if err != nil {
+		return phaseStats{}, err
+	}
 	cpu0 := processCPU()
 	start := time.Now()
-	err := write()
+	err = write()
 	p := phaseStats{wall: time.Since(start), cpu: processCPU() - cpu0, updates: proxy.Stats().Commands["update"]}
 	runtime.ReadMemStats(&m1)
 	p.alloc, p.gcs = m1.TotalAlloc-m0.TotalAlloc, m1.NumGC-m0.NumGC
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	return p, err
+}
+
+// phaseProfile is the file of tick i's phase profile under prefix ("" without a prefix).
+func phaseProfile(prefix, phase string, i int) string {
+	if prefix == "" {
+		return ""
+	}
+	return prefix + "." + phase + "." + strconv.Itoa(i+1)
 }
 
 // processCPU is the user and system CPU time the process has used so far.
@@ -368,7 +438,8 @@ func copyIndexes(ctx context.Context, from, to *mongo.Collection) error {
 // rawUpserts writes the same leaf documents the ingest path writes (same fields, into a
 // collection with the same indexes), with plain unordered driver bulk writes of 1,000 from as many
 // goroutines as the bulk writer has workers by default (bulk.DefaultWorkers), in key order.
-func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time) error {
+// The filter is the key and version < v, or with guarded exactly rollup's (store.LeafFilter).
+func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time, guarded bool) error {
 	ts := bson.NewDateTimeFromTime(tick)
 	version := observed.UnixNano()
 	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(bulk.DefaultWorkers)
@@ -378,9 +449,13 @@ func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.L
 			models := make([]mongo.WriteModel, 0, hi-lo)
 			submissionID := "raw-" + strconv.FormatInt(tick.Unix(), 10) + "-" + strconv.Itoa(lo)
 			for i := lo; i < hi; i++ {
+				filter := bson.D{{Key: "id", Value: leaves[i].ID}, {Key: "type", Value: leaves[i].Type}, {Key: "timestamp", Value: ts},
+					{Key: "version", Value: bson.D{{Key: "$lt", Value: version}}}}
+				if guarded {
+					filter = store.LeafFilter(store.LeafWrite{ID: leaves[i].ID, Type: leaves[i].Type, Tick: tick, Project: "bench", Version: version})
+				}
 				models = append(models, mongo.NewUpdateOneModel().
-					SetFilter(bson.D{{Key: "id", Value: leaves[i].ID}, {Key: "type", Value: leaves[i].Type}, {Key: "timestamp", Value: ts},
-						{Key: "version", Value: bson.D{{Key: "$lt", Value: version}}}}).
+					SetFilter(filter).
 					SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "online", Value: agentsim.Online(7, i, observed)}, {Key: "version", Value: version},
 						{Key: "project", Value: "bench"}, {Key: "submission_id", Value: submissionID}, {Key: "written_at", Value: bson.NewDateTimeFromTime(time.Now())}}}}).
 					SetUpsert(true))
