@@ -24,7 +24,8 @@ func projectItems(project string, n int) []Item {
 // 9,900 items is pending when project B submits 100. B's items go in the next batch taken
 // once their idle gap has passed (the first was cut before B arrived), alone: not behind A's
 // backlog (the 10th and last with one FIFO), nor in a batch of A's (with fair batches alone,
-// batch 1 was 900 of A's and B's 100). A sends most of the items: it is the heavy project.
+// batch 1 was 900 of A's and B's 100). A sends most of the items: it is the heavy project,
+// and its batches are smaller once B sent.
 func TestRunawayProjectDoesNotDelayAnother(t *testing.T) {
 	w, c, rec := fakeWriter(t, Options{MaxBatch: 1000, MaxDelay: time.Hour, IdleGap: 10 * time.Millisecond, Workers: 1}, true)
 	waitA := submitAsync(t, w, projectItems("a", 9900)...)
@@ -37,7 +38,7 @@ func TestRunawayProjectDoesNotDelayAnother(t *testing.T) {
 	testctx.WaitFor(t, "B's batch sent", func() bool { return len(rec.sent()) == 2 })
 	rec.releaseAll()
 	waitB()
-	w.waitPending(t, 900)
+	w.waitPending(t, 150)
 	c.waitArmed(t, 20*time.Millisecond) // A's last, partial batch waits for its idle gap
 	c.advance(10 * time.Millisecond)
 	waitA()
@@ -55,8 +56,14 @@ func TestRunawayProjectDoesNotDelayAnother(t *testing.T) {
 	if !slices.Equal(inBatch["b"], []int{1}) || len(sent[1].ids) != 100 {
 		t.Fatalf("B's items went in batches %v of %d (sizes %v), want all in batch 1, alone", inBatch["b"], len(sent), rec.sizes())
 	}
-	if total != 10_000 || len(sent) != 11 {
-		t.Fatalf("sent %d items in %d batches (sizes %v), want 10,000 in 11", total, len(sent), rec.sizes())
+	// Once B sent, A's batches hold at most a quarter of MaxBatch (heavyPolicy).
+	want := []int{1000, 100}
+	for range 8900 / 250 {
+		want = append(want, 250)
+	}
+	want = append(want, 8900%250)
+	if got := rec.sizes(); total != 10_000 || !slices.Equal(got, want) {
+		t.Fatalf("sent %d items in batches of %v, want 10,000 in %v", total, got, want)
 	}
 }
 
@@ -92,17 +99,18 @@ func TestHeavyProjectDoesNotHoldBackLight(t *testing.T) {
 	}
 	rec.release(1)
 	waitB() // answered while A's first batch is still being written
-	if w.pendingLen() != 600 {
-		t.Fatalf("%d pending after B's batch, want A's 600", w.pendingLen())
-	}
+	// B's batch freed a worker: 250 of A's 600 (heavyPolicy's size, B having sent) took it.
+	testctx.WaitFor(t, "A's second batch sent", func() bool { return len(rec.sent()) == 3 })
+	w.waitPending(t, 350)
 	rec.releaseAll()
 	c.waitArmed(t, 60*time.Millisecond) // A's idle gap, from its first batch's end
 	c.advance(20 * time.Millisecond)
 	for _, wait := range waitA {
 		wait()
 	}
-	if got := rec.sizes(); !slices.Equal(got, []int{300, 100, 600}) {
-		t.Fatalf("batch sizes %v, want [300 100 600]", got)
+	// A's first batch was cut while A alone sent; then its batches hold at most 250.
+	if got := rec.sizes(); !slices.Equal(got, []int{300, 100, 250, 250, 100}) {
+		t.Fatalf("batch sizes %v, want [300 100 250 250 100]", got)
 	}
 }
 

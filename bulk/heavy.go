@@ -2,6 +2,10 @@ package bulk
 
 import "time"
 
+// heavyBatchDivisor divides MaxBatch for the heavy project's batches while other projects send
+// too (see Writer.take).
+const heavyBatchDivisor = 4
+
 // loadWindow is how long recentLoad counts a window; it names the heavy project from the
 // last one to two windows of accepted items.
 const loadWindow = time.Second
@@ -42,6 +46,16 @@ func (r *recentLoad) heavy(now time.Time) (string, bool) {
 		return "", false
 	}
 	return r.leader, true
+}
+
+// others returns how many of the recent items were not heavy's (all of them when no project
+// is heavy).
+func (r *recentLoad) others(now time.Time) int {
+	heavy, ok := r.heavy(now)
+	if !ok {
+		return r.curN + r.prevN
+	}
+	return r.curN + r.prevN - r.cur[heavy] - r.prev[heavy]
 }
 
 func (r *recentLoad) majority(project string) bool {

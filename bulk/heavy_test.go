@@ -59,7 +59,7 @@ func TestRecentLoadRandom(t *testing.T) {
 	}
 }
 
-// TestRecentLoad: examples of the heavy project.
+// TestRecentLoad: examples of the heavy project, and of the items of the others.
 func TestRecentLoad(t *testing.T) {
 	type add struct {
 		at      time.Duration
@@ -72,15 +72,16 @@ func TestRecentLoad(t *testing.T) {
 		at     time.Duration
 		want   string
 		wantOK bool
+		others int // items not of the heavy project
 	}{
-		{"nothing accepted: none", nil, 0, "", false},
-		{"one project sending is heavy", []add{{0, "a", 10}}, 0, "a", true},
-		{"a runaway among others", []add{{0, "a", 100}, {10 * time.Millisecond, "b", 40}, {20 * time.Millisecond, "a", 100}}, 30 * time.Millisecond, "a", true},
-		{"exactly half: none", []add{{0, "a", 50}, {0, "b", 50}}, 0, "", false},
-		{"the previous window counts", []add{{0, "a", 100}, {1500 * time.Millisecond, "b", 60}}, 1500 * time.Millisecond, "a", true},
-		{"the window before it does not", []add{{0, "a", 100}, {2500 * time.Millisecond, "b", 60}}, 2500 * time.Millisecond, "b", true},
-		{"a quiet spell forgets everything", []add{{0, "a", 100}}, 3 * time.Second, "", false},
-		{"a majority regained by the project's own items", []add{{0, "a", 10}, {0, "b", 20}, {0, "a", 11}}, 0, "a", true},
+		{"nothing accepted: none", nil, 0, "", false, 0},
+		{"one project sending is heavy, with no others", []add{{0, "a", 10}}, 0, "a", true, 0},
+		{"a runaway among others", []add{{0, "a", 100}, {10 * time.Millisecond, "b", 40}, {20 * time.Millisecond, "a", 100}}, 30 * time.Millisecond, "a", true, 40},
+		{"exactly half: none", []add{{0, "a", 50}, {0, "b", 50}}, 0, "", false, 100},
+		{"the previous window counts", []add{{0, "a", 100}, {1500 * time.Millisecond, "b", 60}}, 1500 * time.Millisecond, "a", true, 60},
+		{"the window before it does not", []add{{0, "a", 100}, {2500 * time.Millisecond, "b", 60}}, 2500 * time.Millisecond, "b", true, 0},
+		{"a quiet spell forgets everything", []add{{0, "a", 100}}, 3 * time.Second, "", false, 0},
+		{"a majority regained by the project's own items", []add{{0, "a", 10}, {0, "b", 20}, {0, "a", 11}}, 0, "a", true, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r recentLoad
@@ -89,6 +90,9 @@ func TestRecentLoad(t *testing.T) {
 			}
 			if got, ok := r.heavy(tick0.Add(tc.at)); got != tc.want || ok != tc.wantOK {
 				t.Fatalf("heavy %q %v, want %q %v", got, ok, tc.want, tc.wantOK)
+			}
+			if got := r.others(tick0.Add(tc.at)); got != tc.others {
+				t.Fatalf("others %d, want %d", got, tc.others)
 			}
 		})
 	}

@@ -255,8 +255,9 @@ func (s *slots) finished(heavy bool, now time.Time) {
 // project's items. The heavy project (recentLoad) is cut apart from the others, the light
 // ones, which go first: their batches count only the light batches in flight, so they never
 // wait for a heavy batch to finish, nor does a heavy project's stream of arrivals restart
-// their idle gap. A heavy batch counts every batch in flight, and leaves the last free worker
-// to the light items while any are pending. With one project sending, it is the heavy one and
+// their idle gap. A heavy batch counts every batch in flight, leaves the last free worker to
+// the light items while any are pending, and is smaller while other projects send (see
+// heavyPolicy). With one project sending, it is the heavy one and
 // the policy sees what it saw without the split. Otherwise take returns how long until the
 // policy's next deadline (0: none).
 func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
@@ -281,7 +282,7 @@ func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 		return nil, false, wait
 	}
 	heavy := pendingSet{n: hf.q.len(), oldest: hf.q.oldest().at, newest: hf.newest}
-	n, hw := w.policy.cut(now, s.idleSince, s.inFlight, heavy, drain)
+	n, hw := w.heavyPolicy(now).cut(now, s.idleSince, s.inFlight, heavy, drain)
 	if n == 0 {
 		if wait == 0 || (hw > 0 && hw < wait) {
 			wait = hw
@@ -291,6 +292,19 @@ func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 	b := w.batches.get()
 	b.ops = w.pending.takeFlow(b.ops[:0], hf, n)
 	return b, true, 0
+}
+
+// heavyPolicy is the policy of the heavy project's batches: while other projects sent items
+// in the last second or two, its batches hold at most MaxBatch/heavyBatchDivisor items, so
+// that a light batch sent beside one waits for a shorter write at the store's lock (in the
+// runaway benchmark a light write beside a 1,000-item batch took ten times its usual time:
+// docs/benchmarks.md). With one project sending, its batches are full size.
+func (w *Writer) heavyPolicy(now time.Time) policy {
+	p := w.policy
+	if w.load.others(now) > 0 {
+		p.maxBatch = max(1, p.maxBatch/heavyBatchDivisor)
+	}
+	return p
 }
 
 func (w *Writer) pendingLen() int {
