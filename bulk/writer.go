@@ -255,11 +255,11 @@ func (s *slots) finished(heavy bool, now time.Time) {
 // project's items. The heavy project (recentLoad) is cut apart from the others, the light
 // ones, which go first: their batches count only the light batches in flight, so they never
 // wait for a heavy batch to finish, nor does a heavy project's stream of arrivals restart
-// their idle gap. A heavy batch counts every batch in flight, leaves the last free worker to
-// the light items while any are pending, and is smaller while other projects send (see
-// heavyPolicy). With one project sending, it is the heavy one and
-// the policy sees what it saw without the split. Otherwise take returns how long until the
-// policy's next deadline (0: none).
+// their idle gap. A heavy batch counts every batch in flight; while other projects send (they
+// had items accepted in the last second or two, or have some pending) it leaves the last free
+// worker to them, and it is smaller (see heavyPolicy). With one project sending, it is the
+// heavy one and the policy sees what it saw without the split. Otherwise take returns how
+// long until the policy's next deadline (0: none).
 func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -278,11 +278,12 @@ func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 		}
 		wait = lw
 	}
-	if hf == nil || (light.n > 0 && w.opts.Workers > 1 && s.inFlight >= w.opts.Workers-1) {
+	others := w.load.others(now)
+	if hf == nil || ((light.n > 0 || others > 0) && w.opts.Workers > 1 && s.inFlight >= w.opts.Workers-1) {
 		return nil, false, wait
 	}
 	heavy := pendingSet{n: hf.q.len(), oldest: hf.q.oldest().at, newest: hf.newest}
-	n, hw := w.heavyPolicy(now).cut(now, s.idleSince, s.inFlight, heavy, drain)
+	n, hw := w.heavyPolicy(others).cut(now, s.idleSince, s.inFlight, heavy, drain)
 	if n == 0 {
 		if wait == 0 || (hw > 0 && hw < wait) {
 			wait = hw
@@ -294,14 +295,15 @@ func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 	return b, true, 0
 }
 
-// heavyPolicy is the policy of the heavy project's batches: while other projects sent items
-// in the last second or two, its batches hold at most MaxBatch/heavyBatchDivisor items, so
-// that a light batch sent beside one waits for a shorter write at the store's lock (in the
-// runaway benchmark a light write beside a 1,000-item batch took ten times its usual time:
-// docs/benchmarks.md). With one project sending, its batches are full size.
-func (w *Writer) heavyPolicy(now time.Time) policy {
+// heavyPolicy is the policy of the heavy project's batches. While items of other projects
+// were accepted in the last second or two (others), they hold at most
+// MaxBatch/heavyBatchDivisor items, so that a light batch sent beside one waits for a shorter
+// write at the store's lock (in the runaway benchmark a light write beside a 1,000-item batch
+// took ten times its usual time: docs/benchmarks.md). With one project sending, its batches
+// are full size.
+func (w *Writer) heavyPolicy(others int) policy {
 	p := w.policy
-	if w.load.others(now) > 0 {
+	if others > 0 {
 		p.maxBatch = max(1, p.maxBatch/heavyBatchDivisor)
 	}
 	return p
