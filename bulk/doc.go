@@ -10,7 +10,7 @@
 // It does not validate ids, counts or timestamps (packages api and tree do), does not create
 // the unique index (package migrations does), does not choose the write concern (the
 // collection's applies) and never touches parent or root documents. Batching (each batch
-// filled round-robin across projects, so one project's backlog cannot hold back another's),
-// deduplication, the retry policy and store-outage handling are explained in
+// filled round-robin across projects, so one project's backlog cannot hold back another's, and
+// a project sending most of the items cut apart and written after the others), deduplication, the retry policy and store-outage handling are explained in
 // docs/design/ingest.md.
 package bulk

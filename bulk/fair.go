@@ -1,6 +1,9 @@
 package bulk
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // fairQueue is the pending set: one FIFO per project, served round-robin. A batch is filled
 // with an equal share of every project that has items pending (a project with fewer gives its
@@ -22,6 +25,7 @@ type fairQueue struct {
 type flow struct {
 	project string
 	q       queue
+	newest  time.Time // the flow's last arrival
 }
 
 // keepFlows bounds the emptied flows kept for reuse, and keepFlowOps the array one keeps:
@@ -70,21 +74,77 @@ func (q *fairQueue) push(o op) {
 		q.ring = append(q.ring, f)
 	}
 	f.q.push(o)
+	f.newest = o.at
 	q.n++
 	q.newest = o.at
 }
 
-// take appends n pending ops (n must not exceed len) to dst and removes them: passes over
-// the projects in serving order, each pass giving every project with items left an equal
-// share of what is still to take (at least one), until n are taken. The serving order then
-// starts after the last project served, and emptied projects leave it.
-func (q *fairQueue) take(dst []op, n int) []op {
+// split describes the pending items of every project but heavy (the light ones) as the policy
+// sees them, and returns heavy's flow (nil when it has nothing pending). The light set's
+// newest is the last arrival of a light item still pending: an item taken since is in a batch
+// that the policy waits for (its idle clock starts at that batch's end at the earliest).
+func (q *fairQueue) split(heavy string, isHeavy bool) (light pendingSet, hf *flow) {
+	if isHeavy {
+		hf = q.flows[heavy]
+	}
+	for _, f := range q.ring {
+		if f == hf {
+			continue
+		}
+		light.n += f.q.len()
+		if at := f.q.oldest().at; light.oldest.IsZero() || at.Before(light.oldest) {
+			light.oldest = at
+		}
+		if f.newest.After(light.newest) {
+			light.newest = f.newest
+		}
+	}
+	return light, hf
+}
+
+// takeFlow appends the n oldest ops of f (n must not exceed its pending count) to dst and
+// removes them; an emptied f leaves the serving order, which is otherwise unchanged.
+func (q *fairQueue) takeFlow(dst []op, f *flow, n int) []op {
+	dst = f.q.take(dst, n)
+	q.n -= n
+	if f.q.len() == 0 {
+		q.ring = slices.DeleteFunc(q.ring, func(g *flow) bool { return g == f }) // clears the tail
+		q.forget(f)
+	}
+	return dst
+}
+
+// forget removes an emptied flow from the map and keeps it for reuse.
+func (q *fairQueue) forget(f *flow) {
+	delete(q.flows, f.project)
+	if len(q.free) < keepFlows {
+		if cap(f.q.ops) > keepFlowOps {
+			f.q.ops = nil
+		}
+		f.project = ""
+		q.free = append(q.free, f)
+	}
+}
+
+// take appends n pending ops of every project but skip's (n must not exceed what they have
+// pending; skip may be nil) to dst and removes them: passes over the projects in serving
+// order, each pass giving every project with items left an equal share of what is still to
+// take (at least one), until n are taken. The serving order then starts after the last
+// project served, and emptied projects leave it.
+func (q *fairQueue) take(dst []op, n int, skip *flow) []op {
 	k := len(q.ring)
 	last := k - 1 // ring index of the last project served
-	for active := k; n > 0; {
+	active := k
+	if skip != nil {
+		active--
+	}
+	for n > 0 {
 		share := max(1, n/active)
 		for i := 0; i < k && n > 0; i++ {
 			f := q.ring[i]
+			if f == skip {
+				continue
+			}
 			m := min(share, f.q.len(), n)
 			if m == 0 {
 				continue
@@ -105,14 +165,7 @@ func (q *fairQueue) take(dst []op, n int) []op {
 			q.spare = append(q.spare, f)
 			continue
 		}
-		delete(q.flows, f.project)
-		if len(q.free) < keepFlows {
-			if cap(f.q.ops) > keepFlowOps {
-				f.q.ops = nil
-			}
-			f.project = ""
-			q.free = append(q.free, f)
-		}
+		q.forget(f)
 	}
 	clear(q.ring)
 	q.ring, q.spare = q.spare, q.ring[:0]

@@ -38,7 +38,8 @@ type Writer struct {
 	batches    batchPool
 
 	mu      sync.Mutex
-	pending fairQueue // by project, served round-robin
+	pending fairQueue  // by project, served round-robin
+	load    recentLoad // accepted items by project: which one is heavy
 	closed  bool
 }
 
@@ -181,8 +182,9 @@ func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.Cance
 // until then pending items keep collecting.
 func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
-	finished := make(chan struct{}, w.opts.Workers) // one per batch written
-	inFlight, idleSince := 0, w.clock.now()
+	finished := make(chan bool, w.opts.Workers) // one per batch written: whether it was heavy
+	s := slots{idleSince: w.clock.now()}
+	s.lightIdleSince = s.idleSince
 	cancelWake := func() {}
 	defer func() { cancelWake() }()
 	draining := false
@@ -190,18 +192,21 @@ func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 		cancelWake()
 		var wake <-chan time.Time // the policy's next deadline, if any
 		cancelWake = func() {}
-		for inFlight < w.opts.Workers {
-			b, wait := w.take(idleSince, inFlight, draining)
+		for s.inFlight < w.opts.Workers {
+			b, heavy, wait := w.take(s, draining)
 			if b == nil {
 				if wait > 0 {
 					wake, cancelWake = w.clock.after(wait)
 				}
 				break
 			}
-			inFlight++
+			s.inFlight++
+			if !heavy {
+				s.light++
+			}
 			workers.Go(func() {
 				w.flush(writeCtx, b)
-				finished <- struct{}{}
+				finished <- heavy
 			})
 		}
 		if draining && w.pendingLen() == 0 {
@@ -220,32 +225,88 @@ func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 			w.mu.Unlock()
 		case <-w.kick:
 		case <-wake:
-		case <-finished:
-			if inFlight--; inFlight == 0 {
-				idleSince = w.clock.now()
-			}
+		case heavy := <-finished:
+			s.finished(heavy, w.clock.now())
 		}
 	}
 	workers.Wait()
 }
 
+// slots is what the policy needs of the batches in flight: all of them, and the light ones
+// (those without the heavy project's items: see recentLoad).
+type slots struct {
+	inFlight, light           int
+	idleSince, lightIdleSince time.Time // when the last of them (of the light ones) finished
+}
+
+func (s *slots) finished(heavy bool, now time.Time) {
+	if s.inFlight--; s.inFlight == 0 {
+		s.idleSince = now
+	}
+	if !heavy {
+		if s.light--; s.light == 0 {
+			s.lightIdleSince = now
+		}
+	}
+}
+
 // take cuts the next batch as the policy says (drain: whatever is pending, a batch at a
-// time), filled fairly across projects (see fairQueue). Otherwise it returns how long until
-// the policy's next deadline (0: none).
-func (w *Writer) take(idleSince time.Time, inFlight int, drain bool) (*batch, time.Duration) {
+// time), filled fairly across projects (see fairQueue), and says whether it holds the heavy
+// project's items. The heavy project (recentLoad) is cut apart from the others, the light
+// ones, which go first: their batches count only the light batches in flight, so they never
+// wait for a heavy batch to finish, nor does a heavy project's stream of arrivals restart
+// their idle gap. A heavy batch counts every batch in flight; while other projects send (they
+// had items accepted in the last second or two, or have some pending) it leaves the last free
+// worker to them, and it is smaller (see heavyPolicy). With one project sending, it is the
+// heavy one and the policy sees what it saw without the split. Otherwise take returns how
+// long until the policy's next deadline (0: none).
+func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.pending.len() == 0 {
-		return nil, 0
+		return nil, false, 0
 	}
-	n, wait := w.policy.cut(w.clock.now(), idleSince, inFlight,
-		pendingSet{n: w.pending.len(), oldest: w.pending.oldestAt(), newest: w.pending.newestAt()}, drain)
+	now := w.clock.now()
+	light, hf := w.pending.split(w.load.heavy(now))
+	var wait time.Duration
+	if light.n > 0 {
+		n, lw := w.policy.cut(now, s.lightIdleSince, s.light, light, drain)
+		if n > 0 {
+			b := w.batches.get()
+			b.ops = w.pending.take(b.ops[:0], n, hf)
+			return b, false, 0
+		}
+		wait = lw
+	}
+	others := w.load.others(now)
+	if hf == nil || ((light.n > 0 || others > 0) && w.opts.Workers > 1 && s.inFlight >= w.opts.Workers-1) {
+		return nil, false, wait
+	}
+	heavy := pendingSet{n: hf.q.len(), oldest: hf.q.oldest().at, newest: hf.newest}
+	n, hw := w.heavyPolicy(others).cut(now, s.idleSince, s.inFlight, heavy, drain)
 	if n == 0 {
-		return nil, wait
+		if wait == 0 || (hw > 0 && hw < wait) {
+			wait = hw
+		}
+		return nil, false, wait
 	}
 	b := w.batches.get()
-	b.ops = w.pending.take(b.ops[:0], n)
-	return b, 0
+	b.ops = w.pending.takeFlow(b.ops[:0], hf, n)
+	return b, true, 0
+}
+
+// heavyPolicy is the policy of the heavy project's batches. While items of other projects
+// were accepted in the last second or two (others), they hold at most
+// MaxBatch/heavyBatchDivisor items, so that a light batch sent beside one waits for a shorter
+// write at the store's lock (in the runaway benchmark a light write beside a 1,000-item batch
+// took ten times its usual time: docs/benchmarks.md). With one project sending, its batches
+// are full size.
+func (w *Writer) heavyPolicy(others int) policy {
+	p := w.policy
+	if others > 0 {
+		p.maxBatch = max(1, p.maxBatch/heavyBatchDivisor)
+	}
+	return p
 }
 
 func (w *Writer) pendingLen() int {
@@ -357,13 +418,29 @@ func (w *Writer) enqueue(items []Item, req *request, first int) error {
 	}
 	now := w.clock.now() // under mu: arrival times are in queue order
 	before := w.pending.len()
-	for i, it := range items {
-		w.pending.push(op{item: it, req: req, idx: first + i, at: now})
+	// A light project's first pending item wakes Run too: its batch does not wait for the
+	// heavy project's in flight, nor for its deadline.
+	wake := before == 0
+	heavy, isHeavy := w.load.heavy(now)
+	for start := 0; start < len(items); { // a run of one project's items at a time
+		p := items[start].Project
+		end := start + 1
+		for end < len(items) && items[end].Project == p {
+			end++
+		}
+		if !wake && isHeavy && p != heavy && w.pending.flows[p] == nil {
+			wake = true
+		}
+		for i := start; i < end; i++ {
+			w.pending.push(op{item: items[i], req: req, idx: first + i, at: now})
+		}
+		w.load.add(p, end-start, now)
+		start = end
 	}
 	filled := before < w.opts.MaxBatch && w.pending.len() >= w.opts.MaxBatch
 	w.mu.Unlock()
 	// Later arrivals need no wake-up: Run's deadline accounts for them when it fires.
-	if before == 0 || filled {
+	if wake || filled {
 		select {
 		case w.kick <- struct{}{}:
 		default:
