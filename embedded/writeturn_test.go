@@ -32,37 +32,11 @@ func TestSmallWriteSkipsLargeWriteQueue(t *testing.T) {
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "first"}}); err != nil {
 		t.Fatal(err)
 	}
-	// A client per command, connected beforehand: a new connection's handshake reads the
-	// engine, which waits while the test holds the write lock.
 	const large = 8
-	colls := make([]*mongo.Collection, large+1)
-	for i := range colls {
-		ci, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetHeartbeatInterval(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ci.Disconnect(context.Background()) })
-		colls[i] = ci.Database("turns").Collection("c")
-		if err := colls[i].Database().RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	colls := connectedColls(ctx, t, s, large+1)
 	start := s.engine.LastOpTime()
 
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free) // a failure before the end must not leave the lock held
-	holdDone := make(chan error, 1)
-	go func() {
-		_, err := s.engine.Write(ctx, func(*storage.Writer) error {
-			close(held)
-			<-release
-			return nil
-		})
-		holdDone <- err
-	}()
-	<-held
+	free, holdDone := holdWriteLock(ctx, t, s)
 	errs := make(chan error, large+1)
 	for i := range large {
 		docs := make([]any, largeWrite+1)
@@ -165,34 +139,10 @@ func TestLargeWriteYieldsToSmallWrite(t *testing.T) {
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "first"}}); err != nil {
 		t.Fatal(err)
 	}
-	colls := make([]*mongo.Collection, 2)
-	for i := range colls {
-		ci, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetHeartbeatInterval(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ci.Disconnect(context.Background()) })
-		colls[i] = ci.Database("turns").Collection("c")
-		if err := colls[i].Database().RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	colls := connectedColls(ctx, t, s, 2)
 	start := s.engine.LastOpTime()
 
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	holdDone := make(chan error, 1)
-	go func() {
-		_, err := s.engine.Write(ctx, func(*storage.Writer) error {
-			close(held)
-			<-release
-			return nil
-		})
-		holdDone <- err
-	}()
-	<-held
+	free, holdDone := holdWriteLock(ctx, t, s)
 	errs := make(chan error, 2)
 	const largeDocs = 8 * yieldEvery
 	docs := make([]any, largeDocs)
@@ -244,4 +194,46 @@ func TestLargeWriteYieldsToSmallWrite(t *testing.T) {
 	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != largeDocs+2 {
 		t.Fatalf("count = %d, %v; want %d", n, err, largeDocs+2)
 	}
+}
+
+// connectedColls returns n collections "turns.c", each through a client of its own connected
+// beforehand: a new connection's handshake reads the engine, which waits while a test holds
+// the write lock.
+func connectedColls(ctx context.Context, t *testing.T, s *Server, n int) []*mongo.Collection {
+	t.Helper()
+	colls := make([]*mongo.Collection, n)
+	for i := range colls {
+		ci, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetHeartbeatInterval(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ci.Disconnect(context.Background()) })
+		colls[i] = ci.Database("turns").Collection("c")
+		if err := colls[i].Database().RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return colls
+}
+
+// holdWriteLock takes the engine's write lock and holds it until free is called (at the
+// latest at the test's cleanup, so a failure never leaves it held); holdDone receives the
+// hold's error once it ends.
+func holdWriteLock(ctx context.Context, t *testing.T, s *Server) (free func(), holdDone <-chan error) {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.engine.Write(ctx, func(*storage.Writer) error {
+			close(held)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-held
+	return free, done
 }
