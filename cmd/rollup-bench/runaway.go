@@ -21,6 +21,7 @@ func runRunaway(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&cfg.TokenRPS, "token-rps", api.DefaultTokenRPS, "per-token requests per second of the limited phase (0 = off)")
 	fs.Float64Var(&cfg.TokenLeavesPerS, "token-leaves-per-s", api.DefaultTokenLeavesPerSecond, "per-token counts per second of the limited phase (0 = off)")
 	fs.DurationVar(&cfg.TokenBurst, "token-burst", api.LimitBurst, "how much of its rates an idle token may spend at once in the limited phase")
+	fs.DurationVar(&cfg.Warmup, "warmup", 5*time.Second, "the normal agent alone for this long first, not reported (0 = none): the alone phase, the ratios' base, then runs on a warm process")
 	if err := e.parse(fs, args, func() error { return cfg.Validate() }); err != nil {
 		return usageError(err)
 	}

@@ -44,6 +44,9 @@ type RunawayConfig struct {
 	TokenRPS, TokenLeavesPerS float64
 	// TokenBurst is the limits' burst (api.Config.TokenBurst; 0: api.LimitBurst).
 	TokenBurst time.Duration
+	// Warmup is an unreported phase of the normal agent alone before the measured ones (0:
+	// none): without it the alone phase, the ratios' base, ran first on a cold process.
+	Warmup time.Duration
 }
 
 // Validate checks the shape.
@@ -57,6 +60,8 @@ func (c RunawayConfig) Validate() error {
 		return fmt.Errorf("at most %d leaves per request", api.DefaultMaxItems)
 	case c.TokenRPS < 0 || c.TokenLeavesPerS < 0 || c.TokenBurst < 0:
 		return errors.New("--token-rps, --token-leaves-per-s and --token-burst must not be negative")
+	case c.Warmup != 0 && c.Warmup < 100*time.Millisecond:
+		return errors.New("--warmup must be 0 (none) or at least 100ms")
 	}
 	return nil
 }
@@ -82,9 +87,11 @@ type RunawayPhase struct {
 type RunawayResult struct {
 	cfg    RunawayConfig
 	Phases []RunawayPhase // alone, runaway with limits, runaway without limits
+	// Warm is the unreported warm-up phase (empty without one).
+	Warm RunawayPhase
 }
 
-// Runaway runs the three phases against a fresh embedded server (or cfg.URI).
+// Runaway runs the three phases (after the warm-up, if any) against a fresh embedded server (or cfg.URI).
 func Runaway(ctx context.Context, cfg RunawayConfig) (RunawayResult, error) {
 	uri, stop, err := benchStore(ctx, cfg.URI, false)
 	if err != nil {
@@ -124,17 +131,29 @@ func Runaway(ctx context.Context, cfg RunawayConfig) (RunawayResult, error) {
 		runaway  bool
 		rps, lps float64
 	}{
+		{"warm-up", false, cfg.TokenRPS, cfg.TokenLeavesPerS},
 		{"alone", false, cfg.TokenRPS, cfg.TokenLeavesPerS},
 		{"runaway, limits on", true, cfg.TokenRPS, cfg.TokenLeavesPerS},
 		{"runaway, limits off", true, 0, 0},
 	} {
 		srv := api.NewServer(api.Config{DB: db, Sink: writer, Logger: log,
 			TokenRPS: app.APILimit(ph.rps), TokenLeavesPerSecond: app.APILimit(ph.lps), TokenBurst: cfg.TokenBurst})
-		r, err := runawayPhase(ctx, cfg, srv, ph.runaway, normalTok, runawayTok)
+		pcfg := cfg
+		if ph.name == "warm-up" {
+			if cfg.Warmup == 0 {
+				continue
+			}
+			pcfg.Duration = cfg.Warmup
+		}
+		r, err := runawayPhase(ctx, pcfg, srv, ph.runaway, normalTok, runawayTok)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", ph.name, err)
 		}
 		r.Name = ph.name
+		if ph.name == "warm-up" {
+			res.Warm = r
+			continue
+		}
 		res.Phases = append(res.Phases, r)
 	}
 	return res, nil
@@ -304,7 +323,7 @@ func (r RunawayResult) Print(w io.Writer) {
 	if burst == 0 {
 		burst = api.LimitBurst
 	}
-	_, _ = fmt.Fprintf(w, "limits on: --token-rps %g --token-leaves-per-s %g (0 = off) --token-burst %s\n", c.TokenRPS, c.TokenLeavesPerS, burst)
+	_, _ = fmt.Fprintf(w, "limits on: --token-rps %g --token-leaves-per-s %g (0 = off) --token-burst %s; --warmup %s alone first, not reported\n", c.TokenRPS, c.TokenLeavesPerS, burst, c.Warmup)
 	_, _ = fmt.Fprintf(w, "%-22s %8s %8s %8s %8s %8s %8s  %s\n", "phase", "normal n", "p50", "p99", "max", "p99 x", "took", "runaway answers")
 	var base time.Duration
 	for i, ph := range r.Phases {

@@ -16,7 +16,7 @@ func TestRunaway(t *testing.T) {
 	// A burst of 10 requests (5 s of 2/s): above the normal agent's 5 in the phase, below the
 	// runaway's.
 	cfg := RunawayConfig{Duration: time.Second, NormalRate: 5, NormalLeaves: 10,
-		RunawayRate: 400, RunawayLeaves: 5, TokenRPS: 2, TokenLeavesPerS: 10_000, TokenBurst: 5 * time.Second}
+		RunawayRate: 400, RunawayLeaves: 5, TokenRPS: 2, TokenLeavesPerS: 10_000, TokenBurst: 5 * time.Second, Warmup: 200 * time.Millisecond}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +24,11 @@ func TestRunaway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Phases) != 3 {
-		t.Fatalf("%d phases", len(res.Phases))
+	if len(res.Phases) != 3 || res.Phases[0].Name != "alone" {
+		t.Fatalf("%d phases, the first %q: want 3, the warm-up not reported", len(res.Phases), res.Phases[0].Name)
+	}
+	if len(res.Warm.Normal) == 0 || len(res.Warm.Runaway) != 0 {
+		t.Errorf("warm-up: %d normal answers, runaway %v; want the normal agent alone", len(res.Warm.Normal), res.Warm.Runaway)
 	}
 	for _, ph := range res.Phases {
 		if len(ph.Normal) == 0 || ph.NormalFailed > 0 {
@@ -41,7 +44,7 @@ func TestRunaway(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res.Print(&out)
-	if !strings.Contains(out.String(), "runaway, limits on") || !strings.Contains(out.String(), "p99 x") || !strings.Contains(out.String(), "--token-burst 5s") {
+	if !strings.Contains(out.String(), "runaway, limits on") || !strings.Contains(out.String(), "p99 x") || !strings.Contains(out.String(), "--token-burst 5s") || !strings.Contains(out.String(), "--warmup 200ms") {
 		t.Errorf("printed:\n%s", out.String())
 	}
 	if err := (RunawayConfig{Duration: time.Second, NormalRate: 1, NormalLeaves: 1, RunawayRate: 1, RunawayLeaves: 1, TokenRPS: -1}).Validate(); err == nil {
@@ -49,5 +52,8 @@ func TestRunaway(t *testing.T) {
 	}
 	if err := (RunawayConfig{Duration: time.Second, NormalRate: 1, NormalLeaves: 1, RunawayRate: 1, RunawayLeaves: 1, TokenBurst: -time.Second}).Validate(); err == nil {
 		t.Error("a negative burst validated")
+	}
+	if err := (RunawayConfig{Duration: time.Second, NormalRate: 1, NormalLeaves: 1, RunawayRate: 1, RunawayLeaves: 1, Warmup: -time.Second}).Validate(); err == nil {
+		t.Error("a negative warm-up validated")
 	}
 }
