@@ -66,19 +66,12 @@ func (t *writeTurns) take(ctx context.Context, n int) (done func(), err error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	for {
-		t.mu.Lock()
-		ready, moved := t.got >= t.due, t.moved
-		t.mu.Unlock()
-		if ready {
-			break
-		}
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			<-t.turn
-			return nil, ctx.Err()
-		}
+	t.mu.Lock()
+	due := t.due // set by the previous turn's holder, before it passed the turn
+	t.mu.Unlock()
+	if err := t.waitGot(ctx, due); err != nil {
+		<-t.turn
+		return nil, err
 	}
 	var once sync.Once
 	return func() {
@@ -105,13 +98,22 @@ func (t *writeTurns) letSmallIn() {
 	t.mu.Lock()
 	due := t.asked
 	t.mu.Unlock()
+	_ = t.waitGot(context.Background(), due) // never fails without a deadline
+}
+
+// waitGot waits until due small writes have the lock (or gave up), or ctx ends.
+func (t *writeTurns) waitGot(ctx context.Context, due uint64) error {
 	for {
 		t.mu.Lock()
 		ready, moved := t.got >= due, t.moved
 		t.mu.Unlock()
 		if ready {
-			return
+			return nil
 		}
-		<-moved
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
