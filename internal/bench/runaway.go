@@ -128,29 +128,29 @@ func Runaway(ctx context.Context, cfg RunawayConfig) (RunawayResult, error) {
 	}()
 	for _, ph := range []struct {
 		name     string
+		d        time.Duration // 0: skipped
+		warm     bool          // the warm-up: kept apart, as res.Warm
 		runaway  bool
 		rps, lps float64
 	}{
-		{"warm-up", false, cfg.TokenRPS, cfg.TokenLeavesPerS},
-		{"alone", false, cfg.TokenRPS, cfg.TokenLeavesPerS},
-		{"runaway, limits on", true, cfg.TokenRPS, cfg.TokenLeavesPerS},
-		{"runaway, limits off", true, 0, 0},
+		{"warm-up", cfg.Warmup, true, false, cfg.TokenRPS, cfg.TokenLeavesPerS},
+		{"alone", cfg.Duration, false, false, cfg.TokenRPS, cfg.TokenLeavesPerS},
+		{"runaway, limits on", cfg.Duration, false, true, cfg.TokenRPS, cfg.TokenLeavesPerS},
+		{"runaway, limits off", cfg.Duration, false, true, 0, 0},
 	} {
+		if ph.d == 0 {
+			continue
+		}
 		srv := api.NewServer(api.Config{DB: db, Sink: writer, Logger: log,
 			TokenRPS: app.APILimit(ph.rps), TokenLeavesPerSecond: app.APILimit(ph.lps), TokenBurst: cfg.TokenBurst})
 		pcfg := cfg
-		if ph.name == "warm-up" {
-			if cfg.Warmup == 0 {
-				continue
-			}
-			pcfg.Duration = cfg.Warmup
-		}
+		pcfg.Duration = ph.d
 		r, err := runawayPhase(ctx, pcfg, srv, ph.runaway, normalTok, runawayTok)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", ph.name, err)
 		}
 		r.Name = ph.name
-		if ph.name == "warm-up" {
+		if ph.warm {
 			res.Warm = r
 			continue
 		}
