@@ -96,7 +96,11 @@ func TestLeaseLifecycle(t *testing.T) {
 // never while the holder's heartbeat moves.
 func TestInstanceClaim(t *testing.T) {
 	db := newDB(t)
-	const beat = 100 * time.Millisecond
+	// A beat long enough that "at once" (a claim that watched no heartbeat: under 3 beats)
+	// holds on a machine whose cores other test binaries share (100 ms did not: a claim took
+	// 125 ms with four packages' tests beside it).
+	const beat = 200 * time.Millisecond
+	const atOnce = 3*beat - 10*time.Millisecond
 	ctx := context.Background()
 	mk := func(id, host string, pid int, alive bool) *Instance {
 		return NewInstance(db, id, beat, time.Now, &Knobs{Host: host, PID: pid, Alive: func(int) bool { return alive }})
@@ -113,10 +117,10 @@ func TestInstanceClaim(t *testing.T) {
 		// minWait is the least time the claim must have watched the heartbeat.
 		minWait, maxWait time.Duration
 	}{
-		{name: "free", next: mk("free", "h1", 10, true), maxWait: beat},
-		{name: "holder stopped", holder: mk("stopped", "h1", 10, true), stopped: true, next: mk("stopped", "h2", 20, true), maxWait: beat},
-		{name: "holder on this host is gone", holder: mk("gone", "h1", 10, true), next: mk("gone", "h1", 11, false), maxWait: beat},
-		{name: "holder had this pid on this host", holder: mk("samepid", "h1", 10, true), next: mk("samepid", "h1", 10, true), maxWait: beat},
+		{name: "free", next: mk("free", "h1", 10, true), maxWait: atOnce},
+		{name: "holder stopped", holder: mk("stopped", "h1", 10, true), stopped: true, next: mk("stopped", "h2", 20, true), maxWait: atOnce},
+		{name: "holder on this host is gone", holder: mk("gone", "h1", 10, true), next: mk("gone", "h1", 11, false), maxWait: atOnce},
+		{name: "holder had this pid on this host", holder: mk("samepid", "h1", 10, true), next: mk("samepid", "h1", 10, true), maxWait: atOnce},
 		{name: "holder elsewhere, heartbeat still", holder: mk("still", "h1", 10, true), next: mk("still", "h2", 10, true), minWait: 3 * beat, maxWait: 20 * beat},
 		{name: "holder on this host alive, heartbeat still", holder: mk("alive-still", "h1", 10, true), next: mk("alive-still", "h1", 11, true), minWait: 3 * beat, maxWait: 20 * beat},
 		{name: "holder elsewhere, heartbeat moving", holder: mk("moving", "h1", 10, true), beating: true, next: mk("moving", "h2", 10, true), wantDup: true},
