@@ -15,6 +15,17 @@ MODULES := . embedded
 # go command on it runs with GOWORK=off.
 K8S_MODULE := deploy/k8s
 
+# How many test packages run at once (go test's -p, GOMAXPROCS by default: 2 here). Most of
+# the slow packages wait (a fault held 30-60 s, a browser, processes that restart), so 4 at a
+# time overlap those waits with the others' CPU: 6 min to about 3 min on 2 cores
+# (docs/testing.md, "Four packages at a time").
+TEST_PACKAGES_AT_ONCE ?= 4
+# The packages with the longest runs, named first so that go test starts them first (it runs
+# packages in the order named; ./... then adds the rest once): a long package started last
+# would run alone at the end.
+TEST_SLOW_FIRST := ./cmd/rollup ./web ./embedded ./watcher ./api ./retention ./metrics/totals \
+	./internal/soak ./embedded/storage ./bulk ./cmd/rollup-bench ./recompute
+
 .DEFAULT_GOAL := help
 
 .PHONY: help
@@ -23,7 +34,7 @@ help: ## Show this help.
 
 .PHONY: test
 test: ## Run every test of both modules and of the Kubernetes manifests with the race detector.
-	go test -race ./... ./embedded/...
+	go test -race -p $(TEST_PACKAGES_AT_ONCE) $(TEST_SLOW_FIRST) ./... ./embedded/...
 	cd $(K8S_MODULE) && GOWORK=off go test -race ./...
 
 .PHONY: test-embedded

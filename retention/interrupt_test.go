@@ -72,7 +72,7 @@ func TestFaultMidBatch(t *testing.T) {
 		t.Fatal("the pass succeeded through failing deletes")
 	}
 	if rep.Deleted[store.TierLeaves] != 3*batch {
-		t.Errorf("the failed pass reports %d deleted, want %d", rep.Deleted[store.TierLeaves], 3*batch)
+		t.Errorf("the failed pass reports %d deleted, want %d (it failed with: %v)", rep.Deleted[store.TierLeaves], 3*batch, err)
 	}
 	left := e.stored(t, "a")[store.TierLeaves]
 	if len(left) != len(seeded)-3*batch {

@@ -39,6 +39,10 @@ func proxied(t *testing.T, e env, app string) (*mongo.Database, *blackpipe.Proxy
 	})
 	via := &embeddedtest.Store{URI: fmt.Sprintf("mongodb://%s/?directConnection=true", p.Addr())}
 	c := via.Client(t, options.Client().SetAppName(app).SetServerSelectionTimeout(500*time.Millisecond))
+	// The short selection timeout is for the faults; the first connection (a handshake through
+	// the proxy, under the race detector, beside other packages' tests) may take longer, and a
+	// pass that failed on it would fail before its first delete.
+	testctx.WaitFor(t, "the proxied client to connect", func() bool { return c.Ping(e.ctx, nil) == nil })
 	return c.Database(e.db.Name()), p
 }
 
