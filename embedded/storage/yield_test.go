@@ -43,12 +43,12 @@ func fillSeq(t *testing.T, e *Engine, coll string, n int) {
 	}
 }
 
-// TestYieldingScanLetsWritesThrough: while a scan over 50,000 documents is half way (it
+// TestYieldingScanLetsWritesThrough: while a scan over 10,000 documents is half way (it
 // released the lock after at most yieldAfterEntries and goes on over a clone), a Write (an
 // insert, then dropping the collection being scanned) completes; the scan then returns every
 // document it started with exactly once and in order, and the Reader sees the drop.
 func TestYieldingScanLetsWritesThrough(t *testing.T) {
-	const n = 50_000
+	const n = 10_000 // the write comes at n/2, several yields (yieldAfterEntries) into the scan
 	e := openMem(t)
 	fillSeq(t, e, "c", n)
 	for _, tc := range []struct {
