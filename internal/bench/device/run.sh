@@ -118,6 +118,10 @@ step c-new-cpus 110 taskset -c "$HARNESS" "${NEWB[@]}" scale --projects "$C_PROJ
 
 # (d) rollup's own overhead: bench ingest (against raw driver bulk upserts) and baselines.
 step d-new-ingest 60 "${NEWB[@]}" ingest $INGEST
+# The same with 1,024 requests in flight: the 16-core run of 2026-11-28 gave the raw path 8
+# batches of 8,000 leaves in flight against at most 2,560 leaves on the ingest side
+# (docs/benchmarks.md, "What the 0.9× needs on this machine").
+step d-new-ingest-conns 60 "${NEWB[@]}" ingest $INGEST --conns 1024
 step d-new-baselines 90 "${NEWB[@]}" baselines $BASELINES
 step d-base-ingest 60 "${BASEB[@]}" ingest $INGEST
 
