@@ -167,6 +167,10 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	// Events is the number of leaf events processed (replayed leaves included).
 	Events int64
+	// Decoded is the number of leaf documents of change events decoded: a hash partition's
+	// stream carries every partition's leaves and decodes only its own (the others are
+	// dropped from their project field).
+	Decoded int64
 	// Batches is the number of non-empty server batches read (the stream is read ahead of the
 	// burst being written).
 	Batches int64
@@ -202,8 +206,8 @@ type Stats struct {
 
 // counters are the watcher's own live Stats (the engine keeps the recompute's).
 type counters struct {
-	batches, replays, invalid, takeovers, leaseLosses atomic.Int64
-	lastEvent                                         atomic.Int64 // unix ns
+	batches, decoded, replays, invalid, takeovers, leaseLosses atomic.Int64
+	lastEvent                                                  atomic.Int64 // unix ns
 	// prog is the streams' positions and the recompute latencies (Progress).
 	prog progress
 }
@@ -212,6 +216,7 @@ type counters struct {
 func (c *counters) snapshot(e recompute.Stats) Stats {
 	s := Stats{
 		Events:        e.Events,
+		Decoded:       c.decoded.Load(),
 		Batches:       c.batches.Load(),
 		ParentWrites:  e.ParentWrites,
 		Conflicts:     e.Conflicts,

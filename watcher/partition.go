@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,11 +94,35 @@ func (p Partition) owns(project string) bool {
 	return true
 }
 
-// projectHash is the stable hash partitions use: FNV-1a 32 of the project name.
-func projectHash(project string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(project))
-	return h.Sum32()
+// ownsDoc reports whether the leaf document doc belongs to p, from its project field alone
+// (without decoding the rest of the document, or allocating); known is false when that field
+// is not a string (store.DecodeLeaf then says what is wrong with it). A hash partition's
+// stream carries every partition's leaves, so most of its events end here, unread.
+func (p Partition) ownsDoc(doc bson.Raw) (owns, known bool) {
+	if p.all() {
+		return true, true
+	}
+	v, err := doc.LookupErr(store.FieldProject)
+	if err != nil || v.Type != bson.TypeString || len(v.Value) < 5 {
+		return false, false
+	}
+	name := v.Value[4 : len(v.Value)-1] // int32 length, the bytes, a NUL
+	if p.Of > 0 {
+		return projectHash(name)%p.Of == p.Hash, true
+	}
+	return p.owns(string(name)), true
+}
+
+// projectHash is the stable hash partitions use: FNV-1a 32 of the project name (as hash/fnv's
+// New32a computes it, without its allocation).
+func projectHash[S string | []byte](project S) uint32 {
+	const offset32, prime32 = 2166136261, 16777619
+	h := uint32(offset32)
+	for i := 0; i < len(project); i++ {
+		h ^= uint32(project[i])
+		h *= prime32
+	}
+	return h
 }
 
 // id is the lease and checkpoint id of p for a watcher named name: name itself for the

@@ -658,14 +658,15 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
 			}
+			if owns, known := w.part.ownsDoc(ev.doc); known && !owns {
+				break // another partition's leaf (a hash partition's stream carries all)
+			}
+			w.stats.decoded.Add(1)
 			l, err := store.DecodeLeaf(ev.doc)
 			if err != nil {
 				w.stats.invalid.Add(1)
 				w.log.Warn("skipping a malformed leaf", zap.Error(err))
 				break
-			}
-			if !w.part.owns(l.Project) {
-				break // another partition's leaf (a hash partition's stream carries all)
 			}
 			b.leaves = append(b.leaves, l)
 			if !ev.wall.IsZero() {
