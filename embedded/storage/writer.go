@@ -98,6 +98,23 @@ func (w *Writer) commit(ent Entry, c *collection) {
 	w.n++
 }
 
+// commitEncoded is commit of an entry encoded before the Write (IndexSet.Prepare): only its
+// OpTime and wall clock are written into it (it is the caller's to give up), and it is
+// copied into the oplog and, with a data directory, into the Write's log record.
+func (w *Writer) commitEncoded(enc []byte) {
+	e := w.e
+	now := e.now()
+	ts := e.nextTS(now)
+	patchEntryTimes(enc, ts, now)
+	if e.wal != nil {
+		w.rec = append(w.rec, enc...)
+	}
+	e.lastTS = ts
+	e.oplog.append(enc, ts, now, now)
+	w.last = ts
+	w.n++
+}
+
 func docKey(dec bson.D) bson.D { return bson.D{dec[0]} }
 
 // ensureColl returns the collection, creating it (and logging "create") when missing.
@@ -336,6 +353,9 @@ type PreparedDoc struct {
 	// collection still has those indexes; nil: computed by the insert.
 	set  *IndexSet
 	keys *docKeys
+	// ent is the insert's oplog entry encoded but for its times (IndexSet.Prepare), used
+	// when the collection is still set's; nil: encoded by the insert.
+	ent []byte
 }
 
 // PrepareDoc validates and encodes doc as Insert would (its errors are Insert's), without
@@ -365,14 +385,18 @@ func (w *Writer) InsertPrepared(db, coll string, p *PreparedDoc) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dk *docKeys
-	if p.set.current(c) {
-		dk = p.keys
+	if !p.set.current(c) {
+		if err := w.insertInto(c, d, dec, nil); err != nil {
+			return nil, err
+		}
+		p.d = nil
+		return d, nil
 	}
-	if err := w.insertInto(c, d, dec, dk); err != nil {
+	if err := c.insert(d, dec, p.keys); err != nil {
 		return nil, err
 	}
-	p.d = nil
+	w.commitEncoded(p.ent)
+	p.d, p.ent = nil, nil
 	return d, nil
 }
 
