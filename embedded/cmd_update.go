@@ -250,8 +250,8 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 		return result{}, err
 	}
 	f := []bson.E{{Key: "n", Value: int32(st.n)}, {Key: "nModified", Value: int32(st.nModified)}}
-	if st.upserted != nil {
-		f = append(f, bson.E{Key: "upserted", Value: st.upserted})
+	if up := st.upsertedDocs(); up != nil {
+		f = append(f, bson.E{Key: "upserted", Value: up})
 	}
 	return writeReply(op, writeErrors, f...), nil
 }

@@ -290,3 +290,96 @@ func checkUUIDs(t *testing.T, ents []Entry) {
 		}
 	}
 }
+
+// TestOplogShowsEveryDurableEntry has writers commit prepared inserts (whose entries reach
+// the oplog after the exclusive lock, oplog.appendLater), ordinary inserts and large Writes
+// that yield, while readers tail the oplog: every read must hold every entry up to the
+// durable OpTime taken before it (none queued out of sight once published), in strictly
+// increasing OpTime order, and the tails must end equal to the whole oplog.
+func TestOplogShowsEveryDurableEntry(t *testing.T) {
+	e := openMem(t)
+	mustWrite(t, e, func(w *Writer) error { _, err := w.CreateCollection("db", "c"); return err })
+	const writers, writes = 4, 150
+	var wg sync.WaitGroup
+	for wr := range writers {
+		wg.Go(func() {
+			for i := range writes {
+				var set *IndexSet
+				e.Read(func(r *Reader) { set = r.IndexSet("db", "c") })
+				var ps []*PreparedDoc
+				for j := range 1 + i%3*40 {
+					p, err := set.Prepare(d("_id", fmt.Sprintf("%d-%d-%d", wr, i, j)))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ps = append(ps, p)
+				}
+				_, err := e.Write(context.Background(), func(w *Writer) error {
+					for j, p := range ps {
+						if j == 20 {
+							if err := w.Yield(nil); err != nil {
+								return err
+							}
+						}
+						if _, err := w.InsertPrepared("db", "c", p); err != nil {
+							return err
+						}
+					}
+					_, err := w.Insert("db", "c", d("_id", fmt.Sprintf("%d-%d-plain", wr, i)))
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	tails := make([][]OpTime, 2)
+	var readers sync.WaitGroup
+	for rd := range tails {
+		readers.Go(func() {
+			var last OpTime
+			for {
+				notify := e.OplogNotify()
+				durable := e.durableTS()
+				ents := e.OplogAfterRaw(last, 0)
+				for _, ent := range ents {
+					if !tsLess(last, ent.TS) {
+						t.Errorf("reader %d: entry %v after %v", rd, ent.TS, last)
+						return
+					}
+					last = ent.TS
+					tails[rd] = append(tails[rd], ent.TS)
+				}
+				if tsLess(last, durable) {
+					t.Errorf("reader %d: read up to %v, durable was %v before the read", rd, last, durable)
+					return
+				}
+				select {
+				case <-notify:
+				case <-done:
+					if len(ents) == 0 && !tsLess(last, e.durableTS()) {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	readers.Wait()
+	all := e.OplogAfterRaw(OpTime{}, 0)
+	for rd, tail := range tails {
+		if len(tail) != len(all) {
+			t.Fatalf("reader %d saw %d entries, the oplog holds %d", rd, len(tail), len(all))
+		}
+		for i := range all {
+			if tail[i] != all[i].TS {
+				t.Fatalf("reader %d: entry %d at %v, the oplog's at %v", rd, i, tail[i], all[i].TS)
+			}
+		}
+	}
+}

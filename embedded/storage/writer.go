@@ -32,8 +32,10 @@ func (w *Writer) Yield(between func()) error {
 	}
 	e := w.e
 	w.logRecord()
+	logged := e.wal != nil // e.wal changes under the lock (compaction)
 	e.mu.Unlock()
-	if e.wal == nil && w.n > 0 {
+	e.oplog.flush()
+	if !logged && w.n > 0 {
 		e.publish(w.last)
 	}
 	if between != nil {
@@ -99,8 +101,9 @@ func (w *Writer) commit(ent Entry, c *collection) {
 }
 
 // commitEncoded is commit of an entry encoded before the Write (IndexSet.Prepare): only its
-// OpTime and wall clock are written into it (it is the caller's to give up), and it is
-// copied into the oplog and, with a data directory, into the Write's log record.
+// OpTime and wall clock are written into it (the caller gives it up), it is copied into the
+// Write's log record with a data directory, and queued for the oplog, which copies it after
+// the exclusive lock is released (oplog.appendLater).
 func (w *Writer) commitEncoded(enc []byte) {
 	e := w.e
 	now := e.now()
@@ -110,7 +113,7 @@ func (w *Writer) commitEncoded(enc []byte) {
 		w.rec = append(w.rec, enc...)
 	}
 	e.lastTS = ts
-	e.oplog.append(enc, ts, now, now)
+	e.oplog.appendLater(enc, ts, now)
 	w.last = ts
 	w.n++
 }
