@@ -56,6 +56,29 @@ type oplog struct {
 	notify   chan struct{}
 }
 
+// entryBufs recycles the buffers of entries encoded before a Write (IndexSet.Prepare) once
+// the oplog has copied them, so that encoding outside the lock does not add an allocation
+// per insert.
+var entryBufs sync.Pool
+
+// maxPooledEntry bounds the buffers kept: a rare large document's is left to the collector.
+const maxPooledEntry = 16 << 10
+
+// getEntryBuf returns an empty buffer of at least n bytes' capacity.
+func getEntryBuf(n int) []byte {
+	if b, ok := entryBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, max(n, 512))
+}
+
+func putEntryBuf(b []byte) {
+	if cap(b) <= maxPooledEntry {
+		b = b[:0]
+		entryBufs.Put(&b)
+	}
+}
+
 // queuedEntry is an entry appendLater took: its encoding (owned by the oplog from then on).
 type queuedEntry struct {
 	enc  []byte
@@ -163,6 +186,7 @@ func (o *oplog) flushLocked() {
 	o.qmu.Unlock()
 	for i := range q {
 		o.appendLocked(q[i].enc, q[i].ts, q[i].wall, q[i].wall)
+		putEntryBuf(q[i].enc)
 		q[i] = queuedEntry{}
 	}
 	o.spareQ = q[:0]

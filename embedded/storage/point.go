@@ -91,7 +91,7 @@ func (s *IndexSet) Prepare(doc bson.D) (*PreparedDoc, error) {
 		return p, err
 	}
 	p.set = s
-	p.ent = appendEntry(make([]byte, 0, len(p.d.Raw)+len(s.db)+len(s.coll)+64),
+	p.ent = appendEntry(getEntryBuf(len(p.d.Raw)+len(s.db)+len(s.coll)+64),
 		&Entry{Op: OpInsert, DB: s.db, Coll: s.coll, UUID: s.uuid, raw: p.d.Raw})
 	if len(s.indexes) < 2 {
 		return p, nil
