@@ -32,9 +32,9 @@ type opRef struct {
 }
 
 // oplog is the retained, commit-ordered oplog. Entries are stored encoded (the log form) in
-// append-only byte segments and decoded when read. Entries are appended under the engine's
-// exclusive lock (so in OpTime order) and never change once written, so a captured view (the
-// reference slice and segment headers) is immutable.
+// append-only byte segments and decoded when read. Entries are appended or queued
+// (appendLater) under the engine's exclusive lock (so in OpTime order) and never change once
+// written, so a captured view (the reference slice and segment headers) is immutable.
 type oplog struct {
 	mu       sync.RWMutex
 	refs     refList  // refs.at(head)... retained
@@ -46,7 +46,7 @@ type oplog struct {
 	maxAge   time.Duration
 
 	// queue holds the entries committed by appendLater but not yet copied into the
-	// segments, in commit order (qmu guards it; queued counts it for a lock-free check).
+	// segments, in commit order (qmu guards it and queued, its length for a lock-free check).
 	qmu    sync.Mutex
 	queue  []queuedEntry
 	spareQ []queuedEntry
@@ -160,8 +160,8 @@ func (o *oplog) append(enc []byte, ts OpTime, wall, now time.Time) {
 func (o *oplog) appendLater(enc []byte, ts OpTime, wall time.Time) {
 	o.qmu.Lock()
 	o.queue = append(o.queue, queuedEntry{enc: enc, ts: ts, wall: wall})
-	o.qmu.Unlock()
 	o.queued.Add(1)
+	o.qmu.Unlock()
 }
 
 // flush copies the queued entries into the segments.
