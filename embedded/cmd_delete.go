@@ -81,12 +81,20 @@ func cmdDelete(ctx context.Context, s *Server, r *request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	// Each statement's find planned without the lock, as the update command's (planPoints).
+	var set *storage.IndexSet
+	s.engine.Read(func(rd *storage.Reader) { set = rd.IndexSet(r.db, coll) })
+	pts := planPoints(set, ops, func(op *deleteOp) bson.D { return op.q })
 	tot, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
 		if ops[i].err != nil {
 			return stmtOutcome{}, ops[i].err
 		}
 		o := ops[i].op
-		targets, err := findMatching(&w.Reader, r.db, coll, o.q, o.filter, int(o.limit))
+		var pt *storage.PointLookup
+		if pts != nil {
+			pt = pts[i]
+		}
+		targets, err := findTargets(&w.Reader, r.db, coll, o.q, o.filter, int(o.limit), pt)
 		if err != nil {
 			return stmtOutcome{}, err
 		}

@@ -94,6 +94,53 @@ func parseFAM(env *aggregate.Env, r *request) (famArgs, error) {
 	return a, nil
 }
 
+// prepare does, before the Write and without the lock, what the update command does for its
+// statements: the find planned when it is one full key of a unique index (planPoints), and
+// an upsert's document built, encoded and given its index keys (prepareUpserts). Each is
+// used under the lock only if the collection's indexes are still the same.
+func (a *famArgs) prepare(s *Server, db string) (*storage.PointLookup, *preparedUpsert) {
+	var set *storage.IndexSet
+	s.engine.Read(func(rd *storage.Reader) { set = rd.IndexSet(db, a.collection) })
+	var pt *storage.PointLookup
+	if pl, ok := set.Point(a.q); ok {
+		pt = &pl
+	}
+	if !a.upsert {
+		return pt, nil
+	}
+	doc, err := upsertDoc(a.q, a.upd)
+	if err != nil {
+		return pt, nil // the insert under the lock gives the error
+	}
+	p, err := set.Prepare(doc)
+	if err != nil {
+		return pt, nil
+	}
+	return pt, &preparedUpsert{doc: doc, p: p}
+}
+
+// preparedUpsert is findAndModify's upsert document built before the Write: doc is what the
+// command returns with new: true, p the same document encoded for the insert.
+type preparedUpsert struct {
+	doc bson.D
+	p   *storage.PreparedDoc
+}
+
+// upsertInto inserts the document of an upsert that matched nothing: the prepared one when
+// there is one, else built here.
+func (a *famArgs) upsertInto(w *storage.Writer, db string, pre *preparedUpsert) (bson.D, error) {
+	if pre != nil {
+		_, err := w.InsertPrepared(db, a.collection, pre.p)
+		return pre.doc, err
+	}
+	doc, err := upsertDoc(a.q, a.upd)
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Insert(db, a.collection, doc)
+	return doc, err
+}
+
 func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error) {
 	env, err := s.exprEnv(r)
 	if err != nil {
@@ -108,6 +155,7 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	}
 	var value any
 	lastErr := bson.D{}
+	pt, pre := a.prepare(s, r.db)
 	turn, err := s.turns.take(ctx, 1)
 	if err != nil {
 		return result{}, err
@@ -115,7 +163,7 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 	defer turn()
 	op, err := s.engine.Write(ctx, func(w *storage.Writer) error {
 		turn() // under the lock: see writeTurns
-		target, err := findOne(&w.Reader, r.db, a.collection, a.q, a.filter, a.sort)
+		target, err := findOne(&w.Reader, r.db, a.collection, a.q, a.filter, a.sort, pt)
 		if err != nil {
 			return err
 		}
@@ -146,11 +194,8 @@ func cmdFindAndModify(ctx context.Context, s *Server, r *request) (result, error
 			}
 			lastErr = bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}
 		case a.upsert:
-			doc, err := upsertDoc(a.q, a.upd)
+			doc, err := a.upsertInto(w, r.db, pre)
 			if err != nil {
-				return err
-			}
-			if _, err := w.Insert(r.db, a.collection, doc); err != nil {
 				return err
 			}
 			if a.returnNew {

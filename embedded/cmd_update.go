@@ -87,7 +87,7 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.P
 	if op.multi {
 		limit = 0
 	}
-	targets, err := findTargets(&w.Reader, db, coll, op, limit, pt)
+	targets, err := findTargets(&w.Reader, db, coll, op.q, op.filter, limit, pt)
 	if err != nil {
 		return stmtOutcome{}, err
 	}
@@ -131,32 +131,33 @@ func applyUpdate(w *storage.Writer, db, coll string, op updateOp, pre *storage.P
 // planned before the Write (pt) and the collection's indexes did not change since: the plan
 // is then one full key of a unique index, so Find would visit exactly the document stored
 // under it (storage.Reader.LookupPoint). Otherwise it is findMatching.
-func findTargets(rd *storage.Reader, db, coll string, op updateOp, limit int, pt *storage.PointLookup) ([]matched, error) {
+// The update, delete and findAndModify commands find their statements' documents with it.
+func findTargets(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, limit int, pt *storage.PointLookup) ([]matched, error) {
 	if pt != nil {
 		if doc, ok := rd.LookupPoint(db, coll, *pt); ok {
 			var matches []matched
 			var matchErr error
 			if doc != nil {
-				matchInto(&matches, &matchErr, op.filter, limit)(doc)
+				matchInto(&matches, &matchErr, filter, limit)(doc)
 			}
 			return matches, matchErr
 		}
 	}
-	return findMatching(rd, db, coll, op.q, op.filter, limit)
+	return findMatching(rd, db, coll, q, filter, limit)
 }
 
 // planPoints plans, before the Write and without the lock, the find of each statement whose
 // filter's plan is one full key of a unique index (rollup's leaf and parent upserts: id,
 // type and timestamp): the statement then finds its document with one lookup under the lock
 // instead of planning there (issue 25: planning was most of the find, a third of the
-// exclusive section). nil when no statement qualifies.
-func planPoints(set *storage.IndexSet, ops []parsed[updateOp]) []*storage.PointLookup {
+// exclusive section). nil when no statement qualifies. q is a statement's filter.
+func planPoints[T any](set *storage.IndexSet, ops []parsed[T], q func(op *T) bson.D) []*storage.PointLookup {
 	var pts []*storage.PointLookup
-	for i, op := range ops {
-		if op.err != nil {
+	for i := range ops {
+		if ops[i].err != nil {
 			continue
 		}
-		pl, ok := set.Point(op.op.q)
+		pl, ok := set.Point(q(&ops[i].op))
 		if !ok {
 			continue
 		}
@@ -230,7 +231,7 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 	var set *storage.IndexSet
 	s.engine.Read(func(rd *storage.Reader) { set = rd.IndexSet(r.db, coll) })
 	pre := prepareUpserts(set, ops)
-	pts := planPoints(set, ops)
+	pts := planPoints(set, ops, func(op *updateOp) bson.D { return op.q })
 	st, op, writeErrors, err := s.writeStatements(ctx, r, len(ops), ordered, func(w *storage.Writer, i int) (stmtOutcome, error) {
 		if ops[i].err != nil {
 			return stmtOutcome{}, ops[i].err
@@ -249,8 +250,8 @@ func cmdUpdate(ctx context.Context, s *Server, r *request) (result, error) {
 		return result{}, err
 	}
 	f := []bson.E{{Key: "n", Value: int32(st.n)}, {Key: "nModified", Value: int32(st.nModified)}}
-	if st.upserted != nil {
-		f = append(f, bson.E{Key: "upserted", Value: st.upserted})
+	if up := st.upsertedDocs(); up != nil {
+		f = append(f, bson.E{Key: "upserted", Value: up})
 	}
 	return writeReply(op, writeErrors, f...), nil
 }

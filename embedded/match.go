@@ -80,13 +80,14 @@ func matchInto(matches *[]matched, matchErr *error, filter *query.Filter, limit 
 }
 
 // findOne returns the first document matching filter, in sort order when sort is given (nil
-// when none matches).
-func findOne(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort) (*matched, error) {
+// when none matches). pt, when not nil, is the filter's find planned before the Write
+// (findTargets): it finds at most one document, so the sort does not matter.
+func findOne(rd *storage.Reader, db, coll string, q bson.D, filter *query.Filter, srt *query.Sort, pt *storage.PointLookup) (*matched, error) {
 	limit := 1
 	if srt != nil {
 		limit = 0
 	}
-	matches, err := findMatching(rd, db, coll, q, filter, limit)
+	matches, err := findTargets(rd, db, coll, q, filter, limit, pt)
 	if err != nil || len(matches) == 0 {
 		return nil, err
 	}

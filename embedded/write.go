@@ -34,18 +34,37 @@ func writeErrorDoc(index int, err error) bson.D {
 	return append(d, bson.E{Key: "errmsg", Value: e.Msg})
 }
 
-// writeTotals accumulates the outcomes of a write command's statements.
+// writeTotals accumulates the outcomes of a write command's statements (under the engine's
+// lock: the reply's documents are built after it, upsertedDocs).
 type writeTotals struct {
 	n, nModified int
-	upserted     bson.A
+	upserts      []upsertAt
+}
+
+// upsertAt is the statement index and _id of an upsert that inserted.
+type upsertAt struct {
+	i  int
+	id any
 }
 
 func (t *writeTotals) add(i int, o stmtOutcome) {
 	t.n += o.n
 	t.nModified += o.nModified
 	if o.upsert {
-		t.upserted = append(t.upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: o.upserted}})
+		t.upserts = append(t.upserts, upsertAt{i: i, id: o.upserted})
 	}
+}
+
+// upsertedDocs is the reply's upserted array (nil when nothing was upserted).
+func (t *writeTotals) upsertedDocs() bson.A {
+	if len(t.upserts) == 0 {
+		return nil
+	}
+	out := make(bson.A, len(t.upserts))
+	for k, u := range t.upserts {
+		out[k] = bson.D{{Key: "index", Value: int32(u.i)}, {Key: "_id", Value: u.id}}
+	}
+	return out
 }
 
 // writeStatements runs statements 0..n-1 of a write command under one engine write: each

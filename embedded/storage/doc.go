@@ -18,12 +18,15 @@
 // lock, so a million-document find does not block writers (see scan.go). Work that is a pure
 // function of a statement and of a collection's index specifications may be done before the
 // Write, without the lock, from an IndexSet (point.go): planning a find that is one full key of
-// a unique index (PointLookup; inside the Write only that one key is looked up) and computing a
-// prepared document's index keys (IndexSet.Prepare). Inside the Write it is used only if the
+// a unique index (PointLookup; inside the Write only that one key is looked up), computing a
+// prepared document's index keys and encoding its oplog entry but for the entry's OpTime and
+// wall clock (IndexSet.Prepare). Inside the Write it is used only if the
 // collection is the same one with the same indexes (collection.gen); otherwise the full path
 // runs. Every read that decides a result and every mutation still happen under the exclusive
 // lock, so the unique constraints, the oplog's order (commit order) and durability are those
-// of a serial execution.
+// of a serial execution. A pre-encoded entry is queued for the oplog under the lock, in
+// commit order, and copied into it after the lock is released, before it is published and
+// before any oplog read (oplog.appendLater).
 //
 // Durability and visibility: a mutation is visible to Read as soon as it is made, but Write
 // returns only once it is durable. Oplog entries are exposed by OplogAfter and OplogRange

@@ -169,15 +169,15 @@ func (e *Engine) Write(ctx context.Context, fn func(w *Writer) error) (OpTime, e
 		e.mu.Unlock()
 		return OpTime{}, fnErr
 	}
-	ts := w.last
-	if e.wal != nil {
-		e.mu.Unlock()
+	ts, logged := w.last, e.wal != nil // e.wal changes under the lock (compaction)
+	e.mu.Unlock()
+	e.oplog.flush() // the entries queued under the lock (oplog.appendLater), before they are published
+	if logged {
 		if err := e.waitDurable(ts); err != nil {
 			return ts, err
 		}
 		e.maybeCompact()
 	} else {
-		e.mu.Unlock()
 		e.publish(ts)
 	}
 	return ts, fnErr

@@ -196,27 +196,43 @@ func (c *collection) planFor(filter bson.D, buf *[]cond) plan {
 }
 
 // planOver is planFor over a list of indexes (a collection's, or an IndexSet's copy of it).
+// Every usable index is scored (chooseIndex) and only the chosen one's key ranges are built:
+// a filter that also constrains other indexes (rollup's guarded leaf upserts reach the
+// {project, timestamp} index too) does not pay for ranges it would throw away.
 func planOver(indexes []*index, filter bson.D, buf *[]cond) plan {
 	conds := collectConds(filter, (*buf)[:0])
 	*buf = conds
-	best := plan{}
+	var best indexChoice
 	if len(conds) == 0 {
-		return best
+		return plan{}
 	}
 	for _, ix := range indexes {
-		p, ok := planIndex(ix, conds)
+		ch, ok := chooseIndex(ix, conds)
 		if !ok {
 			continue
 		}
-		if p.score > best.score || (p.score == best.score && best.ix != nil && p.ix.spec.Unique && !best.ix.spec.Unique) {
-			best = p
+		if ch.score > best.score || (ch.score == best.score && best.ix != nil && ch.ix.spec.Unique && !best.ix.spec.Unique) {
+			best = ch
 		}
 	}
-	return best
+	if best.ix == nil {
+		return plan{}
+	}
+	return best.build(conds)
 }
 
-func planIndex(ix *index, conds []cond) (plan, bool) {
-	var pts []*cond
+// indexChoice is an index's plan as chooseIndex scores it, before its key ranges are built:
+// its first npts key fields have point conditions, rng (nil: none) a range on the next one.
+type indexChoice struct {
+	plan
+	npts int
+	rng  *cond
+}
+
+// chooseIndex scores ix for the conditions: ok is false when they constrain none of its
+// leading fields.
+func chooseIndex(ix *index, conds []cond) (indexChoice, bool) {
+	npts := 0
 	combos := 1
 	var rng *cond
 	for _, e := range ix.spec.Key {
@@ -232,20 +248,30 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 			break
 		}
 		combos *= max(len(c.points), 1)
-		pts = append(pts, c)
+		npts++
 		if len(c.points) == 0 {
 			break
 		}
 	}
-	if len(pts) == 0 && rng == nil {
-		return plan{}, false
+	if npts == 0 && rng == nil {
+		return indexChoice{}, false
 	}
-	p := plan{ix: ix, score: 2*len(pts) + 1, dedupe: ix.multikey.Load()}
+	ch := indexChoice{plan: plan{ix: ix, score: 2*npts + 1, dedupe: ix.multikey.Load()}, npts: npts, rng: rng}
 	if rng != nil {
-		p.score++
-		p.rangePath, p.rangeClass = rng.path, rng.lo[0]
+		ch.score++
+		ch.rangePath, ch.rangeClass = rng.path, rng.lo[0]
 	}
-	p.exact = ix.spec.Unique && rng == nil && len(pts) == len(ix.spec.Key)
+	ch.exact = ix.spec.Unique && rng == nil && npts == len(ix.spec.Key)
+	return ch, true
+}
+
+// build returns the chosen plan with its key ranges.
+func (ch indexChoice) build(conds []cond) plan {
+	p, ix, rng := ch.plan, ch.ix, ch.rng
+	pts := make([]*cond, ch.npts)
+	for i := range pts {
+		pts[i] = findCond(conds, ix.spec.Key[i].Key)
+	}
 	single := true
 	n := 0
 	for _, c := range pts {
@@ -261,7 +287,7 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 			k = append(k, c.points[0]...)
 		}
 		p.ranges = []keyRange{{lo: k}}
-		return p, true
+		return p
 	}
 	// Cartesian product of the point prefixes, in key order.
 	prefixes := [][]byte{nil}
@@ -292,7 +318,7 @@ func planIndex(ix *index, conds []cond) (plan, bool) {
 		r := keyRange{lo: append(slices.Clip(pre), lo...), hi: append(slices.Clip(pre), hi...)}
 		p.ranges = append(p.ranges, r)
 	}
-	return p, true
+	return p
 }
 
 // scan calls fn for each candidate document of p until fn returns false. A yielding Reader's

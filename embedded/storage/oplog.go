@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gameops/rollup/embedded/bsonval"
@@ -31,9 +32,9 @@ type opRef struct {
 }
 
 // oplog is the retained, commit-ordered oplog. Entries are stored encoded (the log form) in
-// append-only byte segments and decoded when read. Entries are appended under the engine's
-// exclusive lock (so in OpTime order) and never change once written, so a captured view (the
-// reference slice and segment headers) is immutable.
+// append-only byte segments and decoded when read. Entries are appended or queued
+// (appendLater) under the engine's exclusive lock (so in OpTime order) and never change once
+// written, so a captured view (the reference slice and segment headers) is immutable.
 type oplog struct {
 	mu       sync.RWMutex
 	refs     refList  // refs.at(head)... retained
@@ -44,8 +45,45 @@ type oplog struct {
 	maxBytes int64
 	maxAge   time.Duration
 
+	// queue holds the entries committed by appendLater but not yet copied into the
+	// segments, in commit order (qmu guards it and queued, its length for a lock-free check).
+	qmu    sync.Mutex
+	queue  []queuedEntry
+	spareQ []queuedEntry
+	queued atomic.Int64
+
 	notifyMu sync.Mutex
 	notify   chan struct{}
+}
+
+// entryBufs recycles the buffers of entries encoded before a Write (IndexSet.Prepare) once
+// the oplog has copied them, so that encoding outside the lock does not add an allocation
+// per insert.
+var entryBufs sync.Pool
+
+// maxPooledEntry bounds the buffers kept: a rare large document's is left to the collector.
+const maxPooledEntry = 16 << 10
+
+// getEntryBuf returns an empty buffer of at least n bytes' capacity.
+func getEntryBuf(n int) []byte {
+	if b, ok := entryBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, max(n, 512))
+}
+
+func putEntryBuf(b []byte) {
+	if cap(b) <= maxPooledEntry {
+		b = b[:0]
+		entryBufs.Put(&b)
+	}
+}
+
+// queuedEntry is an entry appendLater took: its encoding (owned by the oplog from then on).
+type queuedEntry struct {
+	enc  []byte
+	ts   OpTime
+	wall time.Time
 }
 
 // refList is the oplog's list of references, in fixed-size chunks addressed by a global
@@ -106,10 +144,56 @@ func tsFromU64(v uint64) OpTime { return OpTime{T: uint32(v >> 32), I: uint32(v)
 
 func tsLess(a, b OpTime) bool { return tsU64(a) < tsU64(b) }
 
-// append adds an encoded entry (copied).
+// append adds an encoded entry (copied), after the entries queued by appendLater.
 func (o *oplog) append(enc []byte, ts OpTime, wall, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.flushLocked()
+	o.appendLocked(enc, ts, wall, now)
+}
+
+// appendLater adds an encoded entry that the caller gives up (it is not copied now): it is
+// queued, in the order of the calls, and copied into the segments by the next flush, append
+// or read, so that the copy is not made under the engine's exclusive lock. The engine
+// flushes after every Write and Yield before it publishes their entries, and every read of
+// the oplog flushes first, so a reader sees exactly what it saw when append copied at once.
+func (o *oplog) appendLater(enc []byte, ts OpTime, wall time.Time) {
+	o.qmu.Lock()
+	o.queue = append(o.queue, queuedEntry{enc: enc, ts: ts, wall: wall})
+	o.queued.Add(1)
+	o.qmu.Unlock()
+}
+
+// flush copies the queued entries into the segments.
+func (o *oplog) flush() {
+	if o.queued.Load() == 0 {
+		return
+	}
+	o.mu.Lock()
+	o.flushLocked()
+	o.mu.Unlock()
+}
+
+// flushLocked is flush under o.mu (which keeps two flushes from interleaving their entries).
+func (o *oplog) flushLocked() {
+	if o.queued.Load() == 0 {
+		return
+	}
+	o.qmu.Lock()
+	q := o.queue
+	o.queue = o.spareQ[:0]
+	o.queued.Store(0)
+	o.qmu.Unlock()
+	for i := range q {
+		o.appendLocked(q[i].enc, q[i].ts, q[i].wall, q[i].wall)
+		putEntryBuf(q[i].enc)
+		q[i] = queuedEntry{}
+	}
+	o.spareQ = q[:0]
+}
+
+// appendLocked is append under o.mu.
+func (o *oplog) appendLocked(enc []byte, ts OpTime, wall, now time.Time) {
 	last := len(o.segs) - 1
 	if last < 0 || len(o.segs[last])+len(enc) > cap(o.segs[last]) {
 		o.segs = append(o.segs, make([]byte, 0, max(segSize, len(enc))))
@@ -151,6 +235,7 @@ func (o *oplog) trimLocked(now time.Time) {
 
 // view returns the retained entries as an immutable view.
 func (o *oplog) view() oplogView {
+	o.flush()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	refs := o.refs
@@ -175,6 +260,7 @@ func (o *oplog) search(ts uint64) int {
 
 // after returns up to limit (<= 0: all) entries with after < TS <= durable, decoded.
 func (o *oplog) after(after, durable OpTime, limit int) []Entry {
+	o.flush()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	d := tsU64(durable)
@@ -195,6 +281,7 @@ func (o *oplog) after(after, durable OpTime, limit int) []Entry {
 
 // afterRaw is after without decoding: views of the encoded entries.
 func (o *oplog) afterRaw(after, durable OpTime, limit int) []RawEntry {
+	o.flush()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	d := tsU64(durable)
@@ -258,6 +345,7 @@ func (r RawEntry) Bytes() []byte { return r.raw }
 func (r RawEntry) Decode() (Entry, error) { return decodeOplogEntry(r.raw) }
 
 func (o *oplog) rangeTS(durable OpTime) (first, last OpTime) {
+	o.flush()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if o.refs.n == o.head || durable.IsZero() || tsU64(durable) < o.refs.at(o.head).ts {

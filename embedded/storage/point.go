@@ -16,6 +16,9 @@ import (
 type IndexSet struct {
 	c       *collection // nil: no such collection (then nothing is planned)
 	gen     uint64
+	db      string // the namespace c had, and its UUID, for Prepare's oplog entries
+	coll    string
+	uuid    bson.Binary
 	indexes []*index // a copy: the collection's list is replaced, never modified in place
 	conds   []cond   // Point's scratch space
 }
@@ -27,12 +30,13 @@ func (r *Reader) IndexSet(db, coll string) *IndexSet {
 	if c == nil {
 		return &IndexSet{}
 	}
-	return &IndexSet{c: c, gen: c.gen, indexes: slices.Clone(c.indexes)}
+	return &IndexSet{c: c, gen: c.gen, db: c.db, coll: c.name, uuid: c.uuid, indexes: slices.Clone(c.indexes)}
 }
 
-// current reports whether c is the collection s was taken from, with the same indexes.
+// current reports whether c is the collection s was taken from, under the same name, with
+// the same indexes.
 func (s *IndexSet) current(c *collection) bool {
-	return s != nil && s.c != nil && c == s.c && c.gen == s.gen
+	return s != nil && s.c != nil && c == s.c && c.gen == s.gen && c.db == s.db && c.name == s.coll
 }
 
 // PointLookup is a statement's lookup planned outside the lock: its filter's plan is one
@@ -77,12 +81,20 @@ func (r *Reader) LookupPoint(db, coll string, pl PointLookup) (doc *Doc, ok bool
 }
 
 // Prepare is PrepareDoc that also computes the document's keys for the set's secondary
-// indexes, so that InsertPrepared only checks the unique ones and adds the entries. A key
+// indexes, so that InsertPrepared only checks the unique ones and adds the entries, and
+// encodes the insert's oplog entry but for its time (its OpTime and wall clock are taken
+// under the lock, patchEntryTimes), so that the insert only copies it into the oplog. A key
 // that does not compute (parallel arrays) is left to the insert, which gives its error.
 func (s *IndexSet) Prepare(doc bson.D) (*PreparedDoc, error) {
 	p, err := PrepareDoc(doc)
-	if err != nil || s == nil || s.c == nil || len(s.indexes) < 2 {
+	if err != nil || s == nil || s.c == nil {
 		return p, err
+	}
+	p.set = s
+	p.ent = appendEntry(getEntryBuf(len(p.d.Raw)+len(s.db)+len(s.coll)+64),
+		&Entry{Op: OpInsert, DB: s.db, Coll: s.coll, UUID: s.uuid, raw: p.d.Raw})
+	if len(s.indexes) < 2 {
+		return p, nil
 	}
 	dk := docKeys{keys: make([][][]byte, len(s.indexes)-1), multi: make([]bool, len(s.indexes)-1)}
 	for i, ix := range s.indexes[1:] {
@@ -92,6 +104,6 @@ func (s *IndexSet) Prepare(doc bson.D) (*PreparedDoc, error) {
 		}
 		dk.keys[i], dk.multi[i] = ks, multi
 	}
-	p.set, p.keys = s, &dk
+	p.keys = &dk
 	return p, nil
 }

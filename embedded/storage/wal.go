@@ -116,6 +116,21 @@ func appendEntry(dst []byte, ent *Entry) []byte {
 	return bsoncore.UpdateLength(dst, idx, int32(len(dst)-int(idx)))
 }
 
+// Offsets in an encoded entry of its first two fields, which appendEntry always writes
+// first: "ts" (a timestamp, increment then seconds) and "w" (a date, unix milliseconds).
+const (
+	entryTSOffset   = 4 + 1 + len("ts") + 1
+	entryWallOffset = entryTSOffset + 8 + 1 + len("w") + 1
+)
+
+// patchEntryTimes writes ts and wall into an entry appendEntry encoded (with any times):
+// the entry is then the one appendEntry encodes with them.
+func patchEntryTimes(enc []byte, ts OpTime, wall time.Time) {
+	binary.LittleEndian.PutUint32(enc[entryTSOffset:], ts.I)
+	binary.LittleEndian.PutUint32(enc[entryTSOffset+4:], ts.T)
+	binary.LittleEndian.PutUint64(enc[entryWallOffset:], uint64(wall.UnixMilli()))
+}
+
 // appendDocElement appends a document element. Values come from stored (already encoded)
 // documents or index specs, so encoding cannot fail; if it ever did, an empty document is
 // written rather than a corrupt record.

@@ -32,8 +32,10 @@ func (w *Writer) Yield(between func()) error {
 	}
 	e := w.e
 	w.logRecord()
+	logged := e.wal != nil // e.wal changes under the lock (compaction)
 	e.mu.Unlock()
-	if e.wal == nil && w.n > 0 {
+	e.oplog.flush()
+	if !logged && w.n > 0 {
 		e.publish(w.last)
 	}
 	if between != nil {
@@ -95,6 +97,24 @@ func (w *Writer) commit(ent Entry, c *collection) {
 	e.lastTS = ent.TS
 	e.oplog.append(w.rec[start:], ent.TS, now, now)
 	w.last = ent.TS
+	w.n++
+}
+
+// commitEncoded is commit of an entry encoded before the Write (IndexSet.Prepare): only its
+// OpTime and wall clock are written into it (the caller gives it up), it is copied into the
+// Write's log record with a data directory, and queued for the oplog, which copies it after
+// the exclusive lock is released (oplog.appendLater).
+func (w *Writer) commitEncoded(enc []byte) {
+	e := w.e
+	now := e.now()
+	ts := e.nextTS(now)
+	patchEntryTimes(enc, ts, now)
+	if e.wal != nil {
+		w.rec = append(w.rec, enc...)
+	}
+	e.lastTS = ts
+	e.oplog.appendLater(enc, ts, now)
+	w.last = ts
 	w.n++
 }
 
@@ -336,6 +356,9 @@ type PreparedDoc struct {
 	// collection still has those indexes; nil: computed by the insert.
 	set  *IndexSet
 	keys *docKeys
+	// ent is the insert's oplog entry encoded but for its times (IndexSet.Prepare), used
+	// when the collection is still set's; nil: encoded by the insert.
+	ent []byte
 }
 
 // PrepareDoc validates and encodes doc as Insert would (its errors are Insert's), without
@@ -365,14 +388,18 @@ func (w *Writer) InsertPrepared(db, coll string, p *PreparedDoc) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dk *docKeys
-	if p.set.current(c) {
-		dk = p.keys
+	if !p.set.current(c) {
+		if err := w.insertInto(c, d, dec, nil); err != nil {
+			return nil, err
+		}
+		p.d = nil
+		return d, nil
 	}
-	if err := w.insertInto(c, d, dec, dk); err != nil {
+	if err := c.insert(d, dec, p.keys); err != nil {
 		return nil, err
 	}
-	p.d = nil
+	w.commitEncoded(p.ent)
+	p.d, p.ent = nil, nil
 	return d, nil
 }
 
