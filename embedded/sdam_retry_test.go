@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/embedded/testctx"
 	"github.com/gameops/rollup/embedded/wire"
 )
 
@@ -86,6 +87,10 @@ func TestDriverRetryAfterPoolClear(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = c.Disconnect(ctxFor(t)) })
+			// The case is the monitor inside an awaitable hello when the error comes: before
+			// that (its first hellos, slower on a loaded machine) an immediate check answers
+			// at once and the retry finds the server (2 inserts, a flake seen under load).
+			testctx.WaitFor(t, "the monitor's awaitable hello", func() bool { return fake.held.Load() > 0 })
 			begin := time.Now()
 			_, err = c.Database("db").Collection("c").InsertOne(oneRetryCtx(t), csDoc("_id", 1))
 			if got := fake.inserts.Load(); got != tt.wantInserts {
@@ -111,6 +116,8 @@ type fakeMongod struct {
 	tv      bson.D
 	withTV  bool
 	inserts atomic.Int64
+	// held counts the awaitable hellos being held: the monitor's state the test is about.
+	held atomic.Int64
 }
 
 func startFakeMongod(t *testing.T, withTV bool) *fakeMongod {
@@ -173,6 +180,7 @@ func (f *fakeMongod) serve(c net.Conn) {
 		name := strings.ToLower(wire.CommandName(body))
 		if _, err := body.LookupErr("maxAwaitTimeMS"); err == nil && (name == "hello" || name == "ismaster") {
 			// An awaitable hello: nothing changes, so it is held until the connection closes.
+			f.held.Add(1)
 			_, _ = io.Copy(io.Discard, r)
 			return
 		}
