@@ -658,7 +658,8 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 			if ev.doc == nil {
 				break // deleted before the lookup: its delete is not a leaf write
 			}
-			if owns, known := w.part.ownsDoc(ev.doc); known && !owns {
+			owns, known := w.part.ownsDoc(ev.doc)
+			if known && !owns {
 				break // another partition's leaf (a hash partition's stream carries all)
 			}
 			w.stats.decoded.Add(1)
@@ -667,6 +668,9 @@ func (w *Watcher) nextBatch(ctx context.Context, cs *mongo.ChangeStream) streamB
 				w.stats.invalid.Add(1)
 				w.log.Warn("skipping a malformed leaf", zap.Error(err))
 				break
+			}
+			if !known && !w.part.owns(l.Project) {
+				break // ownsDoc could not read the project field: decide from the decoded leaf
 			}
 			b.leaves = append(b.leaves, l)
 			if !ev.wall.IsZero() {
