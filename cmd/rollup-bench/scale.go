@@ -80,6 +80,8 @@ func runScale(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.RootWait, "root-wait", bench.DefaultScaleRootWait, "how long to wait for the roots of a tick before reporting them not correct")
 	fs.StringVar(&cfg.Dir, "logs", "", "directory for the children's logs (default: a temporary one, removed after a successful run)")
 	fs.StringVar(&cfg.ServeLogLevel, "serve-log-level", bench.DefaultServeLogLevel, "serve's --log-level: debug, info, warn, error (debug: the watcher's burst lines, in --logs)")
+	fs.IntVar(&cfg.BulkWorkers, "bulk-workers", 0, "serve's --bulk-workers: leaf bulk writes in flight at once (0: serve's default)")
+	fs.IntVar(&cfg.RecomputeWorkers, "recompute-workers", 0, "serve's --recompute-workers: chunks of one level of parents written at once (0: serve's default)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the measured ticks (after the warm-up) to this file (with --inprocess: of serve and the store too)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation and heap profile of this process to this file after the last tick")
 	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write Go's mutex contention profile of this process over the measured ticks to this file (with --inprocess: of serve and the store too)")

@@ -59,6 +59,11 @@ func TestParseServeConfig(t *testing.T) {
 		{"demo backfill from the environment", []string{"--demo"}, map[string]string{"ROLLUP_DEMO_BACKFILL": "2"}, func(c serveConfig) bool {
 			return c.DemoBackfill == 2
 		}, nil},
+		{"workers from the environment", nil, map[string]string{"ROLLUP_BULK_WORKERS": "8", "ROLLUP_RECOMPUTE_WORKERS": "4"}, func(c serveConfig) bool {
+			return c.BulkWorkers == 8 && c.RecomputeWorkers == 4
+		}, nil},
+		{"too many bulk workers", []string{"--bulk-workers", "65"}, nil, nil, []string{"--bulk-workers (from flag)", "want 0 (the default) to 64"}},
+		{"negative recompute workers", []string{"--recompute-workers", "-1"}, nil, nil, []string{"--recompute-workers (from flag)", "got -1"}},
 		{"negative demo backfill", []string{"--demo-backfill", "-1"}, nil, nil, []string{"--demo-backfill (from flag)", "want 0 to 288"}},
 		{"unparsable demo agents", nil, map[string]string{"ROLLUP_DEMO_AGENTS": "x"}, nil, []string{"--demo-agents (from environment variable ROLLUP_DEMO_AGENTS)"}},
 		{"bad database", []string{"--database", "a.b"}, nil, nil, []string{"--database (from flag)"}},

@@ -49,6 +49,11 @@ type Config struct {
 	Partitions    string
 	LeaseTTL      time.Duration
 	MaxPartitions int
+	// BulkWorkers is how many leaf bulk writes are in flight at once, RecomputeWorkers how
+	// many chunks of one level of parents the watcher writes at once (0: the defaults,
+	// bulk.DefaultWorkers and recompute.DefaultWorkers, 2 whatever the cores; see
+	// docs/scaling.md).
+	BulkWorkers, RecomputeWorkers int
 	// InstanceID names this instance in watcher leases ("" = DefaultInstanceID).
 	InstanceID string
 	Totals     Totals
@@ -116,6 +121,12 @@ func (c Config) Validate() error {
 	if c.MaxPartitions < 0 {
 		return settings.Invalid("max-partitions", "must not be negative, got %d", c.MaxPartitions)
 	}
+	switch {
+	case c.BulkWorkers < 0 || c.BulkWorkers > MaxWorkers:
+		return settings.Invalid("bulk-workers", "want 0 (the default) to %d, got %d", MaxWorkers, c.BulkWorkers)
+	case c.RecomputeWorkers < 0 || c.RecomputeWorkers > MaxWorkers:
+		return settings.Invalid("recompute-workers", "want 0 (the default) to %d, got %d", MaxWorkers, c.RecomputeWorkers)
+	}
 	if err := CheckInstanceID(c.InstanceID); err != nil {
 		return settings.Invalid("instance-id", "%w", err)
 	}
@@ -151,9 +162,13 @@ func (c Config) LogFields() []zap.Field {
 	}
 	fields = append(fields, zap.String("listen", c.Listen), zap.String("tls_cert", c.TLSCert),
 		zap.Float64("token_rps", c.TokenRPS), zap.Float64("token_leaves_per_s", c.TokenLeavesPerS),
-		zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID))
+		zap.String("log_level", c.LogLevel), zap.String("instance_id", c.InstanceID),
+		zap.Int("bulk_workers", c.BulkWorkers), zap.Int("recompute_workers", c.RecomputeWorkers))
 	return append(fields, append(c.Totals.logFields(), c.Retention.logFields()...)...)
 }
+
+// MaxWorkers bounds BulkWorkers and RecomputeWorkers.
+const MaxWorkers = 64
 
 // Bounds of the business metrics' settings.
 const (

@@ -163,7 +163,7 @@ func newAppServer(cfg Config, client *mongo.Client, storeMonitor *bulk.StoreMoni
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(a.trees, treedb.DirectoryOptions{})
 	a.writer = bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor,
-		RecordOutages: true, Instance: cfg.InstanceID}, log.Named("bulk"))
+		RecordOutages: true, Instance: cfg.InstanceID, Workers: cfg.BulkWorkers}, log.Named("bulk"))
 	a.st.bulk = a.writer.Tracker()
 	a.apiServer = api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: a.migrated, next: a.writer}, TreeStore: a.trees, Trees: directory, Logger: log,
 		TokenRPS: APILimit(cfg.TokenRPS), TokenLeavesPerSecond: APILimit(cfg.TokenLeavesPerS)})
@@ -183,7 +183,7 @@ func newAppServer(cfg Config, client *mongo.Client, storeMonitor *bulk.StoreMoni
 	}
 	a.watcher = watcher.New(db, treeCache, watcher.Options{
 		Partitions: parts, Leases: true, LeaseTTL: cfg.LeaseTTL, MaxPartitions: cfg.MaxPartitions,
-		Owner: cfg.InstanceID, Status: a.st.watcher,
+		Owner: cfg.InstanceID, Status: a.st.watcher, Workers: cfg.RecomputeWorkers,
 	}, log)
 	if err := a.observe(cfg, client, log); err != nil {
 		return nil, err

@@ -84,6 +84,9 @@ type ScaleConfig struct {
 	// ServeLogLevel is serve's --log-level (default warn): debug shows the watcher's
 	// "burst written" lines in Dir's serve logs. In-process, serve logs to Dir/serve-P-I.log.
 	ServeLogLevel string
+	// BulkWorkers and RecomputeWorkers are serve's --bulk-workers and --recompute-workers
+	// (0: serve's defaults).
+	BulkWorkers, RecomputeWorkers int
 	// Poll is the interval of the root reads (default 5ms): the resolution of the freshness.
 	Poll time.Duration
 	// RootWait bounds the wait for the roots of a tick (default 5 minutes).
@@ -157,6 +160,10 @@ func (c ScaleConfig) Validate() error {
 		return errors.New("the scale benchmark needs a launcher for its subprocesses")
 	case c.InProcess && !c.CPUs.Empty():
 		return errors.New("--cpus pins the store and serve subprocesses: not with --inprocess (run the whole command under taskset -c instead)")
+	case c.BulkWorkers < 0 || c.BulkWorkers > app.MaxWorkers:
+		return fmt.Errorf("--bulk-workers must be 0 (serve's default) to %d", app.MaxWorkers)
+	case c.RecomputeWorkers < 0 || c.RecomputeWorkers > app.MaxWorkers:
+		return fmt.Errorf("--recompute-workers must be 0 (serve's default) to %d", app.MaxWorkers)
 	case c.URI != "" && c.CPUs.Store != "":
 		return errors.New("--cpus store=: the store is --mongodb-uri's, not started by the benchmark: pin serve only")
 	}
@@ -656,6 +663,7 @@ func (r *scaleRun) startServeInProcess(ctx context.Context, p *pool.ContextPool,
 	cfg := app.Config{
 		MongoURI: sp.proxyURI, Database: r.dbName, Listen: "127.0.0.1:0", LogLevel: r.cfg.ServeLogLevel,
 		Partitions: sp.parts, MaxPartitions: sp.perInstance, InstanceID: serveID(phase, i), LeaseTTL: 10 * time.Second,
+		BulkWorkers: r.cfg.BulkWorkers, RecomputeWorkers: r.cfg.RecomputeWorkers,
 		DemoAgents: 1, Totals: app.Totals{Grace: totals.DefaultGrace, Refresh: totals.DefaultInterval,
 			MaxProjects: totals.DefaultMaxProjects, MaxGroups: totals.DefaultMaxGroups},
 		// Nothing to expire in a benchmark's fresh ticks: no enforcer.
@@ -714,7 +722,8 @@ func (r *scaleRun) startServeInProcess(ctx context.Context, p *pool.ContextPool,
 func (r *scaleRun) startServeChild(ctx context.Context, phase, i int, sp serveParams) (serveInstance, func(), error) {
 	args := []string{"serve", "--mongodb-uri", sp.proxyURI, "--database", r.dbName, "--listen", "127.0.0.1:0",
 		"--log-level", r.cfg.ServeLogLevel, "--instance-id", serveID(phase, i),
-		"--token-rps", "0", "--token-leaves-per-s", "0"} // one token sends every agent's counts
+		"--token-rps", "0", "--token-leaves-per-s", "0", // one token sends every agent's counts
+		"--bulk-workers", strconv.Itoa(r.cfg.BulkWorkers), "--recompute-workers", strconv.Itoa(r.cfg.RecomputeWorkers)}
 	if sp.parts != "" {
 		args = append(args, "--watcher-partitions", sp.parts, "--max-partitions", strconv.Itoa(sp.perInstance))
 	}

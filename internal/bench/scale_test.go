@@ -201,14 +201,16 @@ func TestScaleConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*ScaleConfig){
-		"no projects":      func(c *ScaleConfig) { c.Projects = 0 },
-		"no ticks":         func(c *ScaleConfig) { c.Ticks = 0 },
-		"17 instances":     func(c *ScaleConfig) { c.Instances = []int{1, 17} },
-		"no phases":        func(c *ScaleConfig) { c.Instances = nil },
-		"65 partitions":    func(c *ScaleConfig) { c.Partitions = 65 },
-		"no launcher":      func(c *ScaleConfig) { c.InProcess = false },
-		"negative servers": func(c *ScaleConfig) { c.Servers = -1 },
-		"bad log level":    func(c *ScaleConfig) { c.ServeLogLevel = "loud" },
+		"no projects":                func(c *ScaleConfig) { c.Projects = 0 },
+		"no ticks":                   func(c *ScaleConfig) { c.Ticks = 0 },
+		"17 instances":               func(c *ScaleConfig) { c.Instances = []int{1, 17} },
+		"no phases":                  func(c *ScaleConfig) { c.Instances = nil },
+		"65 partitions":              func(c *ScaleConfig) { c.Partitions = 65 },
+		"no launcher":                func(c *ScaleConfig) { c.InProcess = false },
+		"negative servers":           func(c *ScaleConfig) { c.Servers = -1 },
+		"bad log level":              func(c *ScaleConfig) { c.ServeLogLevel = "loud" },
+		"too many bulk workers":      func(c *ScaleConfig) { c.BulkWorkers = 65 },
+		"negative recompute workers": func(c *ScaleConfig) { c.RecomputeWorkers = -1 },
 	} {
 		c := ok
 		mutate(&c)

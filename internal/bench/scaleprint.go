@@ -31,6 +31,9 @@ func (r ScaleResult) Print(w io.Writer) {
 		mode = "in this process (app.Serve): CPU and memory are the whole process's"
 	}
 	pf("store: %s; serve: %s; %d CPUs, %s; root reads every %s\n", r.storeDesc, mode, runtime.NumCPU(), runtime.Version(), c.Poll)
+	if c.BulkWorkers != 0 || c.RecomputeWorkers != 0 {
+		pf("serve workers (0: serve's default): --bulk-workers %d, --recompute-workers %d\n", c.BulkWorkers, c.RecomputeWorkers)
+	}
 	if len(c.CPUs.Serve) > 0 {
 		pf("serve instances pinned (--cpus, taskset; instance i takes entry i mod %d): %s\n", len(c.CPUs.Serve), strings.Join(c.CPUs.Serve, " / "))
 	}
