@@ -116,7 +116,7 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		o := tc.in.withDefaults()
-		if o.MaxDelay != tc.maxDelay || o.IdleGap != tc.idleGap || o.MaxBatch != DefaultMaxBatch || o.Workers != DefaultWorkers {
+		if o.MaxDelay != tc.maxDelay || o.IdleGap != tc.idleGap || o.MaxBatch != DefaultMaxBatch || o.Workers != DefaultWorkers() {
 			t.Errorf("%+v.withDefaults() = %+v, want MaxDelay %v IdleGap %v", tc.in, o, tc.maxDelay, tc.idleGap)
 		}
 	}

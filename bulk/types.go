@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gameops/rollup/internal/status"
+	"github.com/gameops/rollup/store"
 )
 
 // ErrUnavailable reports that the store could not be reached, or did not confirm a write, after
@@ -100,10 +101,9 @@ type Options struct {
 	// MaxPending bounds the items accepted but not yet finished (queued or in flight); a
 	// Submit that does not fit blocks (default 100,000).
 	MaxPending int
-	// Workers is how many BulkWrites may be in flight at once (default 2, whatever the cores:
-	// on 16 cores 8 in flight made a tick's last parents wait behind the leaf batches queued at
-	// the store, root p99 3.6 s against 0.3 s; docs/benchmarks.md, issue 25). Only full batches
-	// overlap: a partial batch waits until nothing is in flight.
+	// Workers is how many BulkWrites may be in flight at once (default DefaultWorkers: half
+	// the cores, 2 to 8; see store.WritesInFlightFor). Only full batches overlap: a partial
+	// batch waits until nothing is in flight.
 	Workers int
 	// AttemptTimeout bounds each BulkWrite attempt (the driver's own retry included) with the
 	// writer's own timer, never a context deadline (see "Retry policy" in docs/design/ingest.md); a timeout
@@ -141,11 +141,14 @@ const (
 	// writer tuned by MaxDelay alone keeps both in proportion.
 	DefaultIdleGapDivisor = 5
 	DefaultMaxPending     = 100_000
-	DefaultWorkers        = 2
 	DefaultDrainTimeout   = 5 * time.Second
 	DefaultProbeInterval  = 200 * time.Millisecond
 	DefaultProbeTimeout   = time.Second
 )
+
+// DefaultWorkers is the default of Options.Workers: store.DefaultWritesInFlight, half the
+// cores Go runs on, 2 to 8.
+func DefaultWorkers() int { return store.DefaultWritesInFlight() }
 
 func (o Options) withDefaults() Options {
 	if o.MaxBatch <= 0 {
@@ -161,7 +164,7 @@ func (o Options) withDefaults() Options {
 		o.MaxPending = DefaultMaxPending
 	}
 	if o.Workers <= 0 {
-		o.Workers = DefaultWorkers
+		o.Workers = DefaultWorkers()
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout

@@ -27,8 +27,8 @@ type Options struct {
 	// ChunkSize is the most parents read with one find and written with one BulkWrite
 	// (default 100).
 	ChunkSize int
-	// Workers is how many chunks of one level are recomputed at once (default 2, whatever the
-	// cores: see bulk.Options.Workers and docs/benchmarks.md, issue 25).
+	// Workers is how many chunks of one level are recomputed at once (default DefaultWorkers:
+	// half the cores, 2 to 8; see store.WritesInFlightFor).
 	Workers int
 	// MaxConflicts bounds the re-reads of one chunk after conflicting or unknown-outcome
 	// writes before the round fails (default 20).
@@ -62,19 +62,22 @@ type Knobs struct {
 // Defaults of Options.
 const (
 	DefaultChunkSize    = 100
-	DefaultWorkers      = 2
 	DefaultMaxConflicts = 20
 	DefaultReplayChunk  = 10_000
 	DefaultTierChunk    = 5_000
 	DefaultTierWorkers  = 8
 )
 
+// DefaultWorkers is the default of Options.Workers: store.DefaultWritesInFlight, half the
+// cores Go runs on, 2 to 8.
+func DefaultWorkers() int { return store.DefaultWritesInFlight() }
+
 func (o Options) withDefaults() Options {
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = DefaultChunkSize
 	}
 	if o.Workers <= 0 {
-		o.Workers = DefaultWorkers
+		o.Workers = DefaultWorkers()
 	}
 	if o.MaxConflicts <= 0 {
 		o.MaxConflicts = DefaultMaxConflicts

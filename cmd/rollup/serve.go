@@ -65,8 +65,8 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	fs.StringVar(&c.Partitions, "watcher-partitions", "", `watcher partitions: "" (one), "hash:N" (by project hash) or "projects:a,b;c"; every instance must use the same`)
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", watcher.DefaultLeaseTTL, "watcher lease TTL: a standby takes over a partition this long after its leader dies")
 	fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partitions this instance leads (0 = all it can; set ≈ partitions ÷ instances to spread the work)")
-	fs.IntVar(&c.BulkWorkers, "bulk-workers", 0, fmt.Sprintf("leaf bulk writes in flight at once (0 = %d, whatever the cores; 1 to %d)", bulk.DefaultWorkers, app.MaxWorkers))
-	fs.IntVar(&c.RecomputeWorkers, "recompute-workers", 0, fmt.Sprintf("chunks of one level of parents the watcher writes at once (0 = %d, whatever the cores; 1 to %d)", recompute.DefaultWorkers, app.MaxWorkers))
+	fs.IntVar(&c.BulkWorkers, "bulk-workers", 0, fmt.Sprintf("leaf bulk writes in flight at once (0 = half the cores, %d to %d: %d here; 1 to %d)", store.MinWritesInFlight, store.MaxDefaultWritesInFlight, bulk.DefaultWorkers(), app.MaxWorkers))
+	fs.IntVar(&c.RecomputeWorkers, "recompute-workers", 0, fmt.Sprintf("chunks of one level of parents the watcher writes at once (0 = half the cores, %d to %d: %d here; 1 to %d)", store.MinWritesInFlight, store.MaxDefaultWritesInFlight, recompute.DefaultWorkers(), app.MaxWorkers))
 	fs.StringVar(&c.InstanceID, "instance-id", "", "stable id of this instance in watcher leases: a restart with the same id leads again at once; "+
 		"never share one between live processes (default: kept in --data for the embedded store, else host@listen)")
 	fs.DurationVar(&c.Totals.Grace, "totals-grace", totals.DefaultGrace, "business metrics: a tick is complete this long after it ends (agents reported, the watcher rolled it up)")

@@ -51,7 +51,7 @@ type Config struct {
 	MaxPartitions int
 	// BulkWorkers is how many leaf bulk writes are in flight at once, RecomputeWorkers how
 	// many chunks of one level of parents the watcher writes at once (0: the defaults,
-	// bulk.DefaultWorkers and recompute.DefaultWorkers, 2 whatever the cores; see
+	// bulk.DefaultWorkers and recompute.DefaultWorkers, half the cores, 2 to 8; see
 	// docs/scaling.md).
 	BulkWorkers, RecomputeWorkers int
 	// InstanceID names this instance in watcher leases ("" = DefaultInstanceID).

@@ -596,7 +596,7 @@ type batchReq struct {
 }
 
 func newLeafBatcher(maxLeaves int, write func(context.Context, time.Time, []leafValue) error) *leafBatcher {
-	return &leafBatcher{in: make(chan batchReq), max: maxLeaves, workers: bulk.DefaultWorkers, idleGap: baselineIdleGap, write: write}
+	return &leafBatcher{in: make(chan batchReq), max: maxLeaves, workers: bulk.DefaultWorkers(), idleGap: baselineIdleGap, write: write}
 }
 
 // submit hands leaves to the batcher and waits for their batch to be written.

@@ -437,12 +437,12 @@ func copyIndexes(ctx context.Context, from, to *mongo.Collection) error {
 
 // rawUpserts writes the same leaf documents the ingest path writes (same fields, into a
 // collection with the same indexes), with plain unordered driver bulk writes of 1,000 from as many
-// goroutines as the bulk writer has workers by default (bulk.DefaultWorkers), in key order.
+// goroutines as the bulk writer has workers by default (bulk.DefaultWorkers()), in key order.
 // The filter is the key and version < v, or with guarded exactly rollup's (store.LeafFilter).
 func rawUpserts(ctx context.Context, coll *mongo.Collection, leaves []agentsim.Leaf, tick, observed time.Time, guarded bool) error {
 	ts := bson.NewDateTimeFromTime(tick)
 	version := observed.UnixNano()
-	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(bulk.DefaultWorkers)
+	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(bulk.DefaultWorkers())
 	for lo := 0; lo < len(leaves); lo += bulk.DefaultMaxBatch {
 		hi := min(lo+bulk.DefaultMaxBatch, len(leaves))
 		p.Go(func(ctx context.Context) error {
