@@ -47,12 +47,18 @@ func TestSlowStoreKeepsLeases(t *testing.T) {
 		return true
 	}
 	testctx.WaitFor(t, "every partition led", led)
+	// The promise is about the slow renewals: leases lost before them (the package's other
+	// tests loading the machine while this one starts) are logged, not counted.
+	before := w.Stats().LeaseLosses
+	if before > 0 {
+		t.Logf("%d leases lost and retaken before the renewals slowed (machine load)", before)
+	}
 	e.store.FailPoint(t, e.client, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
 		{Key: "data", Value: bson.D{{Key: "appName", Value: app}, {Key: "failCommands", Value: bson.A{"findAndModify"}},
 			{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: int32(block)}}}})
 	// Two TTLs: before the fix the first lease was lost about 4.8 s in.
 	for end := time.Now().Add(2 * ttl); time.Now().Before(end); pollPause() {
-		if n := w.Stats().LeaseLosses; n > 0 || !led() {
+		if n := w.Stats().LeaseLosses - before; n > 0 || !led() {
 			t.Fatalf("after %v of %d ms renewals: %d leases lost, leadership %+v", 2*ttl-time.Until(end), block, n, w.Leadership())
 		}
 	}
