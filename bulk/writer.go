@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,9 @@ type Writer struct {
 	kick     chan struct{} // wakes Run: first pending item, or a full batch
 	stopping chan struct{} // closed when Run stops accepting
 	started  atomic.Bool
+	// sharedBy is how many instances share the store's writes in flight (ShareInFlight; 0
+	// or 1: this writer alone).
+	sharedBy atomic.Int32
 	policy   policy
 	clock    clock
 	stats    *counters
@@ -181,7 +185,7 @@ func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.Cance
 // to send them at once, as the policy says (see "Batching policy" in docs/design/ingest.md);
 // until then pending items keep collecting.
 func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
-	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
+	workers := pool.New().WithMaxGoroutines(w.opts.Workers) // inFlight() is at most Workers
 	finished := make(chan bool, w.opts.Workers) // one per batch written: whether it was heavy
 	s := slots{idleSince: w.clock.now()}
 	s.lightIdleSince = s.idleSince
@@ -192,7 +196,7 @@ func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 		cancelWake()
 		var wake <-chan time.Time // the policy's next deadline, if any
 		cancelWake = func() {}
-		for s.inFlight < w.opts.Workers {
+		for s.inFlight < w.inFlight() {
 			b, heavy, wait := w.take(s, draining)
 			if b == nil {
 				if wait > 0 {
@@ -230,6 +234,27 @@ func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 		}
 	}
 	workers.Wait()
+}
+
+// ShareInFlight tells the writer that n instances (this one included) write to the same
+// store, so that together they keep about as many batches in flight as one would alone:
+// from its next batch on, it keeps ceil(Workers / n) in flight, at least 1 (n ≤ 1: Workers).
+// Safe to call at any time, from any goroutine.
+func (w *Writer) ShareInFlight(n int) {
+	n = min(max(n, 1), math.MaxInt32)
+	if old := w.sharedBy.Swap(int32(n)); old != int32(n) {
+		select { // the loop re-reads the limit
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// inFlight is how many batches the writer keeps in flight now: Workers, shared as
+// ShareInFlight says.
+func (w *Writer) inFlight() int {
+	n := max(int(w.sharedBy.Load()), 1)
+	return max((w.opts.Workers+n-1)/n, 1)
 }
 
 // slots is what the policy needs of the batches in flight: all of them, and the light ones
@@ -279,7 +304,7 @@ func (w *Writer) take(s slots, drain bool) (*batch, bool, time.Duration) {
 		wait = lw
 	}
 	others := w.load.others(now)
-	if hf == nil || ((light.n > 0 || others > 0) && w.opts.Workers > 1 && s.inFlight >= w.opts.Workers-1) {
+	if limit := w.inFlight(); hf == nil || ((light.n > 0 || others > 0) && limit > 1 && s.inFlight >= limit-1) {
 		return nil, false, wait
 	}
 	heavy := pendingSet{n: hf.q.len(), oldest: hf.q.oldest().at, newest: hf.newest}

@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/store"
@@ -274,4 +275,21 @@ func (in *Instance) Stop(ctx context.Context, by time.Time, log *zap.Logger) {
 	if err != nil {
 		log.Warn("could not mark the instance stopped; the next start with its id waits three heartbeats", zap.Error(err))
 	}
+}
+
+// CountLive counts the instances of db that beat at or after since and are not stopped
+// (their heartbeat times are their own clocks: give since a margin of a few beats).
+func CountLive(ctx context.Context, db *mongo.Database, since time.Time) (int, error) {
+	cur, err := db.Collection(store.InstancesCollection).Find(ctx, bson.D{
+		{Key: store.FieldStopped, Value: bson.D{{Key: "$ne", Value: true}}},
+		{Key: store.FieldBeatAt, Value: bson.D{{Key: "$gte", Value: since}}},
+	}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("count live instances: %w", err)
+	}
+	var ids []bson.Raw
+	if err := cur.All(ctx, &ids); err != nil {
+		return 0, fmt.Errorf("count live instances: %w", err)
+	}
+	return len(ids), nil
 }

@@ -232,6 +232,10 @@ func (a *appServer) run(ctx context.Context, cfg Config, ln net.Listener, log *z
 	p.Go(a.probe.Run)
 	p.Go(a.apiServer.Run) // writes the tokens' last-used times
 	p.Go(a.writer.Run)
+	if cfg.BulkWorkers == 0 { // the default is a budget of the store's, shared by the instances
+		share := &inFlightShare{db: a.db, writer: a.writer, now: time.Now, log: log.Named("bulk")}
+		p.Go(share.Run)
+	}
 	p.Go(func(ctx context.Context) error {
 		if err := migrateAtStart(ctx, a.db, log.Named("migrations"), a.st.migrations); err != nil {
 			return err
