@@ -185,7 +185,8 @@ func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.Cance
 // to send them at once, as the policy says (see "Batching policy" in docs/design/ingest.md);
 // until then pending items keep collecting.
 func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
-	workers := pool.New().WithMaxGoroutines(w.opts.Workers) // inFlight() is at most Workers
+	// inFlight() is at most Workers.
+	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
 	finished := make(chan bool, w.opts.Workers) // one per batch written: whether it was heavy
 	s := slots{idleSince: w.clock.now()}
 	s.lightIdleSince = s.idleSince
