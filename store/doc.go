@@ -4,8 +4,9 @@
 // Ingest, the watcher, replay, verify, the read API, the business metrics and the migrations
 // all read and write through it, so they cannot disagree about a document. It is the ground
 // floor of the MongoDB side: the one durable write concern (DurableWriteConcern), a distinct
-// that reports its error (DistinctInto), and the index type the trees' package uses too
-// (migrations.Catalog holds both).
+// that reports its error (DistinctInto), the index type the trees' package uses too
+// (migrations.Catalog holds both), and how many writes of one kind rollup keeps in flight by
+// default (DefaultWritesInFlight, for the bulk writer and the watcher's parent writes).
 //
 // The one idea to know: a stored number is a count when Count says so (int32, int64, or a
 // double without a fraction within int64's range); any other value makes its document
