@@ -41,3 +41,35 @@ func TestCountLive(t *testing.T) {
 		t.Fatalf("CountLive over two minutes = %d, %v; want 3", n, err)
 	}
 }
+
+// TestLiveCountReports: LiveCount reports the count once at start and again when it changes.
+func TestLiveCountReports(t *testing.T) {
+	db := newDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counts := make(chan int, 10)
+	c := NewLiveCount(db, 10*time.Millisecond, time.Minute, func(n int) { counts <- n }, zap.NewNop())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	for i, want := range []int{1, 2} {
+		in := NewInstance(db, fmt.Sprintf("live-%d", i), time.Hour, time.Now, &Knobs{PID: 2000 + i, Alive: func(int) bool { return true }})
+		if err := in.Claim(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case n := <-counts:
+			if n != want {
+				t.Fatalf("reported %d live instances, want %d", n, want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("no report of %d live instances within a minute", want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(counts) != 0 {
+		t.Fatalf("reported %d more counts without a change", len(counts))
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/gameops/rollup/embedded/storage"
 	"github.com/gameops/rollup/internal/certfile"
 	"github.com/gameops/rollup/internal/mongoconn"
+	"github.com/gameops/rollup/lease"
 	"github.com/gameops/rollup/metrics"
 	"github.com/gameops/rollup/metrics/totals"
 	"github.com/gameops/rollup/retention"
@@ -232,9 +233,11 @@ func (a *appServer) run(ctx context.Context, cfg Config, ln net.Listener, log *z
 	p.Go(a.probe.Run)
 	p.Go(a.apiServer.Run) // writes the tokens' last-used times
 	p.Go(a.writer.Run)
-	if cfg.BulkWorkers == 0 { // the default is a budget of the store's, shared by the instances
-		share := &inFlightShare{db: a.db, writer: a.writer, now: time.Now, log: log.Named("bulk")}
-		p.Go(share.Run)
+	if cfg.BulkWorkers == 0 {
+		// The default writes in flight are the store's budget, shared by the live instances
+		// (docs/scaling.md): counted from their heartbeats, 5 beats being live.
+		live := lease.NewLiveCount(a.db, 3*time.Second, 5*watcher.DefaultHeartbeat, a.writer.ShareInFlight, log.Named("bulk"))
+		p.Go(live.Run)
 	}
 	p.Go(func(ctx context.Context) error {
 		if err := migrateAtStart(ctx, a.db, log.Named("migrations"), a.st.migrations); err != nil {
