@@ -37,6 +37,9 @@ type Stats struct {
 	DownSince time.Time
 	// ProbesOK and ProbesFailed count the probes of the store (see Writer.Available).
 	ProbesOK, ProbesFailed int64
+	// InFlightLimit is how many batches the writer keeps in flight at most now: Workers, or
+	// the store's budget shared by the live instances (ShareInFlight, SetStoreBudget).
+	InFlightLimit int
 }
 
 // numOutcomes is the number of Outcome values.
@@ -110,5 +113,6 @@ func (w *Writer) Stats() Stats {
 		s.DownSince = time.Time{}
 	}
 	s.ProbesOK, s.ProbesFailed = w.health.probes[0].Load(), w.health.probes[1].Load()
+	s.InFlightLimit = w.inFlight()
 	return s
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/internal/status"
+	"github.com/gameops/rollup/store"
 )
 
 // Writer coalesces submitted items into unordered BulkWrites of guarded upserts. Its methods
@@ -32,10 +33,13 @@ type Writer struct {
 	// sharedBy is how many instances share the store's writes in flight (ShareInFlight; 0
 	// or 1: this writer alone).
 	sharedBy atomic.Int32
-	policy   policy
-	clock    clock
-	stats    *counters
-	health   *health
+	// storeBudget is the writes in flight the store takes, all instances together
+	// (SetStoreBudget; 0: unknown, Workers stands for it).
+	storeBudget atomic.Int32
+	policy      policy
+	clock       clock
+	stats       *counters
+	health      *health
 	// writeBatch writes deduplicated items with b's memory (w.write; tests substitute a
 	// recorder).
 	writeBatch func(ctx context.Context, items []Item, b *batch) []Result
@@ -185,9 +189,9 @@ func (w *Writer) startDrainTimer(ctx context.Context, cancelWrites context.Cance
 // to send them at once, as the policy says (see "Batching policy" in docs/design/ingest.md);
 // until then pending items keep collecting.
 func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
-	// inFlight() is at most Workers.
-	workers := pool.New().WithMaxGoroutines(w.opts.Workers)
-	finished := make(chan bool, w.opts.Workers) // one per batch written: whether it was heavy
+	// inFlight() is at most maxInFlight().
+	workers := pool.New().WithMaxGoroutines(w.maxInFlight())
+	finished := make(chan bool, w.maxInFlight()) // one per batch written: whether it was heavy
 	s := slots{idleSince: w.clock.now()}
 	s.lightIdleSince = s.idleSince
 	cancelWake := func() {}
@@ -238,24 +242,67 @@ func (w *Writer) writeBatches(ctx, writeCtx context.Context) {
 }
 
 // ShareInFlight tells the writer that n instances (this one included) write to the same
-// store, so that together they keep about as many batches in flight as one would alone:
-// from its next batch on, it keeps ceil(Workers / n) in flight, at least 1 (n ≤ 1: Workers).
+// store, so that together they keep about as many batches in flight as the store's budget
+// (SetStoreBudget; Workers until it is known): from its next batch on, it keeps
+// ceil(budget / n) in flight, at least 1 and at most maxInFlight (n ≤ 1: the whole budget).
 // Safe to call at any time, from any goroutine.
 func (w *Writer) ShareInFlight(n int) {
 	n = min(max(n, 1), math.MaxInt32)
 	if old := w.sharedBy.Swap(int32(n)); old != int32(n) {
-		select { // the loop re-reads the limit
-		case w.kick <- struct{}{}:
-		default:
-		}
+		w.rereadLimit()
 	}
 }
 
-// inFlight is how many batches the writer keeps in flight now: Workers, shared as
-// ShareInFlight says.
+// SetStoreBudget tells the writer how many writes in flight the store takes from all
+// instances together (store.WritesInFlightFor its cores): ShareInFlight divides this budget
+// instead of Workers. A store on cores of its own then gets the writes its cores take, not
+// what this instance's cores would suggest (docs/scaling.md, "Writes in flight"). n ≤ 0
+// forgets it. Safe to call at any time, from any goroutine.
+func (w *Writer) SetStoreBudget(n int) {
+	n = min(max(n, 0), math.MaxInt32)
+	if old := w.storeBudget.Swap(int32(n)); old != int32(n) {
+		w.rereadLimit()
+	}
+}
+
+// SizeByStore asks the store how many cores it runs on (store.Cores) and sets the store's
+// budget to store.WritesInFlightFor them (SetStoreBudget). When the store does not say (the
+// user may not run hostInfo; the store is away), the budget stays Workers, this instance's
+// own default, and why is logged at info.
+func (w *Writer) SizeByStore(ctx context.Context) {
+	cores, err := store.Cores(ctx, w.coll.Database().Client())
+	if err != nil {
+		w.log.Info("the store's cores are unknown: the writes in flight follow this instance's cores", zap.Error(err))
+		return
+	}
+	budget := store.WritesInFlightFor(cores)
+	w.SetStoreBudget(budget)
+	w.log.Info("writes in flight sized by the store's cores", zap.Int("storeCores", cores), zap.Int("budget", budget))
+}
+
+// rereadLimit wakes the loop to re-read inFlight.
+func (w *Writer) rereadLimit() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// inFlight is how many batches the writer keeps in flight now: the store's budget (Workers
+// while unknown), shared as ShareInFlight says, at most maxInFlight.
 func (w *Writer) inFlight() int {
+	budget := int(w.storeBudget.Load())
+	if budget <= 0 {
+		budget = w.opts.Workers
+	}
 	n := max(int(w.sharedBy.Load()), 1)
-	return max((w.opts.Workers+n-1)/n, 1)
+	return min(max((budget+n-1)/n, 1), w.maxInFlight())
+}
+
+// maxInFlight bounds inFlight: Workers, or the largest default (store.MaxDefaultWritesInFlight)
+// when that is more, so that a store's budget above Workers can be used.
+func (w *Writer) maxInFlight() int {
+	return max(w.opts.Workers, store.MaxDefaultWritesInFlight)
 }
 
 // slots is what the policy needs of the batches in flight: all of them, and the light ones

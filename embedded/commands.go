@@ -104,8 +104,9 @@ func commandTable() map[string]commandSpec {
 		"createUser":   {run: cmdCreateUser, fields: createUserFields, write: true},
 		"dropUser":     {run: cmdDropUser, write: true},
 		"usersInfo":    {run: cmdUsersInfo, fields: usersInfoFields},
-		// Operators' tools (cmd_serverstatus.go, cmd_explain.go).
+		// Operators' tools (cmd_serverstatus.go, cmd_hostinfo.go, cmd_explain.go).
 		"serverStatus":     {run: cmdServerStatus, fields: []string{"*"}},
+		"hostInfo":         {run: cmdHostInfo},
 		"getCmdLineOpts":   {run: cmdGetCmdLineOpts},
 		"replSetGetStatus": {run: cmdReplSetGetStatus, fields: []string{"initialSync"}},
 		"explain":          {run: cmdExplain, fields: []string{"verbosity"}},

@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,35 @@ func TestServerStatus(t *testing.T) {
 	}
 	if d := status(bson.E{Key: "repl", Value: 0}); get(d, "repl") != nil {
 		t.Error("serverStatus with repl: 0 still has repl")
+	}
+}
+
+// TestHostInfo sends hostInfo as mongosh's db.hostInfo() and rollup's serve do (on admin) and
+// checks the cores it reports: serve sizes its writes in flight by
+// numCoresAvailableToProcess. On another database it is refused, as by mongod.
+func TestHostInfo(t *testing.T) {
+	e := newEnv(t)
+	raw, err := runRaw(e.ctx, e.c.Database("admin"), bson.D{{Key: "hostInfo", Value: 1}})
+	if err != nil {
+		t.Fatalf("hostInfo: %v", err)
+	}
+	d := mustD(t, raw)
+	avail, ok := asInt64(get(d, "system.numCoresAvailableToProcess"))
+	if !ok || avail < 1 {
+		t.Fatalf("system.numCoresAvailableToProcess = %v, want a count of cores", get(d, "system.numCoresAvailableToProcess"))
+	}
+	if all, ok := asInt64(get(d, "system.numCores")); ok && all < avail {
+		t.Errorf("numCores %d < numCoresAvailableToProcess %d", all, avail)
+	}
+	if !e.store.Real() && avail != int64(runtime.NumCPU()) {
+		t.Errorf("numCoresAvailableToProcess = %d, want the process's CPUs %d", avail, runtime.NumCPU())
+	}
+	if h, _ := get(d, "system.hostname").(string); h == "" {
+		t.Errorf("system.hostname = %v", get(d, "system.hostname"))
+	}
+	_, err = runRaw(e.ctx, e.db, bson.D{{Key: "hostInfo", Value: 1}})
+	if code := errCode(err); code != 13 {
+		t.Errorf("hostInfo on %s: %v (code %d), want 13 Unauthorized", e.db.Name(), err, code)
 	}
 }
 

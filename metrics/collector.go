@@ -79,6 +79,7 @@ type descs struct {
 	ingestRequests, ingestRejections, ingestItems, readSeconds           *prometheus.Desc
 	bulkBatches, bulkOps, bulkItems, bulkReissued, bulkRetries, bulkFail *prometheus.Desc
 	bulkDown, bulkDownFor, bulkRefused, bulkProbes, bulkConflicts        *prometheus.Desc
+	bulkInFlight                                                         *prometheus.Desc
 	events, batches, parentWrites, conflicts, replays, orphans, invalid  *prometheus.Desc
 	fenced, takeovers, leaseLosses, lastEvent                            *prometheus.Desc
 	recompute, lag, checkpointAge, leader, term                          *prometheus.Desc
@@ -109,6 +110,7 @@ func newDescs() descs {
 		bulkDownFor:      desc("bulk_store_unavailable_seconds", "Seconds the current store outage has lasted (0 when the store is up)."),
 		bulkRefused:      desc("bulk_refused_items_total", "Items answered unavailable without a write because the store was known to be down."),
 		bulkProbes:       desc("bulk_probes_total", "Probes of the store while it was down (or before a resend), by result.", "result"),
+		bulkInFlight:     desc("bulk_writes_in_flight_limit", "Leaf bulk writes this instance keeps in flight at most now: --bulk-workers, or the store's budget (half its cores, 2 to 8) shared by the live instances."),
 		events:           desc("watcher_events_total", "Leaf events the watcher recomputed (replayed leaves included)."),
 		batches:          desc("watcher_batches_total", "Non-empty change stream batches received."),
 		parentWrites:     desc("watcher_parent_writes_total", "Parent and root document writes sent (conflicting and resent ones included)."),
@@ -163,7 +165,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range []*prometheus.Desc{
 		d.ingestRequests, d.ingestRejections, d.ingestItems, d.readSeconds,
 		d.bulkBatches, d.bulkOps, d.bulkItems, d.bulkReissued, d.bulkRetries, d.bulkFail,
-		d.bulkDown, d.bulkDownFor, d.bulkRefused, d.bulkProbes, d.bulkConflicts,
+		d.bulkDown, d.bulkDownFor, d.bulkRefused, d.bulkProbes, d.bulkConflicts, d.bulkInFlight,
 		d.events, d.batches, d.parentWrites, d.conflicts, d.replays, d.orphans, d.invalid,
 		d.fenced, d.takeovers, d.leaseLosses, d.lastEvent,
 		d.recompute, d.lag, d.checkpointAge, d.leader, d.term,
@@ -278,6 +280,7 @@ func collectBulk(out sender, d descs, s bulk.Stats, now time.Time) {
 	out.counter(d.bulkRefused, s.Refused)
 	out.counter(d.bulkProbes, s.ProbesOK, "ok")
 	out.counter(d.bulkProbes, s.ProbesFailed, "failed")
+	out.gauge(d.bulkInFlight, float64(s.InFlightLimit))
 }
 
 // collectWatcher sends the watcher's counters and the time of its last event.

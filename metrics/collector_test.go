@@ -76,7 +76,7 @@ func TestCollectorFakes(t *testing.T) {
 				Items:     map[bulk.Outcome]int64{bulk.OutcomeApplied: 6, bulk.OutcomeStale: 1, bulk.OutcomeRejected: 0, bulk.OutcomeUnknown: 0},
 				Retries:   map[store.Class]int64{store.ClassWriteConcern: 1},
 				Failures:  map[store.Class]int64{store.ClassUnknownOutcome: 2},
-				StoreDown: true, DownSince: now.Add(-90 * time.Second), Refused: 40, ProbesOK: 1, ProbesFailed: 12}
+				StoreDown: true, DownSince: now.Add(-90 * time.Second), Refused: 40, ProbesOK: 1, ProbesFailed: 12, InFlightLimit: 3}
 		},
 		Watcher: func() watcher.Stats {
 			return watcher.Stats{Events: 10, Batches: 3, ParentWrites: 7, Conflicts: 1, Replays: 1, Orphans: 2, Invalid: 0,
@@ -128,6 +128,7 @@ func TestCollectorFakes(t *testing.T) {
 		`rollup_bulk_refused_items_total 40`,
 		`rollup_bulk_probes_total{result="ok"} 1`,
 		`rollup_bulk_probes_total{result="failed"} 12`,
+		`rollup_bulk_writes_in_flight_limit 3`,
 		`rollup_watcher_events_total 10`,
 		`rollup_watcher_batches_total 3`,
 		`rollup_watcher_parent_writes_total 7`,

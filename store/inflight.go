@@ -1,6 +1,14 @@
 package store
 
-import "runtime"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
 
 // Bounds of DefaultWritesInFlight.
 const (
@@ -21,4 +29,28 @@ func DefaultWritesInFlight() int { return WritesInFlightFor(runtime.GOMAXPROCS(0
 // than 8, and more cores were not measured.
 func WritesInFlightFor(procs int) int {
 	return min(max(procs/2, MinWritesInFlight), MaxDefaultWritesInFlight)
+}
+
+// Cores is how many cores the store's server runs on, from hostInfo on admin:
+// system.numCoresAvailableToProcess (its CPU affinity, MongoDB 6.0 on and the embedded server),
+// else system.numCores (the host's). Behind mongos it is the mongos host's. An error when
+// hostInfo is refused (a user without the hostInfo privilege, granted by clusterMonitor) or
+// answers neither.
+func Cores(ctx context.Context, client *mongo.Client) (int, error) {
+	var out struct {
+		System struct {
+			NumCores                   int `bson:"numCores"`
+			NumCoresAvailableToProcess int `bson:"numCoresAvailableToProcess"`
+		} `bson:"system"`
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hostInfo", Value: 1}}).Decode(&out); err != nil {
+		return 0, fmt.Errorf("hostInfo: %w", err)
+	}
+	switch {
+	case out.System.NumCoresAvailableToProcess > 0:
+		return out.System.NumCoresAvailableToProcess, nil
+	case out.System.NumCores > 0:
+		return out.System.NumCores, nil
+	}
+	return 0, errors.New("hostInfo: no system.numCoresAvailableToProcess nor system.numCores")
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,9 +53,17 @@ func freeAddr(t *testing.T) string {
 // logged if the test failed).
 func spawn(t *testing.T, onLine func(string), args ...string) (*exec.Cmd, *syncBuffer, chan struct{}) {
 	t.Helper()
+	return spawnWith(t, nil, nil, onLine, args...)
+}
+
+// spawnWith is spawn with the child run through wrap (a command and its arguments, such as
+// taskset -c 0; nil: none) and with extra environment variables (KEY=VALUE).
+func spawnWith(t *testing.T, wrap, extraEnv []string, onLine func(string), args ...string) (*exec.Cmd, *syncBuffer, chan struct{}) {
+	t.Helper()
 	raw, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw))
+	argv := append(append(slices.Clone(wrap), os.Args[0]), "-test.run=^$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), childArgsEnv+"="+string(raw)), extraEnv...)
 	stderr, exited := &syncBuffer{}, make(chan struct{})
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()

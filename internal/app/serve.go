@@ -234,8 +234,9 @@ func (a *appServer) run(ctx context.Context, cfg Config, ln net.Listener, log *z
 	p.Go(a.apiServer.Run) // writes the tokens' last-used times
 	p.Go(a.writer.Run)
 	if cfg.BulkWorkers == 0 {
-		// The default writes in flight are the store's budget, shared by the live instances
-		// (docs/scaling.md): counted from their heartbeats, 5 beats being live.
+		// The default writes in flight are the store's budget (by its cores, once migrated),
+		// shared by the live instances (docs/scaling.md): counted from their heartbeats, 5
+		// beats being live.
 		live := lease.NewLiveCount(a.db, 3*time.Second, 5*watcher.DefaultHeartbeat, a.writer.ShareInFlight, log.Named("bulk"))
 		p.Go(live.Run)
 	}
@@ -244,6 +245,9 @@ func (a *appServer) run(ctx context.Context, cfg Config, ln net.Listener, log *z
 			return err
 		}
 		close(a.migrated)
+		if cfg.BulkWorkers == 0 { // the store answers now: its cores size the shared budget
+			a.writer.SizeByStore(ctx)
+		}
 		return nil
 	})
 	p.Go(func(ctx context.Context) error {
