@@ -16,9 +16,11 @@ import (
 // cmdHostInfo answers hostInfo (admin only, as in mongod) with the fields the server really
 // knows: the time, the host name, the address size, the architecture, the machine's online
 // cores (numCores, from /sys where Linux has it) and the cores this process may run on
-// (numCoresAvailableToProcess: its CPU affinity, as mongod reads it with sched_getaffinity).
-// rollup's serve sizes its writes in flight by the latter (store.Cores). Fields the server
-// does not compute (memory, NUMA, libc, CPU features) are left out rather than guessed.
+// (numCoresAvailableToProcess: its CPU affinity, as mongod reads it with sched_getaffinity,
+// and no more than GOMAXPROCS, which for this server written in Go is how many cores it can
+// use at once and follows a container's CPU limit). rollup's serve sizes its writes in flight
+// by the latter (store.Cores). Fields the server does not compute (memory, NUMA, libc, CPU
+// features) are left out rather than guessed.
 func cmdHostInfo(_ context.Context, _ *Server, r *request) (result, error) {
 	if r.db != "admin" {
 		return result{}, mongoerr.New(mongoerr.Unauthorized, "hostInfo may only be run against the admin database.")
@@ -33,7 +35,7 @@ func cmdHostInfo(_ context.Context, _ *Server, r *request) (result, error) {
 		sys = append(sys, bson.E{Key: "numCores", Value: int32(n)})
 	}
 	sys = append(sys,
-		bson.E{Key: "numCoresAvailableToProcess", Value: int32(runtime.NumCPU())},
+		bson.E{Key: "numCoresAvailableToProcess", Value: int32(min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))},
 		bson.E{Key: "cpuArch", Value: cpuArch(runtime.GOARCH)},
 	)
 	osName := runtime.GOOS

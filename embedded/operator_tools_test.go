@@ -94,8 +94,8 @@ func TestHostInfo(t *testing.T) {
 	if all, ok := asInt64(get(d, "system.numCores")); ok && all < avail {
 		t.Errorf("numCores %d < numCoresAvailableToProcess %d", all, avail)
 	}
-	if !e.store.Real() && avail != int64(runtime.NumCPU()) {
-		t.Errorf("numCoresAvailableToProcess = %d, want the process's CPUs %d", avail, runtime.NumCPU())
+	if want := min(runtime.NumCPU(), runtime.GOMAXPROCS(0)); !e.store.Real() && avail != int64(want) {
+		t.Errorf("numCoresAvailableToProcess = %d, want the process's CPUs (affinity, at most GOMAXPROCS) %d", avail, want)
 	}
 	if h, _ := get(d, "system.hostname").(string); h == "" {
 		t.Errorf("system.hostname = %v", get(d, "system.hostname"))

@@ -37,8 +37,8 @@ func TestCores(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Cores: %v", err)
 	}
-	if n < 1 || (!srv.Real() && n != runtime.NumCPU()) {
-		t.Errorf("Cores = %d, want the store's CPUs (%d here)", n, runtime.NumCPU())
+	if want := min(runtime.NumCPU(), runtime.GOMAXPROCS(0)); n < 1 || (!srv.Real() && n != want) {
+		t.Errorf("Cores = %d, want the store's CPUs (%d here)", n, want)
 	}
 	srv.FailPoint(t, c, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: int32(1)}}},
 		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"hostInfo"}}, {Key: "errorCode", Value: int32(13)}, {Key: "appName", Value: app}}}})
