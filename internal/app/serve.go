@@ -164,7 +164,7 @@ func newAppServer(cfg Config, client *mongo.Client, storeMonitor *bulk.StoreMoni
 	// Every project's trees in memory: the API refuses ids of another project and interior nodes.
 	directory := treedb.NewDirectory(a.trees, treedb.DirectoryOptions{})
 	a.writer = bulk.New(db.Collection(store.CountsCollection), bulk.Options{AttemptTimeout: 10 * time.Second, StoreMonitor: storeMonitor,
-		RecordOutages: true, Instance: cfg.InstanceID, Workers: cfg.BulkWorkers}, log.Named("bulk"))
+		RecordOutages: true, Instance: cfg.InstanceID, Workers: cfg.BulkWorkers}, log)
 	a.st.bulk = a.writer.Tracker()
 	a.apiServer = api.NewServer(api.Config{DB: db, Sink: &gatedSink{open: a.migrated, next: a.writer}, TreeStore: a.trees, Trees: directory, Logger: log,
 		TokenRPS: APILimit(cfg.TokenRPS), TokenLeavesPerSecond: APILimit(cfg.TokenLeavesPerS)})
