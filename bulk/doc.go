@@ -12,5 +12,6 @@
 // collection's applies) and never touches parent or root documents. Batching (each batch
 // filled round-robin across projects, so one project's backlog cannot hold back another's, and
 // a project sending most of the items cut apart and written after the others), deduplication, the retry policy and store-outage handling are explained in
-// docs/design/ingest.md.
+// docs/design/ingest.md. How many batches it keeps in flight (Workers, or the store's budget
+// shared by the live instances: SetStoreBudget, ShareInFlight) is in docs/scaling.md.
 package bulk

@@ -6,7 +6,8 @@
 // floor of the MongoDB side: the one durable write concern (DurableWriteConcern), a distinct
 // that reports its error (DistinctInto), the index type the trees' package uses too
 // (migrations.Catalog holds both), and how many writes of one kind rollup keeps in flight by
-// default (DefaultWritesInFlight, for the bulk writer and the watcher's parent writes).
+// default (DefaultWritesInFlight, for the bulk writer and the watcher's parent writes; Cores
+// asks the store its own cores, by which the instances' shared budget is sized).
 //
 // The one idea to know: a stored number is a count when Count says so (int32, int64, or a
 // double without a fraction within int64's range); any other value makes its document
