@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/gameops/rollup/embedded/cpulist"
 	"github.com/gameops/rollup/embedded/mongoerr"
 )
 
@@ -31,8 +32,8 @@ func cmdHostInfo(_ context.Context, _ *Server, r *request) (result, error) {
 		{Key: "hostname", Value: host},
 		{Key: "cpuAddrSize", Value: int32(strconv.IntSize)},
 	}
-	if n, ok := onlineCPUs(); ok {
-		sys = append(sys, bson.E{Key: "numCores", Value: int32(n)})
+	if online, err := cpulist.Online(); err == nil {
+		sys = append(sys, bson.E{Key: "numCores", Value: int32(len(online))})
 	}
 	sys = append(sys,
 		bson.E{Key: "numCoresAvailableToProcess", Value: int32(min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))},
@@ -60,37 +61,4 @@ func cpuArch(goarch string) string {
 	default:
 		return goarch
 	}
-}
-
-// onlineCPUs counts the machine's online CPUs from /sys/devices/system/cpu/online (a list
-// like "0-3,6,8-9"); false where the file is missing or unreadable.
-func onlineCPUs() (int, bool) {
-	raw, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return 0, false
-	}
-	return countCPUList(strings.TrimSpace(string(raw)))
-}
-
-// countCPUList counts the CPUs of a kernel CPU list ("0-3,6"); false when it does not parse.
-func countCPUList(list string) (int, bool) {
-	if list == "" {
-		return 0, false
-	}
-	n := 0
-	for _, part := range strings.Split(list, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return 0, false
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0, false
-			}
-		}
-		n += b - a + 1
-	}
-	return n, true
 }

@@ -11,7 +11,8 @@
 // streams, the TTL monitor and, with EnableTestCommands, the fail points failCommand,
 // onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout. The layers it builds on are
 // packages: clientconn (connections), wire (messages), storage (documents, indexes,
-// durability, oplog), query and aggregate (MongoDB's semantics), bsonval and mongoerr;
+// durability, oplog), query and aggregate (MongoDB's semantics), bsonval, mongoerr and cpulist
+// (the CPU lists hostInfo counts, which rollup-bench reads too);
 // blackpipe and embeddedtest are for tests. Anything outside the subset answers 238
 // NotImplemented naming it, never a silent wrong answer.
 //

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gameops/rollup/embedded/cpulist"
 	"github.com/gameops/rollup/internal/bench"
 )
 
@@ -97,7 +98,7 @@ func runScale(ctx context.Context, e *env, args []string) error {
 			cfg.Instances = append(cfg.Instances, n)
 		}
 		if cpus != "" {
-			online, err := bench.OnlineCPUs()
+			online, err := cpulist.Online()
 			if err != nil {
 				return fmt.Errorf("--cpus: %w", err)
 			}

@@ -3,11 +3,11 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/gameops/rollup/embedded/cpulist"
 )
 
 // CPU sets of the scale benchmark (--cpus): the store and each serve instance run pinned to
@@ -73,18 +73,18 @@ func ParseCPUSets(spec string, online []int) (CPUSets, error) {
 		if strings.Contains(list, "=") {
 			return CPUSets{}, fmt.Errorf("--cpus: %q: separate entries with '/' (store=0-3/serve=4-7), not ','", entry)
 		}
-		cpus, err := ParseCPUList(list)
+		cpus, err := cpulist.Parse(list)
 		if err != nil {
 			return CPUSets{}, fmt.Errorf("--cpus: %s=%s: %w", role, list, err)
 		}
 		if online != nil {
 			for _, n := range cpus {
 				if !slices.Contains(online, n) {
-					return CPUSets{}, fmt.Errorf("--cpus: %s=%s: CPU %d does not exist (online: %s)", role, list, n, FormatCPUList(online))
+					return CPUSets{}, fmt.Errorf("--cpus: %s=%s: CPU %d does not exist (online: %s)", role, list, n, cpulist.Format(online))
 				}
 			}
 		}
-		norm := FormatCPUList(cpus)
+		norm := cpulist.Format(cpus)
 		switch strings.TrimSpace(role) {
 		case "store":
 			if c.Store != "" {
@@ -98,84 +98,6 @@ func ParseCPUSets(spec string, online []int) (CPUSets, error) {
 		}
 	}
 	return c, nil
-}
-
-// maxCPU bounds the CPU numbers a list may name (Linux's CONFIG_NR_CPUS maximum).
-const maxCPU = 8191
-
-// ParseCPUList parses a CPU list as taskset -c and /sys/devices/system/cpu/online write it:
-// numbers and ranges (a-b, a <= b) separated by commas. It returns the CPUs sorted, each once.
-func ParseCPUList(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("empty CPU list")
-	}
-	var cpus []int
-	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := cpuNumber(lo)
-		if err != nil {
-			return nil, err
-		}
-		b := a
-		if isRange {
-			if b, err = cpuNumber(hi); err != nil {
-				return nil, err
-			}
-			if b < a {
-				return nil, fmt.Errorf("CPU range %q runs backwards", part)
-			}
-		}
-		for n := a; n <= b; n++ {
-			cpus = append(cpus, n)
-		}
-	}
-	slices.Sort(cpus)
-	return slices.Compact(cpus), nil
-}
-
-func cpuNumber(s string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || n < 0 || n > maxCPU {
-		return 0, fmt.Errorf("%q is not a CPU number (0 to %d)", s, maxCPU)
-	}
-	return n, nil
-}
-
-// FormatCPUList writes sorted, distinct CPUs as a list with ranges ("0-3,6").
-func FormatCPUList(cpus []int) string {
-	var b strings.Builder
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(cpus[i]))
-		if j > i {
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(cpus[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
-}
-
-// OnlineCPUs returns the machine's online CPUs (/sys/devices/system/cpu/online), whatever
-// this process's own affinity.
-func OnlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, fmt.Errorf("online CPUs: %w", err)
-	}
-	cpus, err := ParseCPUList(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("online CPUs: %w", err)
-	}
-	return cpus, nil
 }
 
 // pinned returns a launcher that runs launch's command under `taskset -c cpus` (launch itself

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gameops/rollup/embedded/cpulist"
 )
 
 func TestParseCPUSets(t *testing.T) {
@@ -92,11 +94,11 @@ func TestPinned(t *testing.T) {
 	if err != nil {
 		t.Skip("taskset (util-linux) is not installed")
 	}
-	online, err := OnlineCPUs()
+	online, err := cpulist.Online()
 	if err != nil {
 		t.Skip(err)
 	}
-	cpu := FormatCPUList(online[len(online)-1:])
+	cpu := cpulist.Format(online[len(online)-1:])
 	launch := func(args ...string) *exec.Cmd {
 		return exec.Command("sh", append([]string{"-c", `grep Cpus_allowed_list /proc/self/status; echo "$@"`, "sh"}, args...)...)
 	}
@@ -110,23 +112,4 @@ func TestPinned(t *testing.T) {
 	if cmd := pinned(launch, ts, "")("a"); cmd.Path != launch("a").Path {
 		t.Errorf("pinned without CPUs changed the command: %v", cmd.Args)
 	}
-}
-
-func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"0", "0-3", "0,2,4-7", "3-1", "", "1,,2", "-", "8191", "0-8191"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		cpus, err := ParseCPUList(s)
-		if err != nil {
-			return
-		}
-		if len(cpus) == 0 || !slices.IsSorted(cpus) || len(slices.Compact(slices.Clone(cpus))) != len(cpus) {
-			t.Fatalf("ParseCPUList(%q) = %v: not sorted, distinct and non-empty", s, cpus)
-		}
-		again, err := ParseCPUList(FormatCPUList(cpus))
-		if err != nil || !slices.Equal(again, cpus) {
-			t.Fatalf("round trip of %q (%s): %v, %v", s, FormatCPUList(cpus), again, err)
-		}
-	})
 }
