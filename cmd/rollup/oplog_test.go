@@ -40,15 +40,7 @@ func TestOplogSizeFlags(t *testing.T) {
 // (ChangeStreamHistoryLost, as on a MongoDB whose oplog rolled over), and one resumed from
 // the last write has not.
 func TestMongodOplogSize(t *testing.T) {
-	c := startChild(t, "mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn", "--oplog-size-mb", "1")
-	var uri string
-	select {
-	case uri = <-c.lines:
-	case <-c.exited:
-		t.Fatalf("mongod exited: %s", c.stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("mongod did not print its URI within 60s")
-	}
+	uri := startMongodChild(t, nil, "--oplog-size-mb", "1")
 	ctx := t.Context()
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {

@@ -93,10 +93,39 @@ func spawnWith(t *testing.T, wrap, extraEnv []string, onLine func(string), args 
 }
 
 // launchServe runs `rollup serve args...` without waiting.
+// startMongodChild starts `rollup mongod --memory` (with extra flags) through wrap (nil:
+// directly) and returns the URI it prints.
+func startMongodChild(t *testing.T, wrap []string, extra ...string) string {
+	t.Helper()
+	lines := make(chan string, 16)
+	_, stderr, exited := spawnWith(t, wrap, nil, func(line string) {
+		select { // the first line is the URI; later ones are not waited for
+		case lines <- line:
+		default:
+		}
+	},
+		append([]string{"mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn"}, extra...)...)
+	select {
+	case uri := <-lines:
+		return uri
+	case <-exited:
+		t.Fatalf("mongod exited: %s", stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("mongod did not print its URI within 60s")
+	}
+	return ""
+}
+
 func launchServe(t *testing.T, args ...string) *serveChild {
 	t.Helper()
+	return launchServeEnv(t, nil, args...)
+}
+
+// launchServeEnv is launchServe with extra environment variables (KEY=VALUE).
+func launchServeEnv(t *testing.T, extraEnv []string, args ...string) *serveChild {
+	t.Helper()
 	c := &serveChild{api: make(chan string, 1)}
-	c.cmd, c.stderr, c.stopped = spawn(t, func(line string) {
+	c.cmd, c.stderr, c.stopped = spawnWith(t, nil, extraEnv, func(line string) {
 		if url, ok := strings.CutPrefix(line, "rollup API: "); ok {
 			c.api <- url
 		}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,21 +52,15 @@ func TestServeSizesWritesByStoreCores(t *testing.T) {
 	db := fmt.Sprintf("inflight_%d", time.Now().UnixNano())
 	start := func(id string, extra ...string) *serveChild {
 		t.Helper()
-		c := &serveChild{api: make(chan string, 1)}
-		args := append([]string{"serve", "--mongodb-uri", uri, "--database", db, "--instance-id", id,
-			"--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
-		c.cmd, c.stderr, c.stopped = spawnWith(t, nil, []string{"GOMAXPROCS=16"}, func(line string) {
-			if url, ok := strings.CutPrefix(line, "rollup API: "); ok {
-				c.api <- url
-			}
-		}, args...)
+		c := launchServeEnv(t, []string{"GOMAXPROCS=16"}, append([]string{"--mongodb-uri", uri, "--database", db,
+			"--instance-id", id, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)...)
 		c.waitAPI(t)
 		return c
 	}
 	waitLimit := func(c *serveChild, name string, want int) {
 		t.Helper()
 		waitUntil(t, 30*time.Second, fmt.Sprintf("%s keeping %d in flight", name, want), func() bool {
-			got, ok := metricValue(metricsText(c.apiURL), "rollup_bulk_writes_in_flight_limit")
+			got, ok := metricValue(c.apiURL, "rollup_bulk_writes_in_flight_limit")
 			return ok && got == float64(want)
 		})
 	}
@@ -81,38 +73,4 @@ func TestServeSizesWritesByStoreCores(t *testing.T) {
 	waitLimit(c, "an instance with --bulk-workers 5", 5)
 	waitLimit(a, "instance a among 3", (budget+2)/3)
 	t.Logf("store on %d core(s): budget %d; alone %d, 2 instances %d each, 3 instances %d each", cores, budget, budget, (budget+1)/2, (budget+2)/3)
-}
-
-// startMongodChild starts `rollup mongod --memory` through wrap (nil: directly) and returns
-// the URI it prints.
-func startMongodChild(t *testing.T, wrap []string) string {
-	t.Helper()
-	lines := make(chan string, 16)
-	_, stderr, exited := spawnWith(t, wrap, nil, func(line string) {
-		select { // the first line is the URI; later ones are not waited for
-		case lines <- line:
-		default:
-		}
-	},
-		"mongod", "--listen", "127.0.0.1:0", "--memory", "--log-level", "warn")
-	select {
-	case uri := <-lines:
-		return uri
-	case <-exited:
-		t.Fatalf("mongod exited: %s", stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("mongod did not print its URI within 60s")
-	}
-	return ""
-}
-
-// metricValue reads an unlabelled series' value from a /metrics page.
-func metricValue(page, name string) (float64, bool) {
-	for _, line := range strings.Split(page, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
 }

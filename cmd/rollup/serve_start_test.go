@@ -225,10 +225,14 @@ func leaderMetric(baseURL string) bool {
 
 // componentReadyMetric reads rollup_component_ready of component from /metrics.
 func componentReadyMetric(baseURL, component string) (float64, bool) {
-	prefix := `rollup_component_ready{component="` + component + `"} `
+	return metricValue(baseURL, `rollup_component_ready{component="`+component+`"}`)
+}
+
+// metricValue reads one series (its name and labels as /metrics writes them) from /metrics.
+func metricValue(baseURL, series string) (float64, bool) {
 	for _, line := range strings.Split(metricsText(baseURL), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			f, err := strconv.ParseFloat(v, 64)
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			return f, err == nil
 		}
 	}
