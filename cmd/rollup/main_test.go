@@ -8,8 +8,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
-
-	"github.com/gameops/rollup/embedded/embeddedtest"
 )
 
 // childArgsEnv makes the test binary run `rollup` with these (JSON-encoded) arguments instead
@@ -28,15 +26,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(runMain(&env{stdout: os.Stdout, stderr: os.Stderr}, args, runFn))
 	}
-	embeddedtest.OverlapWaits(32) // the lane, not -parallel, bounds how many run at once
 	os.Exit(m.Run())
 }
-
-// lane holds the package's slow tests that need neither a store nor a port of another test:
-// they run one at a time, beside the long waits (TestServeRidesOutStoreFaults' minute of
-// faults, TestServeStartsBeforeStore's store kept away, TestServeShutsDownWithoutStore), which
-// would otherwise start only once every serial test had ended.
-var lane = embeddedtest.NewLane(1)
 
 // stuckCommand makes a child process run runStuck instead of a subcommand.
 const stuckCommand = "test-stuck-in-shutdown"

@@ -113,7 +113,6 @@ func TestMongodBadSecurityInput(t *testing.T) {
 // connects the Go driver with tls=true and the user's password (a wrong one gets code 18),
 // then the official Python and Node drivers when installed (.ci/run installs them).
 func TestMongodTLSAuth(t *testing.T) {
-	lane.Enter(t)
 	dir := t.TempDir()
 	f := embeddedtest.WriteTLSFiles(t, dir)
 	users := writeUsersFile(t, dir, "users:\n  - user: alice\n    password: \"s3cret pass\"\n", 0o600)

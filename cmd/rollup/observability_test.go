@@ -311,7 +311,6 @@ func promtool(t *testing.T, bin, dir string, args ...string) string {
 // TestPrometheusRules runs the rules' unit tests and checks the Prometheus config (and the
 // rule files it loads) with promtool.
 func TestPrometheusRules(t *testing.T) {
-	lane.Enter(t)
 	bin := promtoolPath(t)
 	out := promtool(t, bin, prometheusDir, append([]string{"test", "rules"}, ruleTestFiles...)...)
 	if strings.Count(out, "SUCCESS") != len(ruleTestFiles) {

@@ -40,7 +40,6 @@ func TestOplogSizeFlags(t *testing.T) {
 // (ChangeStreamHistoryLost, as on a MongoDB whose oplog rolled over), and one resumed from
 // the last write has not.
 func TestMongodOplogSize(t *testing.T) {
-	lane.Enter(t)
 	uri := startMongodChild(t, nil, "--oplog-size-mb", "1")
 	ctx := t.Context()
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))

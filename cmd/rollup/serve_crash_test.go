@@ -178,7 +178,6 @@ func (c *serveChild) kill() {
 // with SIGKILL while agents submit, restarts it on the same data directory, lets the agents
 // resend what was not acknowledged, and checks every (node, tick): parent == Σ children.
 func TestServeSurvivesKill9(t *testing.T) {
-	lane.Enter(t)
 	if testing.Short() {
 		t.Skip("starts rollup processes")
 	}

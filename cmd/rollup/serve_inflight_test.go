@@ -26,7 +26,7 @@ func TestServeSizesWritesByStoreCores(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rollup processes")
 	}
-	lane.Enter(t)
+	t.Parallel()
 	ctx := testctx.Context(t)
 	uri, pinned := os.Getenv("MONGODB_URI"), false
 	if uri == "" {

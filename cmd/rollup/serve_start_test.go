@@ -130,7 +130,7 @@ func TestServeIngestWaitsForMigrations(t *testing.T) {
 	if os.Getenv("MONGODB_URI") != "" {
 		t.Skip("prepares the embedded server's data directory")
 	}
-	lane.Enter(t)
+	t.Parallel()
 	ctx := testctx.Context(t)
 	dir := t.TempDir()
 	srv := startOwnedStore(t, "127.0.0.1:0", dir)
@@ -181,7 +181,7 @@ func TestServeStartsPastStaleMigrationLock(t *testing.T) {
 	if os.Getenv("MONGODB_URI") != "" {
 		t.Skip("prepares the embedded server's data directory")
 	}
-	lane.Enter(t)
+	t.Parallel()
 	ctx := testctx.Context(t)
 	ms := startOwnedStore(t, "127.0.0.1:0", t.TempDir())
 	db := directDB(t, ms.addr, store.DefaultDatabase)
@@ -296,7 +296,7 @@ func TestServeRestartLeadsAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rollup processes")
 	}
-	lane.Enter(t)
+	t.Parallel()
 	ctx := testctx.Context(t)
 	dir, storeAddr, apiAddr := t.TempDir(), freeAddr(t), freeAddr(t)
 	args := []string{"--data", dir, "--embedded-listen", storeAddr, "--listen", apiAddr, "--log-level", "warn"}
@@ -346,7 +346,7 @@ func TestServeRefusesDuplicateInstanceID(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rollup processes")
 	}
-	lane.Enter(t)
+	t.Parallel()
 	srv := embeddedtest.Start(t)
 	dbName := srv.Database(t, srv.Client(t, options.Client())).Name()
 	common := []string{"--mongodb-uri", srv.URI, "--database", dbName, "--instance-id", "dup", "--log-level", "warn"}
