@@ -421,8 +421,10 @@ func TestLookupsBoundedDuringDroppedConnections(t *testing.T) {
 
 // TestFirstSubmissionAfterReturn: ten times, the store becomes unreachable long enough to be
 // known down, then comes back; the first submission sent once it is back is acknowledged
-// within 1s. What it waits for is the driver's monitor: it checks a server it lost at most
-// every 500ms, however soon after the return the submission comes.
+// within 1s more than the same submission takes with the store up (the next one, sent right
+// after it: on a loaded machine a submission alone took up to 0.5 s). What it waits for is the
+// driver's monitor: it checks a server it lost at most every 500ms, however soon after the
+// return the submission comes.
 func TestFirstSubmissionAfterReturn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("ten outages")
@@ -430,7 +432,7 @@ func TestFirstSubmissionAfterReturn(t *testing.T) {
 	t.Parallel()
 	s := newProxiedStack(t)
 	wantApplied(t, "before", s.post(t, countsBody(t, 100, time.Now(), 1)))
-	var took []time.Duration
+	var took, waited []time.Duration
 	for i := range 10 {
 		s.stop()
 		down := s.post(t, countsBody(t, 100, time.Now(), int64(i)))
@@ -443,11 +445,14 @@ func TestFirstSubmissionAfterReturn(t *testing.T) {
 		s.startProxy(t, s.addr)
 		back := s.post(t, countsBody(t, 100, time.Now(), int64(100+i)))
 		wantApplied(t, fmt.Sprintf("outage %d: the first submission after the return", i), back)
-		took = append(took, back.took)
+		up := s.post(t, countsBody(t, 100, time.Now(), int64(200+i)))
+		wantApplied(t, fmt.Sprintf("outage %d: the next submission", i), up)
+		took, waited = append(took, back.took), append(waited, back.took-up.took)
 	}
 	slices.Sort(took)
-	t.Logf("the first submission after the store's return, acknowledged after: %v", took)
-	if took[len(took)-1] > time.Second {
-		t.Errorf("slowest: %v, want at most 1s", took[len(took)-1])
+	slices.Sort(waited)
+	t.Logf("the first submission after the store's return, acknowledged after: %v; more than the next submission took: %v", took, waited)
+	if waited[len(waited)-1] > time.Second {
+		t.Errorf("slowest: %v more than the next submission, want at most 1s", waited[len(waited)-1])
 	}
 }
