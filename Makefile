@@ -16,10 +16,16 @@ MODULES := . embedded
 K8S_MODULE := deploy/k8s
 
 # How many test packages run at once (go test's -p, GOMAXPROCS by default: 2 here). Most of
-# the slow packages wait (a fault held 30-60 s, a browser, processes that restart), so 4 at a
+# the slow packages wait (a fault held 30-60 s, a browser, processes that restart), so 5 at a
 # time overlap those waits with the others' CPU: 6 min to about 3 min on 2 cores
-# (docs/testing.md, "Four packages at a time").
-TEST_PACKAGES_AT_ONCE ?= 4
+# (docs/testing.md, "Four packages at a time" and "Five at a time, and no second at exit").
+TEST_PACKAGES_AT_ONCE ?= 5
+# Every race-instrumented process sleeps 1 s when it exits (the race runtime's
+# atexit_sleep_ms, default 1000, lets other goroutines report a last race): every test binary
+# and every rollup process a test stops. The tests do not need it: a race found is reported
+# when it happens, and the test that caused it fails. Set GORACE to keep the default.
+GORACE ?= atexit_sleep_ms=0
+export GORACE
 # The packages with the longest runs, named first so that go test starts them first (it runs
 # packages in the order named; ./... then adds the rest once): a long package started last
 # would run alone at the end.
