@@ -38,7 +38,8 @@ type browser struct {
 
 	// context is the browser context of every page of the test (newPage). One context, not
 	// one per page: a context of its own cost each page new renderer processes, and the
-	// browser test kept the machine busy for 89-109 CPU s against 55 s with one context.
+	// browser test kept the machine busy for 86-113 CPU s against 60-90 s with one context
+	// (docs/testing.md).
 	// The dashboard keeps its token in sessionStorage, which is per tab, so every page still
 	// opens without one; cookies and the HTTP cache are shared by the test's pages.
 	context string
@@ -233,11 +234,10 @@ func (b *browser) numEvents() int {
 
 // page is a tab of the test's browser context (browser.context).
 type page struct {
-	b              *browser
-	t              *testing.T
-	ctx            context.Context
-	session        string
-	browserContext string
+	b       *browser
+	t       *testing.T
+	ctx     context.Context
+	session string
 }
 
 // newPage opens a blank tab of width × height CSS pixels in the test's browser context; it
@@ -252,7 +252,7 @@ func (b *browser) newPage(ctx context.Context, t *testing.T, width, height int) 
 		SessionID string `json:"sessionId"`
 	}
 	b.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": tg.TargetID, "flatten": true}, &at)
-	p := &page{b: b, t: t, ctx: ctx, session: at.SessionID, browserContext: b.context}
+	p := &page{b: b, t: t, ctx: ctx, session: at.SessionID}
 	p.call("Page.enable", nil, nil)
 	p.call("Runtime.enable", nil, nil)
 	p.call("Emulation.setFocusEmulationEnabled", map[string]any{"enabled": true}, nil)
@@ -428,11 +428,12 @@ func (p *page) screenshot(path string) {
 	p.t.Logf("screenshot: %s (%.0f×%.0f)", path, m.CSSContentSize.Width, m.CSSContentSize.Height)
 }
 
-// allowDownloads saves the page's downloads in dir, each named by its guid.
+// allowDownloads saves the downloads of the test's browser context in dir, each named by its
+// guid: the page's, and those of the test's later pages until another call.
 func (p *page) allowDownloads(dir string) {
 	p.t.Helper()
 	p.b.call(p.ctx, "", "Browser.setDownloadBehavior", map[string]any{"behavior": "allowAndName", "downloadPath": dir,
-		"browserContextId": p.browserContext, "eventsEnabled": true}, nil)
+		"browserContextId": p.b.context, "eventsEnabled": true}, nil)
 }
 
 // waitDownload waits for the first download that begins after event skip (numEvents before
