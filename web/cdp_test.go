@@ -69,8 +69,7 @@ func startBrowser(ctx context.Context, t *testing.T) *browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+	args := []string{"--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
 		"--disable-background-timer-throttling", "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
 		"--disable-dev-shm-usage", "--hide-scrollbars", "--force-color-profile=srgb", "--lang=en-US",
 		"--user-data-dir=" + t.TempDir(), "--remote-debugging-pipe", "about:blank"}
