@@ -40,7 +40,7 @@ import (
 // chromiumPath is where Debian's chromium-headless-shell package installs the browser: the
 // same Blink and V8 as chromium, without the desktop browser's own user interface, which
 // gave every page two WebUI renderers (the omnibox popups) of its own. The test kept the
-// machine busy for 58-60 CPU s with chromium, 32-35 s with the headless shell
+// machine busy for 54-60 CPU s with chromium, 32-35 s with the headless shell
 // (docs/testing.md, "The headless shell"); Playwright runs headless on the same build.
 const chromiumPath = "/usr/bin/chromium-headless-shell"
 
