@@ -17,7 +17,8 @@ import (
 	"time"
 )
 
-// The rollup binary the soak runs, built once per test binary (see rollupBinary).
+// The rollup binary the soak runs, built once per test binary (see rollupBinary) into
+// buildDir, which TestMain removes.
 var (
 	buildOnce sync.Once
 	buildDir  string

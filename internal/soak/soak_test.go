@@ -73,14 +73,18 @@ type totals struct {
 const defaultParallel = 3
 
 // TestMain lets ROLLUP_SOAK_PARALLEL seeds run at once: go test's -parallel, GOMAXPROCS (2
-// here) unless given, would cap it.
+// here) unless given, would cap it. It removes the rollup binary rollupBinary built.
 func TestMain(m *testing.M) {
 	n, err := strconv.Atoi(os.Getenv("ROLLUP_SOAK_PARALLEL"))
 	if err != nil { // TestSoak reports a bad value
 		n = defaultParallel
 	}
 	embeddedtest.OverlapWaits(n)
-	os.Exit(m.Run())
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 // TestSoak runs the soak's seeds (see the package comment).
