@@ -37,9 +37,9 @@ type browser struct {
 	wake    chan struct{}
 
 	// context is the browser context of every page of the test (newPage). One context, not
-	// one per page: a context of its own cost each page new renderer processes, and the
-	// browser test kept the machine busy for 86-113 CPU s against 60-90 s with one context
-	// (docs/testing.md).
+	// one per page: a context of its own cost each page new renderer processes (with the
+	// desktop chromium the test then used, 86-113 machine CPU s against 60-90 s with one
+	// context; docs/testing.md).
 	// The dashboard keeps its token in sessionStorage, which is per tab, so every page still
 	// opens without one; cookies and the HTTP cache are shared by the test's pages.
 	context string
