@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/gameops/rollup/api"
 	"github.com/gameops/rollup/api/agentclient"
+	"github.com/gameops/rollup/internal/testnet"
 	"github.com/gameops/rollup/rollup"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
@@ -36,14 +36,14 @@ type serveChild struct {
 	stderr  *syncBuffer
 }
 
+// freeAddr returns a loopback address for a listener the test may stop and start again on
+// it (testnet.FreeAddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testnet.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	return addr
 }
 

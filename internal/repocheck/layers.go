@@ -6,7 +6,7 @@ package repocheck
 // rollup's.
 func Layers() [][]string {
 	return [][]string{
-		{"rollup", "tree", "internal/cli", "internal/status", "internal/hist", "internal/settings", "internal/testctx", "internal/repocheck", "internal/certfile", "api/internal/jsonscan", "web"},
+		{"rollup", "tree", "internal/cli", "internal/status", "internal/hist", "internal/settings", "internal/testctx", "internal/testnet", "internal/repocheck", "internal/certfile", "api/internal/jsonscan", "web"},
 		{"store", "retry", "api/apiv1", "internal/certfile/certtest"},
 		{"tree/treedb", "lease", "bulk", "internal/mongoconn", "api/agentclient"},
 		{"migrations", "recompute", "retention", "metrics/totals", "agentsim", "agent", "tree/treedb/treedbtest"},

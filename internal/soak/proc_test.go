@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,16 +158,6 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }
 
 // bindFailed reports whether a process's output says it could not bind.

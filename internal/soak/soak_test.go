@@ -164,6 +164,15 @@ func runSeed(t *testing.T, bin string, seed uint64, tot *totals) {
 	defer func() {
 		if t.Failed() || os.Getenv("ROLLUP_SOAK_JOURNAL") != "" {
 			t.Logf("seed %d (reproduce: ROLLUP_SOAK_SEED=%d go test -race -run TestSoak -v ./internal/soak/)\njournal:\n%s", seed, seed, log.String())
+			// A t.Fatal stops the seed before its violations are reported: they are the cause.
+			if vs := viol.all(); len(vs) > 0 && t.Failed() {
+				t.Logf("seed %d's violations so far:\n%s", seed, strings.Join(vs, "\n"))
+			}
+			w.storeMu.Lock()
+			if w.store != nil {
+				t.Logf("the store's last output:\n%s", lastLines(w.store.output.String(), 30))
+			}
+			w.storeMu.Unlock()
 			for _, s := range w.serves {
 				s.mu.Lock()
 				if s.p != nil {

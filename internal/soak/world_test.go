@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gameops/rollup/embedded/blackpipe"
+	"github.com/gameops/rollup/internal/testnet"
 )
 
 // dbName is the database every process of a seed uses.
@@ -109,7 +110,7 @@ func newWorld(ctx context.Context, t *testing.T, bin string, n int, log *journal
 	t.Helper()
 	w := &world{t: t, bin: bin, dir: t.TempDir(), log: log, viol: viol}
 	var err error
-	if w.storeAddr, err = freeAddr(); err != nil {
+	if w.storeAddr, err = testnet.FreeAddr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.startStore(ctx); err != nil {
@@ -136,7 +137,7 @@ func newWorld(ctx context.Context, t *testing.T, bin string, n int, log *journal
 	t.Cleanup(tr.CloseIdleConnections)
 	for i := range n {
 		s := &serveInst{idx: i, id: fmt.Sprintf("soak-%d", i)}
-		if s.addr, err = freeAddr(); err != nil {
+		if s.addr, err = testnet.FreeAddr(); err != nil {
 			t.Fatal(err)
 		}
 		w.serves = append(w.serves, s)
@@ -195,7 +196,10 @@ func (w *world) startProxy() error {
 	defer w.proxyMu.Unlock()
 	addr := w.proxyAddr
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		var err error
+		if addr, err = testnet.FreeAddr(); err != nil {
+			return fmt.Errorf("proxy: %w", err)
+		}
 	}
 	var p *blackpipe.Proxy
 	for try := 0; ; try++ {
