@@ -67,6 +67,10 @@ func newEnv(t *testing.T) env {
 // shape is how many documents a project has per bucket of each tier.
 type shape struct {
 	leaves, parents int // per tick; summaries: one per parent per hour and per day
+	// countsFrom, when set, is where leaves and parents start; the summaries still span the
+	// whole seed (a week of every tick is 30,000 documents for 3 projects, most of them read
+	// and deleted again by every check).
+	countsFrom time.Time
 }
 
 // seed writes project's documents of every tier over [from, to): leaves and parents at every
@@ -76,18 +80,19 @@ func (e env) seed(t *testing.T, project string, from, to time.Time, sh shape, sk
 	t.Helper()
 	var counts, hourly, daily []any
 	for tick := from; tick.Before(to); tick = tick.Add(5 * time.Minute) {
+		withCounts := !tick.Before(sh.countsFrom)
 		for i := range sh.leaves {
-			counts = append(counts, bson.D{{Key: "id", Value: fmt.Sprintf("%s-l%d", project, i)}, {Key: "type", Value: "process"},
-				{Key: "timestamp", Value: tick}, {Key: "project", Value: project}, {Key: "online", Value: int64(i)},
-				{Key: "version", Value: tick.UnixNano()}, {Key: "written_at", Value: tick}})
+			if withCounts {
+				counts = append(counts, bson.D{{Key: "id", Value: fmt.Sprintf("%s-l%d", project, i)}, {Key: "type", Value: "process"},
+					{Key: "timestamp", Value: tick}, {Key: "project", Value: project}, {Key: "online", Value: int64(i)},
+					{Key: "version", Value: tick.UnixNano()}, {Key: "written_at", Value: tick}})
+			}
 		}
 		for i := range sh.parents {
 			id := fmt.Sprintf("%s-p%d", project, i)
-			counts = append(counts, bson.D{{Key: "id", Value: id}, {Key: "type", Value: "server"},
-				{Key: "timestamp", Value: tick}, {Key: "project", Value: project}, {Key: "online", Value: int64(0)},
-				{Key: "version", Value: int64(1)}, {Key: "children", Value: bson.D{}}, {Key: "reported", Value: int64(0)},
-				{Key: "expected", Value: int64(0)}, {Key: "tree_version", Value: 1}, {Key: "written_at", Value: tick},
-				{Key: "rollup", Value: true}})
+			if withCounts {
+				counts = append(counts, parentDoc(project, id, tick))
+			}
 			if tick.Equal(tick.Truncate(time.Hour)) && !slices.ContainsFunc(skip, tick.Equal) {
 				hourly = append(hourly, summary(project, id, tick))
 			}
@@ -104,6 +109,15 @@ func (e env) seed(t *testing.T, project string, from, to time.Time, sh shape, sk
 		}
 	}
 	e.project(t, project)
+}
+
+// parentDoc is a parent's counts document at tick.
+func parentDoc(project, id string, tick time.Time) bson.D {
+	return bson.D{{Key: "id", Value: id}, {Key: "type", Value: "server"},
+		{Key: "timestamp", Value: tick}, {Key: "project", Value: project}, {Key: "online", Value: int64(0)},
+		{Key: "version", Value: int64(1)}, {Key: "children", Value: bson.D{}}, {Key: "reported", Value: int64(0)},
+		{Key: "expected", Value: int64(0)}, {Key: "tree_version", Value: 1}, {Key: "written_at", Value: tick},
+		{Key: "rollup", Value: true}}
 }
 
 // project creates project's document (projects are made with their first token).

@@ -27,7 +27,9 @@ func TestPassDeletesWhatThePolicyNoLongerKeeps(t *testing.T) {
 	e := newEnv(t)
 	from := t0.Add(-7 * day)
 	for _, p := range []string{"a", "forever", "broken"} {
-		e.seed(t, p, from, t0, shape{leaves: 3, parents: 2})
+		// Leaves and parents over the last day (their periods are 6 and 12 hours), summaries
+		// over the week (theirs are 3 and 5 days).
+		e.seed(t, p, from, t0, shape{leaves: 3, parents: 2, countsFrom: t0.Add(-day)})
 	}
 	overrides := retention.NewStore(e.db)
 	if err := overrides.Save(e.ctx, retention.DefaultScope, short(), t0); err != nil {
