@@ -38,7 +38,7 @@ func TestRawChangeEventsMatchDecoded(t *testing.T) {
 	if err := db.RunCommand(ctx, bson.D{{Key: "create", Value: "c2"}, {Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	writeRandom(ctx, t, r, db, 600)
+	writeRandom(ctx, t, r, db, 300)
 	// Events a document stream does not build raw: a collection created, indexed and dropped.
 	c3 := db.Collection("c3")
 	if _, err := c3.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
@@ -50,7 +50,7 @@ func TestRawChangeEventsMatchDecoded(t *testing.T) {
 	if err := c3.Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	writeRandom(ctx, t, r, db, 200)
+	writeRandom(ctx, t, r, db, 100)
 
 	leafFilter := leafFilterStage()
 	projects := bson.D{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
