@@ -24,8 +24,8 @@ func TestInsertPreparedMatchesInsert(t *testing.T) {
 		mustWrite(t, e, func(w *Writer) error { _, err := w.CreateIndex("db", "c", ix); return err })
 	}
 	r := rand.New(rand.NewPCG(25, 1))
-	// Too large documents: a few are enough, and each costs tens of MiB of copies under -race.
-	big, bigLeft := string(make([]byte, MaxDocumentSize)), 4
+	// A too large document: one is enough, and each costs tens of MiB of copies under -race.
+	big, bigLeft := string(make([]byte, MaxDocumentSize)), 1
 	docOf := func() bson.D {
 		id, k := int32(r.IntN(40)), int32(r.IntN(40))
 		switch r.IntN(12) {
@@ -61,7 +61,7 @@ func TestInsertPreparedMatchesInsert(t *testing.T) {
 		}
 	}
 	if bigLeft > 0 {
-		t.Fatalf("only %d too large documents drawn, want 4", 4-bigLeft)
+		t.Fatalf("no too large document drawn")
 	}
 	// Documents without _id get a fresh ObjectId (different in each engine): compare the rest.
 	contents := func(e *Engine) []string {
