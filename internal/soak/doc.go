@@ -24,10 +24,10 @@
 //
 // Environment: ROLLUP_SOAK_SEEDS (how many seeds, default 3, 1 with -short), ROLLUP_SOAK_FIRST
 // (the first seed, default 1), ROLLUP_SOAK_SEED (run only this seed), ROLLUP_SOAK_PARALLEL
-// (seeds at once, default 3; an explicit go test -parallel caps it too),
-// ROLLUP_SOAK_BINARY (a prebuilt rollup binary instead of building one; the test builds with
-// -race when it runs with -race), ROLLUP_SOAK_JOURNAL (print every seed's event journal, not
-// only a failed one's).
+// (seeds at once, default 3; an explicit go test -parallel caps it too), ROLLUP_SOAK_BINARY
+// (a prebuilt rollup binary instead of building one; the one the test builds has no race
+// detector, even under -race, so a race-built soak is a binary built with -race given here),
+// ROLLUP_SOAK_JOURNAL (print every seed's event journal, not only a failed one's).
 //
 // It uses only rollup's public surfaces: the HTTP API, the rollup binary's commands, the
 // stored documents through the driver, and the public packages that create tokens and import

@@ -26,9 +26,12 @@ var (
 )
 
 // rollupBinary returns the path of a rollup binary: ROLLUP_SOAK_BINARY, or one built from
-// this module (with -race when the test runs with -race), once. Built without -race under
-// go test -race, the seeds took 14 machine CPU s instead of 25, but 2 runs in 28 failed
-// (docs/testing.md, "The soak's processes as shipped, tried and reverted").
+// this module, once. The built one is the product binary as shipped, without the race
+// detector even when the test runs with -race: its processes are the soak's subjects, and
+// race-built ones kept the machine busy for 25 CPU s under go test -race, these 14. The race
+// detector holds serve and the embedded server in their own packages' tests, which run them in
+// race-built test binaries; a race-built soak is ROLLUP_SOAK_BINARY set to a go build -race
+// binary (docs/testing.md, "The soak's processes as shipped, again").
 func rollupBinary(t *testing.T) string {
 	t.Helper()
 	if b := os.Getenv("ROLLUP_SOAK_BINARY"); b != "" {
@@ -40,11 +43,7 @@ func rollupBinary(t *testing.T) string {
 			return
 		}
 		buildPath = filepath.Join(buildDir, "rollup")
-		args := []string{"build", "-o", buildPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command(goTool(), append(args, "github.com/gameops/rollup/cmd/rollup")...)
+		cmd := exec.Command(goTool(), "build", "-o", buildPath, "github.com/gameops/rollup/cmd/rollup")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build rollup: %w\n%s", err, out)
 		}
