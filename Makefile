@@ -17,8 +17,8 @@ K8S_MODULE := deploy/k8s
 
 # How many test packages run at once (go test's -p, GOMAXPROCS by default: 2 here). Most of
 # the slow packages wait (a fault held 30-60 s, a browser, processes that restart), so 5 at a
-# time overlap those waits with the others' CPU: the run is 3 min 3 s on 2 cores, the median
-# of 5 (docs/testing.md, "Five at a time, and no second at exit" and "Under 3 minutes").
+# time overlap those waits with the others' CPU: the run is 2 min 43 s on 2 cores, the median
+# of 7 (docs/testing.md, "Five at a time, and no second at exit" and "Under 3 minutes").
 TEST_PACKAGES_AT_ONCE ?= 5
 # Every race-instrumented process sleeps 1 s when it exits (the race runtime's
 # atexit_sleep_ms, default 1000, lets other goroutines report a last race): every test binary
