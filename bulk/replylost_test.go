@@ -103,7 +103,10 @@ func TestReplyLost(t *testing.T) {
 		e := newEnv(t)
 		e.store.SkipIfReal(t) // as embeddedOnly above
 		e.seed(t, append(append([]Item(nil), older...), same...)...)
-		w := startWriter(t, e.coll, Options{Workers: 1})
+		// The probe opens a new connection (the lost replies closed the others): on a loaded
+		// machine that took over the default second once, and without its probe the writer
+		// rightly gives up before the resend this case counts.
+		w := startWriter(t, e.coll, Options{Workers: 1, ProbeTimeout: 10 * time.Second})
 		e.txnWriteFailPoint(t, "alwaysOn", nil)
 		e.proxy.ResetStats()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
