@@ -11,6 +11,8 @@ import (
 )
 
 // handedOut holds the ports FreeAddr has returned in this process: a port is handed out once.
+// It is package state on purpose: ports belong to the process (and the machine), and tests
+// that never see each other (the soak's seeds, cmd/rollup's parallel tests) must share it.
 var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
