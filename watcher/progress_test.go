@@ -28,6 +28,14 @@ func TestProgress(t *testing.T) {
 	// Taken before Run: with a 1 ms interval it may save a checkpoint at once, before any leaf.
 	start := time.Now()
 	e.start(w)
+	// With no checkpoint the watcher opens its stream, replays the recent window and saves a
+	// checkpoint: leaves written before the stream opened are recomputed by that replay, not
+	// by a burst, and no burst would ever be recorded (on a loaded CI machine this test once
+	// waited so until its deadline). So the leaves are written once the stream is open.
+	testctx.WaitFor(t, "the stream open (its first checkpoint)", func() bool {
+		p := w.Progress()
+		return len(p.Streams) == 1 && !p.Streams[0].CheckpointSavedAt.IsZero()
+	})
 	var items []bulk.Item
 	for i, l := range tr.Leaves() {
 		items = append(items, item(project, l.ID, l.Type, t0, int64(i+1), 100))
