@@ -24,6 +24,7 @@ import (
 	"github.com/gameops/rollup/bulk"
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
+	"github.com/gameops/rollup/internal/testnet"
 	"github.com/gameops/rollup/migrations"
 	"github.com/gameops/rollup/store"
 	"github.com/gameops/rollup/tree"
@@ -55,7 +56,12 @@ func newProxiedStack(t *testing.T) *proxiedStack {
 	s.direct = s.store.Client(t)
 	s.check = s.store.Database(t, s.direct)
 	s.target = options.Client().ApplyURI(s.store.URI).Hosts[0]
-	s.startProxy(t, "127.0.0.1:0")
+	// The proxy is stopped and started again on its address: one no other listener is given.
+	addr, err := testnet.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.startProxy(t, addr)
 	t.Cleanup(func() { s.stop() })
 
 	// As serve connects: server selection 2s, a 1s heartbeat, no client timeout, the writer

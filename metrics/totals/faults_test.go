@@ -15,6 +15,7 @@ import (
 	"github.com/gameops/rollup/embedded/blackpipe"
 	"github.com/gameops/rollup/embedded/embeddedtest"
 	"github.com/gameops/rollup/internal/testctx"
+	"github.com/gameops/rollup/internal/testnet"
 	"github.com/gameops/rollup/metrics/totals"
 )
 
@@ -57,8 +58,12 @@ func TestRunRidesOutStoreFaults(t *testing.T) {
 	p.report(t, "faulty", t0, leafCounts(tr, func(i int) (int64, bool) { return int64(i + 5), i > 0 }), tr, 1)
 
 	target := options.Client().ApplyURI(p.store.URI).Hosts[0]
-	proxy, stopProxy := startProxy(t, target, "127.0.0.1:0")
-	addr := proxy.Addr()
+	// The proxy is stopped and started again on its address: one no other listener is given.
+	addr, err := testnet.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, stopProxy := startProxy(t, target, addr)
 	via := &embeddedtest.Store{URI: fmt.Sprintf("mongodb://%s/?directConnection=true", addr)}
 	client := via.Client(t, options.Client().SetAppName(faultApp).SetServerSelectionTimeout(300*time.Millisecond))
 	core, logs := observer.New(zap.DebugLevel)
