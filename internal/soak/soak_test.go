@@ -161,11 +161,12 @@ func runSeed(t *testing.T, bin string, seed uint64, tot *totals) {
 	log.logf("%s", p.summary())
 	ctx := testctx.Context(t)
 	w := newWorld(ctx, t, bin, p.serves, log, viol)
+	reported := false // the violations were reported (t.Errorf) at the seed's end
 	defer func() {
 		if t.Failed() || os.Getenv("ROLLUP_SOAK_JOURNAL") != "" {
 			t.Logf("seed %d (reproduce: ROLLUP_SOAK_SEED=%d go test -race -run TestSoak -v ./internal/soak/)\njournal:\n%s", seed, seed, log.String())
 			// A t.Fatal stops the seed before its violations are reported: they are the cause.
-			if vs := viol.all(); len(vs) > 0 && t.Failed() {
+			if vs := viol.all(); len(vs) > 0 && !reported {
 				t.Logf("seed %d's violations so far:\n%s", seed, strings.Join(vs, "\n"))
 			}
 			w.storeMu.Lock()
@@ -325,6 +326,7 @@ func runSeed(t *testing.T, bin string, seed uint64, tot *totals) {
 	for _, v := range vs {
 		t.Errorf("seed %d: %s", seed, v)
 	}
+	reported = true
 	took := time.Since(began)
 	st := a.st
 	t.Logf("seed %d: %d violations in %v; %d submissions, %d attempts, %d answered 503; totals right %v after the last round",
